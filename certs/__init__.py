@@ -1,0 +1,1 @@
+"""Certificate authority and serving certificates for the webhook (and the local control plane)."""

@@ -1,0 +1,224 @@
+"""Annotation and label keys, and reading a workload's zeroscaler annotations into typed values."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from zeroscaler.core.durations import DURATION_FORM, DurationError, _short, parse_duration, parse_time
+from zeroscaler.core.kinds import KindRef, kind_ref_from_api_version, parse_kind_refs
+
+PREFIX = "zeroscaler.io/"
+
+# Written by people or by the webhook.
+IDLE_TIMEOUT = PREFIX + "idle-timeout"
+WATCHED_KINDS = PREFIX + "watched-kinds"
+OWNED_KINDS = PREFIX + "owned-kinds"
+WATCH_NAMESPACES = PREFIX + "watch-namespaces"
+WAKE_REPLICAS = PREFIX + "wake-replicas"
+ENABLED = PREFIX + "enabled"
+# Written by the controller only.
+STATE = PREFIX + "state"
+RESTORE_REPLICAS = PREFIX + "restore-replicas"
+ASLEEP_SINCE = PREFIX + "asleep-since"
+LAST_ACTIVITY = PREFIX + "last-activity"
+# Written by the webhook only.
+INJECTED = PREFIX + "injected"
+
+# Labels.
+NAMESPACE_ENABLED_LABEL = PREFIX + "enabled"
+POLICY_LABEL = PREFIX + "policy"
+POLICY_KEY = "policy.yaml"
+
+# IBM controller-zero-scaler keys, read as aliases (its README and examples use both timeout keys).
+IBM_IDLE_TIMEOUT = ("controller-zero-scaler/idleTimeout", "controller-zero-scaler/zeroScaleTimeout")
+IBM_WATCHED_KINDS = "controller-zero-scaler/watchedKinds"
+IBM_OWNED_KINDS = "controller-zero-scaler/ownedKinds"
+
+LEADER_ANNOTATION = "control-plane.alpha.kubernetes.io/leader"
+
+MAX_VALUE_LEN = 16_384  # longer values are rejected, so a hostile annotation cannot cost much
+NAMESPACES_FORM = '"*" or a comma-separated list of namespace names'
+REPLICAS_FORM = "a whole number of replicas, 1 or more"
+IBM_KINDS_FORM = '[{"apiVersion": "group/version", "kind": "Kind"}]'
+
+State = Literal["awake", "asleep"]
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """A malformed annotation: which key, and a message naming the expected form."""
+
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadConfig:
+    """What a workload's annotations ask of zeroscaler."""
+
+    opted_out: bool = False
+    idle_timeout: float | None = None
+    watched: tuple[KindRef, ...] = ()
+    owned: tuple[KindRef, ...] = ()
+    watch_namespaces: tuple[str, ...] | None = None  # None: from RBAC; ("*",): all namespaces
+    wake_replicas: int | None = None
+
+    @property
+    def has_kinds(self) -> bool:
+        return bool(self.watched or self.owned)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadStatus:
+    """What the controller last recorded on a workload."""
+
+    state: State | None = None
+    restore_replicas: int | None = None
+    asleep_since: datetime | None = None
+    last_activity: datetime | None = None
+
+
+def read_config(annotations: Mapping[str, str]) -> tuple[WorkloadConfig, list[Problem]]:
+    """Parse the user-facing annotations; bad values are left out and reported, never raised."""
+    problems: list[Problem] = []
+    timeout = _read_timeout(annotations, problems)
+    watched = _read_kinds(annotations, WATCHED_KINDS, IBM_WATCHED_KINDS, problems)
+    owned = _read_kinds(annotations, OWNED_KINDS, IBM_OWNED_KINDS, problems)
+    namespaces = _read_namespaces(annotations.get(WATCH_NAMESPACES), problems)
+    wake = _read_replicas(annotations, WAKE_REPLICAS, problems, minimum=1)
+    enabled = annotations.get(ENABLED)
+    if enabled is not None and enabled.strip().lower() not in ("true", "false"):
+        problems.append(Problem(ENABLED, f'{_short(enabled)} is not "true" or "false"'))
+    config = WorkloadConfig(
+        opted_out=(enabled or "").strip().lower() == "false",
+        idle_timeout=timeout,
+        watched=watched,
+        owned=owned,
+        watch_namespaces=namespaces,
+        wake_replicas=wake,
+    )
+    return config, problems
+
+
+def read_status(annotations: Mapping[str, str]) -> tuple[WorkloadStatus, list[Problem]]:
+    """Parse the controller's own status annotations."""
+    problems: list[Problem] = []
+    raw_state = annotations.get(STATE)
+    state: State | None = None
+    if raw_state in ("awake", "asleep"):
+        state = raw_state  # type: ignore[assignment]
+    elif raw_state is not None:
+        problems.append(Problem(STATE, f'{_short(raw_state)} is not "awake" or "asleep"'))
+    return (
+        WorkloadStatus(
+            state=state,
+            restore_replicas=_read_replicas(annotations, RESTORE_REPLICAS, problems, minimum=1),
+            asleep_since=_read_time(annotations, ASLEEP_SINCE, problems),
+            last_activity=_read_time(annotations, LAST_ACTIVITY, problems),
+        ),
+        problems,
+    )
+
+
+def _too_long(key: str, value: str, problems: list[Problem]) -> bool:
+    if len(value) > MAX_VALUE_LEN:
+        problems.append(Problem(key, f"value is {len(value)} characters, over {MAX_VALUE_LEN}"))
+        return True
+    return False
+
+
+def _read_timeout(annotations: Mapping[str, str], problems: list[Problem]) -> float | None:
+    key = IDLE_TIMEOUT
+    value = annotations.get(key)
+    if value is None:
+        key, value = next(((k, annotations[k]) for k in IBM_IDLE_TIMEOUT if k in annotations), (key, None))
+    if value is None or _too_long(key, value, problems):
+        return None
+    try:
+        seconds = parse_duration(value)
+    except DurationError as e:
+        problems.append(Problem(key, str(e)))
+        return None
+    if seconds <= 0:
+        problems.append(Problem(key, f"{_short(value)} must be longer than zero ({DURATION_FORM})"))
+        return None
+    return seconds
+
+
+def _read_kinds(
+    annotations: Mapping[str, str], key: str, ibm_key: str, problems: list[Problem]
+) -> tuple[KindRef, ...]:
+    if key in annotations:
+        value = annotations[key]
+        if _too_long(key, value, problems):
+            return ()
+        refs, errors = parse_kind_refs(value)
+        problems.extend(Problem(key, e) for e in errors)
+        return tuple(refs)
+    if ibm_key in annotations:
+        value = annotations[ibm_key]
+        if _too_long(ibm_key, value, problems):
+            return ()
+        return tuple(_read_ibm_kinds(ibm_key, value, problems))
+    return ()
+
+
+def _read_ibm_kinds(key: str, value: str, problems: list[Problem]) -> list[KindRef]:
+    try:
+        items = json.loads(value)
+    except json.JSONDecodeError:
+        problems.append(Problem(key, f"{_short(value)} is not JSON (use {IBM_KINDS_FORM})"))
+        return []
+    if not isinstance(items, list):
+        problems.append(Problem(key, f"{_short(value)} is not a JSON list (use {IBM_KINDS_FORM})"))
+        return []
+    refs = []
+    for item in items:
+        kind = item.get("kind", item.get("Kind")) if isinstance(item, dict) else None
+        api_version = item.get("apiVersion") if isinstance(item, dict) else None
+        if not isinstance(kind, str) or not isinstance(api_version, str) or not kind:
+            problems.append(Problem(key, f"{_short(json.dumps(item))} is not {IBM_KINDS_FORM}"))
+            continue
+        refs.append(kind_ref_from_api_version(api_version, kind))
+    return refs
+
+
+def _read_namespaces(value: str | None, problems: list[Problem]) -> tuple[str, ...] | None:
+    if value is None or _too_long(WATCH_NAMESPACES, value, problems):
+        return None
+    names = tuple(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
+    if not names or ("*" in names and len(names) > 1):
+        problems.append(Problem(WATCH_NAMESPACES, f"{_short(value)} is not {NAMESPACES_FORM}"))
+        return None
+    return names
+
+
+def _read_replicas(
+    annotations: Mapping[str, str], key: str, problems: list[Problem], minimum: int
+) -> int | None:
+    value = annotations.get(key)
+    if value is None:
+        return None
+    text = value.strip()
+    if not text.isdigit() or len(text) > 9 or int(text) < minimum:
+        problems.append(Problem(key, f"{_short(value)} is not {REPLICAS_FORM}"))
+        return None
+    return int(text)
+
+
+def _read_time(annotations: Mapping[str, str], key: str, problems: list[Problem]) -> datetime | None:
+    value = annotations.get(key)
+    if value is None:
+        return None
+    try:
+        return parse_time(value)
+    except ValueError:
+        problems.append(Problem(key, f"{_short(value)} is not an RFC 3339 time"))
+        return None

@@ -1,0 +1,302 @@
+"""The one door to the Kubernetes API: config loading, typed errors, JSON requests, watches, discovery.
+
+Only this module imports the `kubernetes` package (for kubeconfig and in-cluster config); requests go
+through one shared `httpx.AsyncClient`, so objects stay plain JSON dicts and cost little memory.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import httpx
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+
+from zeroscaler.core.kinds import APIResource
+
+Obj = dict[str, Any]
+PatchType = Literal["merge", "strategic", "json", "apply"]
+
+_PATCH_CONTENT_TYPES: dict[str, str] = {
+    "merge": "application/merge-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+    "json": "application/json-patch+json",
+    "apply": "application/apply-patch+yaml",
+}
+# Ask for metadata only: watches of many objects then cost a fraction of the bandwidth and memory.
+ACCEPT_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+ACCEPT_METADATA_LIST = (
+    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+)
+_ACCEPT_DISCOVERY = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+
+class KubeError(Exception):
+    """An API request failed; subclasses say how the caller should react."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+class NotFound(KubeError):
+    """404: the object or type does not exist."""
+
+
+class Conflict(KubeError):
+    """409: a precondition or resourceVersion did not match; read again and decide again."""
+
+
+class Forbidden(KubeError):
+    """401/403: not allowed."""
+
+
+class Gone(KubeError):
+    """410: the resourceVersion is too old; list again."""
+
+
+class Invalid(KubeError):
+    """400/422: the request was rejected as malformed."""
+
+
+class Transient(KubeError):
+    """429, 5xx or a network error: try again later."""
+
+
+def error_for(status: int, body: bytes | str) -> KubeError:
+    """Map an HTTP status and a Status body to one of our error classes."""
+    reason, message = "", ""
+    try:
+        status_obj = json.loads(body) if body else {}
+        if isinstance(status_obj, dict):
+            reason = str(status_obj.get("reason", ""))
+            message = str(status_obj.get("message", ""))
+    except (ValueError, UnicodeDecodeError):
+        message = body[:500] if isinstance(body, str) else body[:500].decode(errors="replace")
+    cls: type[KubeError]
+    if status == 404:
+        cls = NotFound
+    elif status == 409:
+        cls = Conflict
+    elif status in (401, 403):
+        cls = Forbidden
+    elif status == 410:
+        cls = Gone
+    elif status in (400, 422):
+        cls = Invalid
+    else:
+        cls = Transient
+    return cls(status, reason, message)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterAccess:
+    """How to reach and authenticate to one API server."""
+
+    server: str
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    token: str | None = None
+    verify: bool = True
+
+
+def load_access(kubeconfig: str | None = None, context: str | None = None) -> ClusterAccess:
+    """Access from a kubeconfig file, else from the in-cluster ServiceAccount."""
+    cfg = k8s_client.Configuration()
+    if kubeconfig:
+        k8s_config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
+    else:
+        try:
+            k8s_config.load_incluster_config(client_configuration=cfg)
+        except k8s_config.ConfigException:
+            k8s_config.load_kube_config(context=context, client_configuration=cfg)
+    auth = (cfg.api_key or {}).get("authorization") or (cfg.api_key or {}).get("BearerToken")
+    token = auth.removeprefix("Bearer ").strip() if auth else None
+    return ClusterAccess(
+        server=str(cfg.host).rstrip("/"),
+        ca_file=cfg.ssl_ca_cert or None,
+        cert_file=cfg.cert_file or None,
+        key_file=cfg.key_file or None,
+        token=token,
+        verify=bool(cfg.verify_ssl),
+    )
+
+
+def _ssl_context(access: ClusterAccess) -> ssl.SSLContext | bool:
+    if not access.verify:
+        return False
+    ctx = ssl.create_default_context(cafile=access.ca_file)
+    if access.cert_file and access.key_file:
+        ctx.load_cert_chain(access.cert_file, access.key_file)
+    return ctx
+
+
+class Kube:
+    """An async client for the API server speaking plain JSON dicts."""
+
+    def __init__(self, access: ClusterAccess, *, timeout: float = 30.0, max_connections: int = 64):
+        headers = {"User-Agent": "zeroscaler"}
+        if access.token:
+            headers["Authorization"] = f"Bearer {access.token}"
+        self.access = access
+        self._http = httpx.AsyncClient(
+            base_url=access.server,
+            verify=_ssl_context(access),
+            headers=headers,
+            timeout=httpx.Timeout(timeout),
+            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=16),
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> Kube:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str | int | bool] | None = None,
+        body: Obj | list[Obj] | None = None,
+        content_type: str = "application/json",
+        accept: str = "application/json",
+    ) -> Obj:
+        """One request; a 2xx JSON body comes back as a dict, anything else raises a KubeError."""
+        headers = {"Accept": accept}
+        content = None
+        if body is not None:
+            headers["Content-Type"] = content_type
+            content = json.dumps(body, separators=(",", ":")).encode()
+        try:
+            resp = await self._http.request(
+                method, path, params=_params(params), content=content, headers=headers
+            )
+        except httpx.TransportError as e:
+            raise Transient(0, type(e).__name__, str(e) or repr(e)) from e
+        if resp.status_code >= 300:
+            raise error_for(resp.status_code, resp.content)
+        if not resp.content:
+            return {}
+        result: Obj = resp.json()
+        return result
+
+    async def get(self, path: str, *, params: Mapping[str, str | int | bool] | None = None,
+                  accept: str = "application/json") -> Obj:
+        return await self.request("GET", path, params=params, accept=accept)
+
+    async def create(self, path: str, body: Obj, *, dry_run: bool = False) -> Obj:
+        return await self.request("POST", path, body=body, params=_dry(dry_run))
+
+    async def patch(self, path: str, body: Obj | list[Obj], patch_type: PatchType = "merge",
+                    *, dry_run: bool = False, field_manager: str = "zeroscaler") -> Obj:
+        params: dict[str, str | int | bool] = {"fieldManager": field_manager, **_dry(dry_run)}
+        return await self.request(
+            "PATCH", path, body=body, params=params, content_type=_PATCH_CONTENT_TYPES[patch_type]
+        )
+
+    async def delete(self, path: str) -> Obj:
+        return await self.request("DELETE", path)
+
+    async def list_all(self, path: str, *, params: Mapping[str, str | int | bool] | None = None,
+                       metadata_only: bool = False, page_size: int = 500) -> tuple[list[Obj], str]:
+        """Every object of a collection, fetched in pages; returns the items and the list's resourceVersion."""
+        accept = ACCEPT_METADATA_LIST if metadata_only else "application/json"
+        query: dict[str, str | int | bool] = {**(params or {}), "limit": page_size}
+        items: list[Obj] = []
+        while True:
+            page = await self.get(path, params=query, accept=accept)
+            items.extend(page.get("items") or [])
+            meta = page.get("metadata") or {}
+            if not meta.get("continue"):
+                return items, str(meta.get("resourceVersion", ""))
+            query["continue"] = meta["continue"]
+
+    async def watch(self, path: str, *, resource_version: str,
+                    params: Mapping[str, str | int | bool] | None = None,
+                    metadata_only: bool = False, timeout_seconds: int = 300) -> AsyncIterator[Obj]:
+        """Stream watch events (`{"type", "object"}`) from a resourceVersion; a 410 raises Gone."""
+        query = {
+            **(params or {}),
+            "watch": "true",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": timeout_seconds,
+        }
+        accept = ACCEPT_METADATA if metadata_only else "application/json"
+        timeout = httpx.Timeout(30.0, read=timeout_seconds + 30.0)
+        try:
+            async with self._http.stream(
+                "GET", path, params=_params(query), headers={"Accept": accept}, timeout=timeout
+            ) as resp:
+                if resp.status_code >= 300:
+                    raise error_for(resp.status_code, await resp.aread())
+                async for line in resp.aiter_lines():
+                    if not line:
+                        continue
+                    event: Obj = json.loads(line)
+                    if event.get("type") == "ERROR":
+                        status = event.get("object") or {}
+                        raise error_for(int(status.get("code") or 500), json.dumps(status))
+                    yield event
+        except httpx.TransportError as e:
+            raise Transient(0, type(e).__name__, str(e) or repr(e)) from e
+
+    async def discover(self) -> list[APIResource]:
+        """Every served resource type at its group's preferred version (aggregated discovery)."""
+        found: list[APIResource] = []
+        for root in ("/api", "/apis"):
+            doc = await self.get(root, accept=_ACCEPT_DISCOVERY)
+            for group in doc.get("items") or []:
+                found.extend(_group_resources(group))
+        return found
+
+
+def _group_resources(group: Obj) -> list[APIResource]:
+    versions = group.get("versions") or []
+    if not versions:
+        return []
+    preferred = versions[0]  # the server lists the preferred version first
+    name = (group.get("metadata") or {}).get("name", "")
+    out = []
+    for r in preferred.get("resources") or []:
+        kind = (r.get("responseKind") or {}).get("kind")
+        if not kind:
+            continue
+        out.append(
+            APIResource(
+                group=name,
+                version=preferred.get("version", ""),
+                resource=r.get("resource", ""),
+                kind=kind,
+                namespaced=r.get("scope") == "Namespaced",
+                verbs=frozenset(r.get("verbs") or ()),
+                subresources=frozenset(
+                    s.get("subresource", "") for s in r.get("subresources") or ()
+                ),
+                singular=r.get("singularResource", ""),
+                short_names=tuple(r.get("shortNames") or ()),
+            )
+        )
+    return out
+
+
+def _params(params: Mapping[str, str | int | bool] | None) -> dict[str, str] | None:
+    if not params:
+        return None
+    return {k: ("true" if v is True else "false" if v is False else str(v)) for k, v in params.items()}
+
+
+def _dry(dry_run: bool) -> dict[str, str | int | bool]:
+    return {"dryRun": "All"} if dry_run else {}

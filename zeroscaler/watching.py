@@ -1,0 +1,150 @@
+"""Continuous list-then-watch of one collection, with a local store (an informer).
+
+Lists first, then watches from the list's resourceVersion with bookmarks; a 410 Gone lists again and
+reports what changed meanwhile as ordinary events; other failures reconnect with capped backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from zeroscaler.kube import Gone, Kube, KubeError, Obj
+
+log = logging.getLogger(__name__)
+
+EventType = Literal["ADDED", "MODIFIED", "DELETED"]
+Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    """One change seen; `initial` marks objects from a first list (they are not news)."""
+
+    type: EventType
+    obj: Obj
+    old: Obj | None = None
+    initial: bool = False
+
+
+Handler = Callable[[WatchEvent], None]
+
+
+def key_of(obj: Obj) -> Key:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace", "")), str(meta.get("name", ""))
+
+
+class Informer:
+    """Keeps `store` equal to the collection at `path` and tells handlers about every change."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        path: str,
+        *,
+        metadata_only: bool = False,
+        params: Mapping[str, str] | None = None,
+        transform: Callable[[Obj], Obj] | None = None,
+        timeout_seconds: int = 300,
+        max_backoff: float = 30.0,
+    ) -> None:
+        self.kube = kube
+        self.path = path
+        self.metadata_only = metadata_only
+        self.params = dict(params or {})
+        self.transform = transform
+        self.timeout_seconds = timeout_seconds
+        self.max_backoff = max_backoff
+        self.store: dict[Key, Obj] = {}
+        self.synced = asyncio.Event()
+        self.resource_version = ""
+        self.last_error: KubeError | None = None
+        self._handlers: list[Handler] = []
+
+    def add_handler(self, handler: Handler) -> None:
+        self._handlers.append(handler)
+
+    def remove_handler(self, handler: Handler) -> None:
+        self._handlers.remove(handler)
+
+    async def run(self) -> None:
+        """List and watch until cancelled."""
+        backoff = 0.2
+        first = True
+        while True:
+            try:
+                await self._list(initial=first)
+                first = False
+                backoff = 0.2
+                while True:
+                    await self._watch()
+            except Gone:
+                log.debug("watch expired, listing again", extra={"path": self.path})
+                continue
+            except KubeError as e:
+                self.last_error = e
+                log.warning("watch failed: %s", e, extra={"path": self.path})
+            await asyncio.sleep(backoff * (0.5 + random.random()))
+            backoff = min(backoff * 2, self.max_backoff)
+
+    async def _list(self, *, initial: bool) -> None:
+        items, rv = await self.kube.list_all(
+            self.path, params=self.params, metadata_only=self.metadata_only
+        )
+        fresh = {key_of(o): self._shape(o) for o in items}
+        old_store, self.store = self.store, fresh
+        self.resource_version = rv
+        for key, obj in fresh.items():
+            before = old_store.get(key)
+            if before is None:
+                self._emit(WatchEvent("ADDED", obj, initial=initial))
+            elif _rv(before) != _rv(obj):
+                self._emit(WatchEvent("MODIFIED", obj, before))
+        for key, obj in old_store.items():
+            if key not in fresh:
+                self._emit(WatchEvent("DELETED", obj, obj))
+        self.last_error = None
+        self.synced.set()
+
+    async def _watch(self) -> None:
+        async for event in self.kube.watch(
+            self.path,
+            resource_version=self.resource_version,
+            params=self.params,
+            metadata_only=self.metadata_only,
+            timeout_seconds=self.timeout_seconds,
+        ):
+            kind, raw = event.get("type"), event.get("object") or {}
+            rv = _rv(raw)
+            if rv:
+                self.resource_version = rv
+            if kind == "BOOKMARK":
+                continue
+            obj = self._shape(raw)
+            key = key_of(obj)
+            if kind == "DELETED":
+                old = self.store.pop(key, None)
+                self._emit(WatchEvent("DELETED", obj, old))
+            elif kind in ("ADDED", "MODIFIED"):
+                old = self.store.get(key)
+                self.store[key] = obj
+                self._emit(WatchEvent("ADDED" if old is None else "MODIFIED", obj, old))
+
+    def _shape(self, obj: Obj) -> Obj:
+        return self.transform(obj) if self.transform else obj
+
+    def _emit(self, event: WatchEvent) -> None:
+        for handler in list(self._handlers):
+            try:
+                handler(event)
+            except Exception:  # a bad handler must not stop the watch for everyone else
+                log.exception("watch handler failed", extra={"path": self.path})
+
+
+def _rv(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion", ""))
