@@ -1,0 +1,352 @@
+"""Table tests for the activity rules of DESIGN.md, on metadata as a metadata watch gives it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from zeroscaler.core.activity import (
+    Activity,
+    Change,
+    Interest,
+    find_activity,
+    newest_change_time,
+    shrink,
+)
+from zeroscaler.core.durations import parse_time
+from zeroscaler.core.kinds import APIResource
+
+CONFIGMAP = APIResource("", "v1", "configmaps", "ConfigMap")
+ENDPOINTS = APIResource("", "v1", "endpoints", "Endpoints")
+SECRET = APIResource("", "v1", "secrets", "Secret")
+LEASE = APIResource("coordination.k8s.io", "v1", "leases", "Lease")
+WIDGET = APIResource("example.com", "v1", "widgets", "Widget", subresources=frozenset({"status"}))
+DEPLOYMENT = APIResource(
+    "apps", "v1", "deployments", "Deployment", subresources=frozenset({"status", "scale"})
+)
+NODEWIDGET = APIResource("example.com", "v1", "nodewidgets", "NodeWidget", namespaced=False)
+
+INTEREST = Interest(
+    watched={
+        ("example.com", "Widget"): frozenset({"ops"}),
+        ("", "ConfigMap"): None,
+        ("coordination.k8s.io", "Lease"): None,
+        ("", "Endpoints"): None,
+        ("apps", "Deployment"): None,
+        ("example.com", "NodeWidget"): frozenset({"ops"}),
+    },
+    owned={("", "Secret"): frozenset({"ops"})},
+    self_ref=("apps", "Deployment", "ops", "widget-operator"),
+    since=parse_time("2026-01-01T10:00:00Z"),
+)
+
+
+def meta(**fields: Any) -> dict[str, Any]:
+    return {"metadata": {"namespace": "ops", "name": "w1", "generation": 1, **fields}}
+
+
+def mf(manager: str, time: str, subresource: str = "") -> dict[str, str]:
+    entry = {"manager": manager, "operation": "Update", "time": time}
+    if subresource:
+        entry["subresource"] = subresource
+    return entry
+
+
+OWNER = [{"apiVersion": "example.com/v1", "kind": "Widget", "name": "w1", "controller": True}]
+NOT_CONTROLLER = [{"apiVersion": "example.com/v1", "kind": "Widget", "name": "w1"}]
+LEADER = {"control-plane.alpha.kubernetes.io/leader": '{"holderIdentity":"a"}'}
+
+# (id, resource, change, expected reason or None)
+CASES: list[tuple[str, APIResource, Change, str | None]] = [
+    ("created", WIDGET, Change("ADDED", meta()), "Widget ops/w1 created"),
+    ("deleted", WIDGET, Change("DELETED", meta(), meta()), "Widget ops/w1 deleted"),
+    (
+        "spec change bumps generation",
+        WIDGET,
+        Change("MODIFIED", meta(generation=2), meta()),
+        "Widget ops/w1 changed",
+    ),
+    (
+        "status-only update on a type with a status subresource",
+        WIDGET,
+        Change(
+            "MODIFIED",
+            meta(resourceVersion="2", managedFields=[mf("op", "2026-01-01T11:00:00Z", "status")]),
+            meta(resourceVersion="1"),
+        ),
+        None,
+    ),
+    (
+        "label change counts",
+        WIDGET,
+        Change("MODIFIED", meta(labels={"a": "b"}), meta()),
+        "Widget ops/w1 changed",
+    ),
+    (
+        "annotation change counts",
+        WIDGET,
+        Change("MODIFIED", meta(annotations={"a": "b"}), meta(annotations={"a": "c"})),
+        "Widget ops/w1 changed",
+    ),
+    (
+        "finalizer removed counts",
+        WIDGET,
+        Change("MODIFIED", meta(), meta(finalizers=["x"])),
+        "Widget ops/w1 changed",
+    ),
+    (
+        "owner reference added counts",
+        WIDGET,
+        Change("MODIFIED", meta(ownerReferences=OWNER), meta()),
+        "Widget ops/w1 changed",
+    ),
+    (
+        "deletion requested counts",
+        WIDGET,
+        Change("MODIFIED", meta(deletionTimestamp="2026-01-01T11:00:00Z"), meta()),
+        "Widget ops/w1 changed",
+    ),
+    (
+        "empty labels equal absent labels",
+        WIDGET,
+        Change("MODIFIED", meta(labels={}), meta()),
+        None,
+    ),
+    (
+        "outside the namespace scope",
+        WIDGET,
+        Change("ADDED", {"metadata": {"namespace": "elsewhere", "name": "w1"}}),
+        None,
+    ),
+    (
+        "cluster-scoped kinds ignore the namespace scope",
+        NODEWIDGET,
+        Change("ADDED", {"metadata": {"name": "n1"}}),
+        "NodeWidget n1 created",
+    ),
+    (
+        "every update counts without a status subresource",
+        CONFIGMAP,
+        Change("MODIFIED", meta(resourceVersion="2"), meta(resourceVersion="1")),
+        "ConfigMap ops/w1 changed",
+    ),
+    (
+        "any namespace when the scope is all",
+        CONFIGMAP,
+        Change("ADDED", {"metadata": {"namespace": "far", "name": "c"}}),
+        "ConfigMap far/c created",
+    ),
+    ("a Lease is never activity", LEASE, Change("MODIFIED", meta(generation=9), meta()), None),
+    ("a new Lease neither", LEASE, Change("ADDED", meta()), None),
+    (
+        "a ConfigMap leader lock is never activity",
+        CONFIGMAP,
+        Change("MODIFIED", meta(annotations=LEADER), meta(annotations={})),
+        None,
+    ),
+    (
+        "an Endpoints leader lock is never activity",
+        ENDPOINTS,
+        Change("MODIFIED", meta(annotations=LEADER), meta(annotations=LEADER)),
+        None,
+    ),
+    (
+        "owned kind controlled by a watched-kind object counts",
+        SECRET,
+        Change("ADDED", meta(ownerReferences=OWNER)),
+        "Secret ops/w1 (controlled by a Widget) created",
+    ),
+    ("owned kind without an owner does not", SECRET, Change("ADDED", meta()), None),
+    (
+        "owned kind with a non-controller owner does not",
+        SECRET,
+        Change("ADDED", meta(ownerReferences=NOT_CONTROLLER)),
+        None,
+    ),
+    (
+        "owned kind controlled by an unwatched kind does not",
+        SECRET,
+        Change(
+            "ADDED",
+            meta(
+                ownerReferences=[
+                    {"apiVersion": "v1", "kind": "Pod", "name": "p", "controller": True}
+                ]
+            ),
+        ),
+        None,
+    ),
+    (
+        "owned kind outside its scope does not",
+        SECRET,
+        Change("ADDED", {"metadata": {"namespace": "x", "name": "s", "ownerReferences": OWNER}}),
+        None,
+    ),
+    (
+        "initial list: unchanged since last activity is not news",
+        WIDGET,
+        Change(
+            "ADDED",
+            meta(
+                creationTimestamp="2026-01-01T09:00:00Z",
+                managedFields=[mf("op", "2026-01-01T09:30:00Z")],
+            ),
+            initial=True,
+        ),
+        None,
+    ),
+    (
+        "initial list: changed after last activity wakes",
+        WIDGET,
+        Change(
+            "ADDED",
+            meta(
+                creationTimestamp="2026-01-01T09:00:00Z",
+                managedFields=[mf("kubectl", "2026-01-01T10:00:01Z")],
+            ),
+            initial=True,
+        ),
+        "Widget ops/w1 changed while zeroscaler was not watching",
+    ),
+    (
+        "initial list: created after last activity wakes",
+        CONFIGMAP,
+        Change("ADDED", meta(creationTimestamp="2026-01-01T10:30:00Z"), initial=True),
+        "ConfigMap ops/w1 changed while zeroscaler was not watching",
+    ),
+    (
+        "initial list: a later status write is not news",
+        WIDGET,
+        Change(
+            "ADDED",
+            meta(
+                creationTimestamp="2026-01-01T09:00:00Z",
+                managedFields=[mf("op", "2026-01-01T11:00:00Z", "status")],
+            ),
+            initial=True,
+        ),
+        None,
+    ),
+    (
+        "a sleep or wake written by zeroscaler is not activity",
+        DEPLOYMENT,
+        Change(
+            "MODIFIED",
+            meta(
+                generation=2,
+                namespace="other",
+                managedFields=[
+                    mf("kubectl", "2026-01-01T09:00:00Z"),
+                    mf("zeroscaler", "2026-01-01T11:00:00Z", "scale"),
+                ],
+            ),
+            meta(namespace="other", managedFields=[mf("kubectl", "2026-01-01T09:00:00Z")]),
+        ),
+        None,
+    ),
+    (
+        "a change by someone else at the same time as ours counts",
+        DEPLOYMENT,
+        Change(
+            "MODIFIED",
+            meta(
+                generation=2,
+                managedFields=[
+                    mf("kubectl", "2026-01-01T11:00:00Z"),
+                    mf("zeroscaler", "2026-01-01T11:00:00Z", "scale"),
+                ],
+            ),
+            meta(managedFields=[mf("kubectl", "2026-01-01T09:00:00Z")]),
+        ),
+        "Deployment ops/w1 changed",
+    ),
+    (
+        "the workload itself is never its own activity",
+        DEPLOYMENT,
+        Change(
+            "MODIFIED", meta(name="widget-operator", generation=5), meta(name="widget-operator")
+        ),
+        None,
+    ),
+    (
+        "a kind the workload does not name",
+        APIResource("", "v1", "pods", "Pod"),
+        Change("ADDED", meta()),
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("resource", "change", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_find_activity(resource: APIResource, change: Change, expected: str | None) -> None:
+    found = find_activity(change, resource, INTEREST)
+    assert (found.reason if found else None) == expected
+
+
+def test_initial_list_without_a_last_activity_is_never_news() -> None:
+    interest = Interest(watched={("", "ConfigMap"): None}, owned={}, since=None)
+    change = Change("ADDED", meta(creationTimestamp="2026-01-01T10:30:00Z"), initial=True)
+    assert find_activity(change, CONFIGMAP, interest) is None
+
+
+def test_activity_names_the_object() -> None:
+    assert find_activity(Change("DELETED", meta()), WIDGET, INTEREST) == Activity(
+        "Widget", "ops", "w1", "Widget ops/w1 deleted"
+    )
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        ({}, None),
+        ({"creationTimestamp": "2026-01-01T09:00:00Z"}, "2026-01-01T09:00:00Z"),
+        (
+            {
+                "creationTimestamp": "2026-01-01T09:00:00Z",
+                "managedFields": [
+                    mf("a", "2026-01-01T09:10:00Z"),
+                    mf("b", "2026-01-01T09:20:00Z", "status"),
+                    mf("zeroscaler", "2026-01-01T09:30:00Z"),
+                    mf("c", "not a time"),
+                ],
+            },
+            "2026-01-01T09:10:00Z",
+        ),
+    ],
+)
+def test_newest_change_time(fields: dict[str, Any], expected: str | None) -> None:
+    assert newest_change_time(fields) == (parse_time(expected) if expected else None)
+
+
+def test_shrink_keeps_what_the_rules_read() -> None:
+    raw = {
+        "apiVersion": "meta.k8s.io/v1",
+        "kind": "PartialObjectMetadata",
+        "metadata": {
+            "name": "w1",
+            "namespace": "ops",
+            "uid": "u",
+            "resourceVersion": "7",
+            "generation": 3,
+            "labels": {"a": "b"},
+            "ownerReferences": OWNER,
+            "managedFields": [{**mf("op", "2026-01-01T09:10:00Z"), "fieldsV1": {"f:spec": {}}}],
+        },
+    }
+    small = shrink(raw)
+    assert small == {
+        "metadata": {
+            "name": "w1",
+            "namespace": "ops",
+            "resourceVersion": "7",
+            "generation": 3,
+            "labels": {"a": "b"},
+            "ownerReferences": OWNER,
+            "managedFields": [mf("op", "2026-01-01T09:10:00Z")],
+        }
+    }
+    change = Change("MODIFIED", small, shrink({"metadata": {**raw["metadata"], "generation": 2}}))
+    assert find_activity(change, WIDGET, INTEREST) is not None

@@ -1,0 +1,158 @@
+"""Table tests for the scaler's decision: literal timestamps, no clock, no mocks."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from zeroscaler.core.annotations import WorkloadConfig, WorkloadStatus
+from zeroscaler.core.decision import Decision, Observed, decide, wake_replicas
+from zeroscaler.core.durations import parse_time
+from zeroscaler.core.kinds import KindRef
+
+CM = (KindRef("ConfigMap", kind="ConfigMap"),)
+
+
+def t(text: str) -> datetime:
+    return parse_time(text)
+
+
+NOW = t("2026-01-01T12:00:00Z")
+CONFIG = WorkloadConfig(idle_timeout=60.0, watched=CM)
+AWAKE = WorkloadStatus(state="awake")
+ASLEEP = WorkloadStatus(state="asleep", restore_replicas=3, asleep_since=t("2026-01-01T11:00:00Z"))
+
+CASES: list[tuple[str, Observed, WorkloadConfig, WorkloadStatus, Decision]] = [
+    (
+        "idle less than the timeout: look again at the deadline",
+        Observed(3, t("2026-01-01T11:59:30Z")),
+        CONFIG,
+        AWAKE,
+        Decision("none", next_check=t("2026-01-01T12:00:30Z")),
+    ),
+    (
+        "idle exactly the timeout: sleep, remembering 3",
+        Observed(3, t("2026-01-01T11:59:00Z")),
+        CONFIG,
+        AWAKE,
+        Decision("sleep", replicas=3, reason="idle for 1m (timeout 1m)"),
+    ),
+    (
+        "never recorded a state: same as awake",
+        Observed(2, t("2026-01-01T11:00:00Z")),
+        CONFIG,
+        WorkloadStatus(),
+        Decision("sleep", replicas=2, reason="idle for 1h (timeout 1m)"),
+    ),
+    (
+        "HPA-targeted never sleeps",
+        Observed(3, t("2026-01-01T11:00:00Z"), hpa_targeted=True),
+        CONFIG,
+        AWAKE,
+        Decision("none", reason="targeted by a HorizontalPodAutoscaler; never put to sleep"),
+    ),
+    (
+        "no kind to wake on never sleeps",
+        Observed(3, t("2026-01-01T11:00:00Z"), can_wake=False),
+        CONFIG,
+        AWAKE,
+        Decision("none", reason="no watched or owned kind to wake on; never put to sleep"),
+    ),
+    (
+        "no timeout never sleeps",
+        Observed(3, t("2026-01-01T11:00:00Z")),
+        WorkloadConfig(watched=CM),
+        AWAKE,
+        Decision("none", reason="no idle timeout"),
+    ),
+    (
+        "awake at zero replicas (scaled down by a person) is left alone",
+        Observed(0, t("2026-01-01T11:00:00Z")),
+        CONFIG,
+        AWAKE,
+        Decision("none", reason="scaled to zero by someone else; left alone"),
+    ),
+    (
+        "sub-second timeout is raised to one second",
+        Observed(1, t("2026-01-01T11:59:59.500Z")),
+        WorkloadConfig(idle_timeout=0.1, watched=CM),
+        AWAKE,
+        Decision("none", next_check=t("2026-01-01T12:00:00.500Z")),
+    ),
+    (
+        "asleep, no activity since: nothing",
+        Observed(0, t("2026-01-01T10:59:00Z")),
+        CONFIG,
+        ASLEEP,
+        Decision("none"),
+    ),
+    (
+        "asleep, activity at the very second of sleeping does not count",
+        Observed(0, t("2026-01-01T11:00:00Z")),
+        CONFIG,
+        ASLEEP,
+        Decision("none"),
+    ),
+    (
+        "asleep, activity after: wake to the remembered 3, not 1",
+        Observed(0, t("2026-01-01T11:30:00Z")),
+        CONFIG,
+        ASLEEP,
+        Decision("wake", replicas=3),
+    ),
+    (
+        "asleep, activity after, wake-replicas overrides",
+        Observed(0, t("2026-01-01T11:30:00Z")),
+        WorkloadConfig(idle_timeout=60.0, watched=CM, wake_replicas=5),
+        ASLEEP,
+        Decision("wake", replicas=5),
+    ),
+    (
+        "asleep without a remembered count wakes to 1",
+        Observed(0, t("2026-01-01T11:30:00Z")),
+        CONFIG,
+        WorkloadStatus(state="asleep", asleep_since=t("2026-01-01T11:00:00Z")),
+        Decision("wake", replicas=1),
+    ),
+    (
+        "asleep but scaled up by someone: it is awake now",
+        Observed(4, t("2026-01-01T10:59:00Z")),
+        CONFIG,
+        ASLEEP,
+        Decision("mark-awake", replicas=4, reason="scaled up while asleep; now awake"),
+    ),
+    (
+        "asleep and HPA-targeted with activity still wakes",
+        Observed(0, t("2026-01-01T11:30:00Z"), hpa_targeted=True),
+        CONFIG,
+        ASLEEP,
+        Decision("wake", replicas=3),
+    ),
+    (
+        "asleep without asleep-since (crash or hand edit) wakes",
+        Observed(0, t("2026-01-01T10:00:00Z")),
+        CONFIG,
+        WorkloadStatus(state="asleep", restore_replicas=2),
+        Decision("wake", replicas=2),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("observed", "config", "status", "expected"),
+    [c[1:] for c in CASES],
+    ids=[c[0] for c in CASES],
+)
+def test_decide(
+    observed: Observed, config: WorkloadConfig, status: WorkloadStatus, expected: Decision
+) -> None:
+    assert decide(observed, config, status, NOW) == expected
+
+
+@pytest.mark.parametrize(
+    ("wake", "restore", "expected"), [(None, None, 1), (None, 3, 3), (2, 3, 2), (7, None, 7)]
+)
+def test_wake_replicas(wake: int | None, restore: int | None, expected: int) -> None:
+    config = WorkloadConfig(wake_replicas=wake)
+    assert wake_replicas(config, WorkloadStatus(restore_replicas=restore)) == expected

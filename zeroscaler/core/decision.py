@@ -1,0 +1,77 @@
+"""The scaler's brain: from a workload as observed and `now`, what to do and when to look again."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+from zeroscaler.core.annotations import WorkloadConfig, WorkloadStatus
+from zeroscaler.core.durations import format_duration
+
+Action = Literal["sleep", "wake", "mark-awake", "none"]
+
+# Status times are written to the second, so shorter timeouts could not be told apart from activity.
+MIN_IDLE_TIMEOUT = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """What the controller sees of a workload besides its annotations."""
+
+    replicas: int  # spec.replicas
+    last_activity: datetime  # newest activity seen, or when watching began
+    hpa_targeted: bool = False
+    can_wake: bool = True  # at least one watched or owned kind is resolved and permitted
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What to do now; `replicas` is the count to remember (sleep) or to scale to (wake)."""
+
+    action: Action
+    replicas: int | None = None
+    next_check: datetime | None = None
+    reason: str = ""
+
+
+def decide(
+    observed: Observed, config: WorkloadConfig, status: WorkloadStatus, now: datetime
+) -> Decision:
+    """Sleep, wake, record a manual wake, or nothing (with the time to look again)."""
+    if status.state == "asleep":
+        return _decide_asleep(observed, config, status)
+    if observed.replicas == 0:
+        return Decision("none", reason="scaled to zero by someone else; left alone")
+    if observed.hpa_targeted:
+        return Decision("none", reason="targeted by a HorizontalPodAutoscaler; never put to sleep")
+    if not observed.can_wake:
+        return Decision("none", reason="no watched or owned kind to wake on; never put to sleep")
+    if config.idle_timeout is None:
+        return Decision("none", reason="no idle timeout")
+    timeout = max(config.idle_timeout, MIN_IDLE_TIMEOUT)
+    deadline = observed.last_activity + timedelta(seconds=timeout)
+    if now < deadline:
+        return Decision("none", next_check=deadline)
+    return Decision(
+        "sleep",
+        replicas=observed.replicas,
+        reason=f"idle for {format_duration((now - observed.last_activity).total_seconds())} "
+        f"(timeout {format_duration(timeout)})",
+    )
+
+
+def wake_replicas(config: WorkloadConfig, status: WorkloadStatus) -> int:
+    """wake-replicas, else restore-replicas, else 1."""
+    return config.wake_replicas or status.restore_replicas or 1
+
+
+def _decide_asleep(observed: Observed, config: WorkloadConfig, status: WorkloadStatus) -> Decision:
+    if observed.replicas > 0:
+        return Decision(
+            "mark-awake", replicas=observed.replicas, reason="scaled up while asleep; now awake"
+        )
+    since = status.asleep_since
+    if since is None or observed.last_activity > since:
+        return Decision("wake", replicas=wake_replicas(config, status))
+    return Decision("none")
