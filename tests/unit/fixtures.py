@@ -1,0 +1,122 @@
+"""Test data for the webhook core: discovery of built-in kinds, and the real operators."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from zeroscaler.core.kinds import APIResource, Discovery
+
+OPERATORS = Path(__file__).resolve().parents[3] / "shared" / "testdata" / "operators"
+WATCHABLE = frozenset({"create", "delete", "get", "list", "patch", "update", "watch"})
+
+# (group, version, resource, kind, namespaced) served by a stock API server
+BUILTIN: list[tuple[str, str, str, str, bool]] = [
+    ("", "v1", "pods", "Pod", True),
+    ("", "v1", "services", "Service", True),
+    ("", "v1", "configmaps", "ConfigMap", True),
+    ("", "v1", "secrets", "Secret", True),
+    ("", "v1", "serviceaccounts", "ServiceAccount", True),
+    ("", "v1", "endpoints", "Endpoints", True),
+    ("", "v1", "events", "Event", True),
+    ("", "v1", "namespaces", "Namespace", False),
+    ("", "v1", "nodes", "Node", False),
+    ("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True),
+    ("", "v1", "persistentvolumes", "PersistentVolume", False),
+    ("", "v1", "podtemplates", "PodTemplate", True),
+    ("", "v1", "replicationcontrollers", "ReplicationController", True),
+    ("", "v1", "limitranges", "LimitRange", True),
+    ("", "v1", "resourcequotas", "ResourceQuota", True),
+    ("apps", "v1", "deployments", "Deployment", True),
+    ("apps", "v1", "statefulsets", "StatefulSet", True),
+    ("apps", "v1", "replicasets", "ReplicaSet", True),
+    ("apps", "v1", "daemonsets", "DaemonSet", True),
+    ("apps", "v1", "controllerrevisions", "ControllerRevision", True),
+    ("batch", "v1", "jobs", "Job", True),
+    ("batch", "v1", "cronjobs", "CronJob", True),
+    ("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True),
+    ("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", True),
+    ("networking.k8s.io", "v1", "ingresses", "Ingress", True),
+    ("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", True),
+    ("networking.k8s.io", "v1", "ingressclasses", "IngressClass", False),
+    ("rbac.authorization.k8s.io", "v1", "roles", "Role", True),
+    ("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True),
+    ("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
+    ("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
+    ("coordination.k8s.io", "v1", "leases", "Lease", True),
+    ("events.k8s.io", "v1", "events", "Event", True),
+    ("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", True),
+    ("storage.k8s.io", "v1", "storageclasses", "StorageClass", False),
+    ("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "mutatingwebhookconfigurations",
+        "MutatingWebhookConfiguration",
+        False,
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingwebhookconfigurations",
+        "ValidatingWebhookConfiguration",
+        False,
+    ),
+]
+CREATE_ONLY: list[tuple[str, str, str, str, bool]] = [
+    ("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", False),
+    ("authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", False),
+    ("", "v1", "bindings", "Binding", True),
+]
+
+
+def builtin_resources() -> list[APIResource]:
+    out = [APIResource(g, v, r, k, ns, verbs=WATCHABLE) for g, v, r, k, ns in BUILTIN]
+    out += [
+        APIResource(g, v, r, k, ns, verbs=frozenset({"create"})) for g, v, r, k, ns in CREATE_ONLY
+    ]
+    return out
+
+
+def crd_resource(group: str, kind: str, plural: str, namespaced: bool = True) -> APIResource:
+    return APIResource(
+        group, "v1", plural, kind, namespaced, verbs=WATCHABLE, subresources=frozenset({"status"})
+    )
+
+
+@dataclass(frozen=True)
+class Operator:
+    name: str
+    objects: list[dict[str, Any]]
+    crds: list[APIResource]
+
+    @property
+    def workload(self) -> dict[str, Any]:
+        return next(o for o in self.objects if o.get("kind") in ("Deployment", "StatefulSet"))
+
+    def discovery(self) -> Discovery:
+        return Discovery(builtin_resources() + self.crds)
+
+    @property
+    def custom_resources(self) -> frozenset[str]:
+        return frozenset(c.group_resource for c in self.crds)
+
+
+def read_crds(path: Path) -> list[APIResource]:
+    out = []
+    for line in path.read_text().splitlines():
+        text = line.split("#", 1)[0].split()
+        if len(text) >= 4:
+            group, kind, plural, scope = text[:4]
+            out.append(crd_resource(group, kind, plural, scope == "Namespaced"))
+    return out
+
+
+def operators() -> Iterator[Operator]:
+    for folder in sorted(p for p in OPERATORS.iterdir() if p.is_dir()):
+        docs = [d for d in yaml.safe_load_all((folder / "manifests.yaml").read_text()) if d]
+        yield Operator(folder.name, docs, read_crds(folder / "crds.txt"))

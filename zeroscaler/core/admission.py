@@ -1,0 +1,257 @@
+"""The webhook's brain: from an admission request, policy and RBAC, the annotations to add."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypedDict
+
+import jsonpatch
+
+from zeroscaler.core import annotations as a
+from zeroscaler.core.durations import format_duration
+from zeroscaler.core.inference import Inferred, RBACSnapshot, infer_kinds
+from zeroscaler.core.kinds import Discovery, KindRefError, parse_kind_ref
+from zeroscaler.core.policy import Policy, clamp_idle_timeout, evaluate_policy
+
+Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
+WORKLOAD_KINDS = frozenset({"Deployment", "StatefulSet"})
+MAX_WARNING = 240  # the API server truncates longer warnings
+
+
+class GroupVersionKind(TypedDict):
+    group: str
+    version: str
+    kind: str
+
+
+class GroupVersionResource(TypedDict):
+    group: str
+    version: str
+    resource: str
+
+
+class UserInfo(TypedDict, total=False):
+    username: str
+    uid: str
+    groups: list[str]
+
+
+class AdmissionRequest(TypedDict, total=False):
+    uid: str
+    kind: GroupVersionKind
+    resource: GroupVersionResource
+    subResource: str
+    requestKind: GroupVersionKind
+    requestResource: GroupVersionResource
+    name: str
+    namespace: str
+    operation: Operation
+    userInfo: UserInfo
+    object: dict[str, Any] | None
+    oldObject: dict[str, Any] | None
+    dryRun: bool
+    options: dict[str, Any] | None
+
+
+class AdmissionResponse(TypedDict, total=False):
+    uid: str
+    allowed: bool
+    patch: str
+    patchType: Literal["JSONPatch"]
+    warnings: list[str]
+
+
+class AdmissionReview(TypedDict, total=False):
+    apiVersion: str
+    kind: str
+    request: AdmissionRequest
+    response: AdmissionResponse
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """JSONPatch operations (empty: leave the object alone), warnings, and why."""
+
+    patch: list[dict[str, Any]] = field(default_factory=list)
+    warnings: tuple[str, ...] = ()
+    reason: str = ""
+
+
+def decide_patch(
+    request: AdmissionRequest,
+    policy: Policy,
+    rbac: RBACSnapshot,
+    discovery: Discovery,
+    *,
+    namespace_labels: Mapping[str, str] | None,
+    custom_resources: Collection[str] | None = None,
+) -> Decision:
+    """The patch that adds missing zeroscaler annotations to a Deployment or StatefulSet."""
+    kind = request.get("kind")
+    if (
+        not isinstance(kind, dict)
+        or request.get("operation") not in ("CREATE", "UPDATE")
+        or request.get("subResource")
+        or kind.get("group") != "apps"
+        or kind.get("kind") not in WORKLOAD_KINDS
+    ):
+        return Decision(reason="not a create or update of an apps Deployment or StatefulSet")
+    namespace = request.get("namespace")
+    if not isinstance(namespace, str) or not namespace:
+        return Decision(reason="no namespace in the request")
+    if namespace_labels is not None and namespace_labels.get(a.NAMESPACE_ENABLED_LABEL) != "true":
+        return Decision(reason=f"namespace {namespace} is not opted in")
+    obj = request.get("object")
+    if not isinstance(obj, dict):
+        return Decision(reason="no object in the request")
+    meta = obj.get("metadata", {})
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    labels = meta.get("labels") if isinstance(meta, dict) else None
+    bad = _bad_map(meta, "metadata") or _bad_map(annotations, "metadata.annotations")
+    bad = bad or _bad_map(labels, "metadata.labels")
+    if bad:
+        return Decision(warnings=(f"zeroscaler left the object alone: {bad}",), reason=bad)
+    current: dict[str, str] = dict(annotations or {})
+    config, problems = a.read_config(current)
+    warnings = [_cut(str(p)) for p in problems]
+    if config.opted_out:
+        return Decision(warnings=tuple(warnings), reason=f"opted out by {a.ENABLED}")
+    effective = evaluate_policy(policy, namespace_labels or {}, labels or {})
+    if not effective.enabled:
+        return Decision(
+            warnings=tuple(warnings), reason=f"excluded by policy rule {effective.rule!r}"
+        )
+
+    updates: dict[str, str] = {}
+    has_timeout = a.IDLE_TIMEOUT in current or any(k in current for k in a.IBM_IDLE_TIMEOUT)
+    if config.idle_timeout is not None:
+        seconds, moved = clamp_idle_timeout(policy, config.idle_timeout)
+        if moved:
+            updates[a.IDLE_TIMEOUT] = format_duration(seconds)
+            warnings.append(_cut(f"{a.IDLE_TIMEOUT}: {moved}"))
+    elif not has_timeout and effective.idle_timeout is not None:
+        seconds, moved = clamp_idle_timeout(policy, effective.idle_timeout)
+        updates[a.IDLE_TIMEOUT] = format_duration(seconds)
+        if moved:
+            warnings.append(_cut(f"policy {a.IDLE_TIMEOUT}: {moved}"))
+
+    wants_watched = a.WATCHED_KINDS not in current and a.IBM_WATCHED_KINDS not in current
+    wants_owned = a.OWNED_KINDS not in current and a.IBM_OWNED_KINDS not in current
+    inferred: Inferred | None = None
+    for key, wanted, named in (
+        (a.WATCHED_KINDS, wants_watched, effective.watched_kinds),
+        (a.OWNED_KINDS, wants_owned, effective.owned_kinds),
+    ):
+        if not wanted:
+            continue
+        if named is not None:
+            kinds = _canonical(named, discovery, key, warnings)
+        elif policy.inference.from_rbac:
+            if inferred is None:
+                inferred = _infer(obj, namespace, policy, rbac, discovery, custom_resources)
+                warnings.extend(_cut(w) for w in inferred.warnings)
+            kinds = list(inferred.watched if key == a.WATCHED_KINDS else inferred.owned)
+            if kinds and a.WATCH_NAMESPACES not in current and inferred.namespaces:
+                updates[a.WATCH_NAMESPACES] = ",".join(inferred.namespaces)
+        else:
+            kinds = []
+        if kinds:
+            updates[key] = ",".join(kinds)
+
+    if not updates:
+        return Decision(warnings=tuple(warnings), reason="nothing to add")
+    already = [k.strip() for k in current.get(a.INJECTED, "").split(",") if k.strip()]
+    injected = ",".join(dict.fromkeys([*already, *sorted(updates)]))
+    if injected != current.get(a.INJECTED):
+        updates[a.INJECTED] = injected
+    desired = {**current, **updates}
+    # Diff only the part we change, so the ops touch nothing else and handle absent maps.
+    source: dict[str, Any]
+    if "metadata" not in obj:
+        source = {}
+    elif not isinstance(meta, dict):
+        source = {"metadata": None}
+    elif "annotations" in meta:
+        source = {"metadata": {"annotations": annotations}}
+    else:
+        source = {"metadata": {}}
+    target = {"metadata": {"annotations": desired}}
+    ops: list[dict[str, Any]] = list(jsonpatch.make_patch(source, target))
+    return Decision(patch=ops, warnings=tuple(warnings), reason="annotations added")
+
+
+def service_account_of(obj: Mapping[str, Any]) -> str | None:
+    """The pod template's ServiceAccount (`default` when unset); None when malformed."""
+    spec = obj.get("spec")
+    template = spec.get("template") if isinstance(spec, dict) else None
+    pod = template.get("spec") if isinstance(template, dict) else None
+    if pod is None:
+        return "default"
+    if not isinstance(pod, dict):
+        return None
+    for key in ("serviceAccountName", "serviceAccount"):  # the second is the deprecated alias
+        value = pod.get(key)
+        if value is None or value == "":
+            continue
+        return value if isinstance(value, str) else None
+    return "default"
+
+
+def _infer(
+    obj: Mapping[str, Any],
+    namespace: str,
+    policy: Policy,
+    rbac: RBACSnapshot,
+    discovery: Discovery,
+    custom_resources: Collection[str] | None,
+) -> Inferred:
+    account = service_account_of(obj)
+    if account is None:
+        return Inferred(
+            warnings=("spec.template.spec.serviceAccountName is not a string; no kinds inferred",)
+        )
+    return infer_kinds(
+        rbac,
+        namespace,
+        account,
+        discovery,
+        ignore=policy.inference.ignore,
+        max_kinds=policy.inference.max_kinds,
+        custom_resources=custom_resources,
+    )
+
+
+def _canonical(
+    texts: tuple[str, ...], discovery: Discovery, key: str, warnings: list[str]
+) -> list[str]:
+    out: list[str] = []
+    for text in texts:
+        try:
+            api = discovery.resolve(parse_kind_ref(text))
+        except KindRefError:
+            api = None
+        if api is None:
+            warnings.append(
+                _cut(f"{key}: policy names {text}, which the API server does not serve yet")
+            )
+            out.append(text)
+        else:
+            out.append(api.canonical)
+    return sorted(dict.fromkeys(out))
+
+
+def _bad_map(value: object, where: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        return f"{where} is not a map"
+    if where != "metadata" and not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        return f"{where} is not a map of strings to strings"
+    return None
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_WARNING else text[: MAX_WARNING - 1] + "…"
