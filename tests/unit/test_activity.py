@@ -322,7 +322,7 @@ def test_newest_change_time(fields: dict[str, Any], expected: str | None) -> Non
 
 
 def test_shrink_keeps_what_the_rules_read() -> None:
-    raw = {
+    raw: dict[str, Any] = {
         "apiVersion": "meta.k8s.io/v1",
         "kind": "PartialObjectMetadata",
         "metadata": {

@@ -1,0 +1,66 @@
+"""May a workload's ServiceAccount watch a resource in a namespace? SubjectAccessReview, cached."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from zeroscaler.core.kinds import APIResource
+from zeroscaler.kube import Kube
+
+_SAR_PATH = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+
+
+@dataclass(frozen=True, slots=True)
+class AccessKey:
+    namespace: str  # the ServiceAccount's namespace
+    service_account: str
+    group: str
+    resource: str
+    scope: str  # the namespace asked about; "" for all namespaces (or cluster-scoped)
+
+
+class AccessReviews:
+    """Answers `may this ServiceAccount watch this`, remembering answers for `ttl` seconds."""
+
+    def __init__(self, kube: Kube, ttl: float) -> None:
+        self._kube = kube
+        self._ttl = ttl
+        self._answers: dict[AccessKey, tuple[bool, float]] = {}
+
+    def epoch(self) -> int:
+        """Changes every `ttl` seconds, so callers know when their answers may be stale."""
+        if self._ttl <= 0:
+            return 0
+        return int(asyncio.get_running_loop().time() // self._ttl)
+
+    async def may_watch(
+        self, namespace: str, service_account: str, resource: APIResource, scope: str
+    ) -> bool:
+        key = AccessKey(namespace, service_account, resource.group, resource.resource, scope)
+        now = asyncio.get_running_loop().time()
+        cached = self._answers.get(key)
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {
+                "user": f"system:serviceaccount:{namespace}:{service_account}",
+                "groups": [
+                    "system:serviceaccounts",
+                    f"system:serviceaccounts:{namespace}",
+                    "system:authenticated",
+                ],
+                "resourceAttributes": {
+                    "verb": "watch",
+                    "group": resource.group,
+                    "resource": resource.resource,
+                    "namespace": scope if resource.namespaced else "",
+                },
+            },
+        }
+        answer = await self._kube.create(_SAR_PATH, review)
+        allowed = bool((answer.get("status") or {}).get("allowed"))
+        self._answers[key] = (allowed, now + self._ttl)
+        return allowed

@@ -1,0 +1,127 @@
+"""Leader election with a coordination.k8s.io Lease: one replica acts, the others stand by warm."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from zeroscaler.kube import Conflict, Kube, KubeError, NotFound, Obj
+
+log = logging.getLogger(__name__)
+
+
+def _micro_time(when: datetime) -> str:
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LeaderElector:
+    """Holds or waits for the Lease; `on_change(True/False)` is called when leadership changes."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        namespace: str,
+        name: str,
+        identity: str,
+        duration: float,
+        on_change: Callable[[bool], None],
+    ) -> None:
+        self._kube = kube
+        self._path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
+        self._namespace, self._name = namespace, name
+        self.identity = identity
+        self.duration = duration
+        self._on_change = on_change
+        self.is_leader = False
+        self._observed: tuple[str, str] | None = None  # (holder, renewTime) last seen
+        self._observed_at = 0.0  # loop time it was first seen; expiry is judged on our own clock
+        self._renewed_at = 0.0
+
+    async def run(self) -> None:
+        """Try to acquire or renew every third of the lease duration until cancelled."""
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                held = await self._attempt(loop.time())
+            except KubeError as e:
+                log.warning("lease attempt failed: %s", e, extra={"lease": self._name})
+                held = self.is_leader and loop.time() - self._renewed_at < self.duration
+            self._set(held)
+            await asyncio.sleep(self.duration / 3 if held else self.duration / 5)
+
+    async def release(self) -> None:
+        """Give the Lease up at shutdown so a standby takes over at once."""
+        if not self.is_leader:
+            return
+        self._set(False)
+        try:
+            lease = await self._kube.get(self._path)
+            if (lease.get("spec") or {}).get("holderIdentity") == self.identity:
+                rv = lease["metadata"]["resourceVersion"]
+                await self._kube.patch(
+                    self._path,
+                    {
+                        "metadata": {"resourceVersion": rv},
+                        "spec": {"holderIdentity": None, "leaseDurationSeconds": 1},
+                    },
+                )
+        except KubeError as e:
+            log.warning("could not release the lease: %s", e)
+
+    async def _attempt(self, now: float) -> bool:
+        wall = _micro_time(datetime.now(UTC))
+        try:
+            lease = await self._kube.get(self._path)
+        except NotFound:
+            body: Obj = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": self._name, "namespace": self._namespace},
+                "spec": self._spec(wall, transitions=0),
+            }
+            try:
+                await self._kube.create(self._path.rsplit("/", 1)[0], body)
+            except Conflict:
+                return False
+            self._renewed_at = now
+            return True
+        spec = lease.get("spec") or {}
+        holder = str(spec.get("holderIdentity") or "")
+        seen = (holder, str(spec.get("renewTime") or ""))
+        if seen != self._observed:
+            self._observed, self._observed_at = seen, now
+        duration = float(spec.get("leaseDurationSeconds") or self.duration)
+        rv = lease["metadata"]["resourceVersion"]
+        if holder == self.identity:
+            patch: Obj = {"metadata": {"resourceVersion": rv}, "spec": {"renewTime": wall}}
+        elif not holder or now - self._observed_at > duration:
+            transitions = int(spec.get("leaseTransitions") or 0) + 1
+            patch = {"metadata": {"resourceVersion": rv}, "spec": self._spec(wall, transitions)}
+        else:
+            return False
+        try:
+            await self._kube.patch(self._path, patch)
+        except Conflict:
+            return False
+        self._renewed_at = now
+        return True
+
+    def _spec(self, wall: str, transitions: int) -> Obj:
+        return {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": max(1, round(self.duration)),
+            "acquireTime": wall,
+            "renewTime": wall,
+            "leaseTransitions": transitions,
+        }
+
+    def _set(self, held: bool) -> None:
+        if held != self.is_leader:
+            self.is_leader = held
+            log.info(
+                "became leader" if held else "stopped leading",
+                extra={"lease": f"{self._namespace}/{self._name}", "id": self.identity},
+            )
+            self._on_change(held)
