@@ -1,0 +1,307 @@
+"""The webhook app in-process: response shape, readiness, metrics, policy keeping, fuzzing."""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import pytest
+from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from certs.issue import new_ca, new_serving_cert
+from tests.unit.fixtures import builtin_resources, crd_resource
+from webhook.app import create_app
+from webhook.policies import PolicyKeeper
+from webhook.settings import Settings
+from webhook.state import StaticSource, View
+from webhook.tls import CertReloader, server_context
+from zeroscaler.core.inference import RBACSnapshot
+from zeroscaler.core.kinds import Discovery
+
+NS = "team"
+RBAC = RBACSnapshot.from_objects(
+    [
+        {
+            "kind": "ClusterRole",
+            "metadata": {"name": "op"},
+            "rules": [{"apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["watch"]}],
+        },
+        {
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "op"},
+            "roleRef": {"kind": "ClusterRole", "name": "op"},
+            "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": NS}],
+        },
+    ]
+)
+VIEW = View(
+    rbac=RBAC,
+    discovery=Discovery([*builtin_resources(), crd_resource("example.com", "Widget", "widgets")]),
+    custom_resources=frozenset({"widgets.example.com"}),
+)
+SETTINGS = Settings(max_body_bytes=200_000)
+
+
+def make_client(ready: bool = True) -> TestClient:
+    source = StaticSource(VIEW, {NS: {"zeroscaler.io/enabled": "true"}}, ready=ready)
+    return TestClient(create_app(SETTINGS, source))
+
+
+@pytest.fixture
+def client() -> Iterator[TestClient]:
+    with make_client() as c:
+        yield c
+
+
+def review(obj: Any = None, **request: Any) -> dict[str, Any]:
+    if obj is None:
+        obj = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "w", "namespace": NS},
+            "spec": {"template": {"spec": {"containers": []}}},
+        }
+    req = {
+        "uid": "0b0e-1",
+        "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+        "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
+        "namespace": NS,
+        "operation": "CREATE",
+        "object": obj,
+        **request,
+    }
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req}
+
+
+def check_valid(body: dict[str, Any], uid: str) -> dict[str, Any]:
+    assert body["apiVersion"] == "admission.k8s.io/v1"
+    assert body["kind"] == "AdmissionReview"
+    response = body["response"]
+    assert response["uid"] == uid
+    assert response["allowed"] is True
+    assert ("patch" in response) == ("patchType" in response)
+    if "patch" in response:
+        assert response["patchType"] == "JSONPatch"
+        ops = json.loads(base64.b64decode(response["patch"]))
+        assert isinstance(ops, list)
+        assert ops
+    assert all(isinstance(w, str) for w in response.get("warnings", []))
+    result: dict[str, Any] = response
+    return result
+
+
+def test_mutate_returns_a_patch_that_applies(client: TestClient) -> None:
+    body = review()
+    resp = client.post("/mutate", json=body)
+    assert resp.status_code == 200
+    response = check_valid(resp.json(), "0b0e-1")
+    ops = json.loads(base64.b64decode(response["patch"]))
+    patched = jsonpatch.JsonPatch(ops).apply(body["request"]["object"])
+    assert patched["metadata"]["annotations"] == {
+        "zeroscaler.io/idle-timeout": "15m",
+        "zeroscaler.io/watched-kinds": "Widget.example.com",
+        "zeroscaler.io/watch-namespaces": "*",
+        "zeroscaler.io/injected": (
+            "zeroscaler.io/idle-timeout,zeroscaler.io/watch-namespaces,zeroscaler.io/watched-kinds"
+        ),
+    }
+    again = client.post("/mutate", json=review(patched, operation="UPDATE")).json()
+    assert "patch" not in check_valid(again, "0b0e-1")
+
+
+def test_unopted_namespace_and_unknown_namespace(client: TestClient) -> None:
+    body = review(namespace="elsewhere")
+    response = check_valid(client.post("/mutate", json=body).json(), "0b0e-1")
+    assert "patch" in response  # not in the cache: the API server's namespaceSelector is trusted
+
+
+def test_warnings_are_passed_on(client: TestClient) -> None:
+    obj = review()["request"]["object"]
+    obj["metadata"]["annotations"] = {"zeroscaler.io/idle-timeout": "soon"}
+    response = check_valid(client.post("/mutate", json=review(obj)).json(), "0b0e-1")
+    assert any(
+        w.startswith("zeroscaler.io/idle-timeout: 'soon' is not a duration")
+        for w in response["warnings"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"{", "body is not JSON"),
+        (b"[]", "body is not a JSON object"),
+        (
+            json.dumps(
+                {"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview"}
+            ).encode(),
+            "apiVersion",
+        ),
+        (
+            json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}).encode(),
+            "request is missing",
+        ),
+        (
+            json.dumps({**review(), "request": {"uid": 5}}).encode(),
+            "request.uid is missing or not a string",
+        ),
+        (json.dumps(review(obj=[1])).encode(), "request.object is not an object or null"),
+        (json.dumps(review(namespace=3)).encode(), "request.namespace is not a string"),
+        (json.dumps(review(dryRun="yes")).encode(), "request.dryRun is not a boolean"),
+        (b"\xff\xfe", "body is not JSON"),
+        (b" " * 200_001, "body is over 200000 bytes"),
+        (b"[" * 100_000, "body is not JSON"),
+    ],
+)
+def test_malformed_reviews_get_400(client: TestClient, content: bytes, message: str) -> None:
+    resp = client.post("/mutate", content=content, headers={"Content-Type": "application/json"})
+    assert resp.status_code == 400
+    assert message in resp.json()["message"]
+
+
+def test_health_readiness_and_metrics() -> None:
+    with make_client(ready=False) as c:
+        assert c.get("/healthz").status_code == 200
+        assert c.get("/readyz").status_code == 503
+    with make_client() as c:
+        assert c.get("/readyz").status_code == 200
+        c.post("/mutate", json=review())
+        c.post("/mutate", content=b"x")
+        text = c.get("/metrics").text
+        assert 'zeroscaler_webhook_reviews_total{outcome="patched"} 1.0' in text
+        assert 'zeroscaler_webhook_reviews_total{outcome="rejected"} 1.0' in text
+        assert "zeroscaler_webhook_review_seconds_bucket" in text
+
+
+# Fuzzing: any body yields 200 with a valid review, or 400; never 500.
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+FIELDS = [
+    "uid",
+    "kind",
+    "resource",
+    "namespace",
+    "operation",
+    "object",
+    "oldObject",
+    "dryRun",
+    "subResource",
+]
+
+
+@st.composite
+def hostile_reviews(draw: st.DrawFn) -> Any:
+    choice = draw(st.integers(0, 3))
+    if choice == 0:
+        return draw(JSON)
+    body = review()
+    req = body["request"]
+    for key in draw(st.lists(st.sampled_from(FIELDS), max_size=4)):
+        if draw(st.booleans()):
+            req.pop(key, None)
+        else:
+            req[key] = draw(JSON)
+    obj = req.get("object")
+    if choice >= 2 and isinstance(obj, dict):
+        meta = obj.setdefault("metadata", {})
+        if isinstance(meta, dict):
+            meta["annotations"] = draw(
+                st.dictionaries(
+                    st.sampled_from(
+                        [
+                            "zeroscaler.io/idle-timeout",
+                            "zeroscaler.io/watched-kinds",
+                            "zeroscaler.io/enabled",
+                            "zeroscaler.io/injected",
+                            "controller-zero-scaler/watchedKinds",
+                            "x",
+                        ]
+                    ),
+                    st.text(max_size=40) | st.just("1h" * 20_000) | JSON,
+                )
+            )
+            meta["labels"] = draw(st.dictionaries(st.text(max_size=5), st.text(max_size=5)) | JSON)
+    if choice == 3 and isinstance(obj, dict):
+        obj["spec"] = draw(JSON)
+    return body
+
+
+@pytest.fixture(scope="module")
+def shared_client() -> Iterator[TestClient]:
+    with make_client() as c:
+        yield c
+
+
+@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(body=hostile_reviews())
+def test_fuzz_mutate_never_500(shared_client: TestClient, body: Any) -> None:
+    resp = shared_client.post(
+        "/mutate", content=json.dumps(body), headers={"Content-Type": "application/json"}
+    )
+    assert resp.status_code in (200, 400), resp.text
+    if resp.status_code == 200:
+        check_valid(resp.json(), body["request"]["uid"])
+    else:
+        assert resp.json()["message"].startswith("malformed AdmissionReview: ")
+
+
+def configmap(name: str, text: str | None) -> dict[str, Any]:
+    data = {"policy.yaml": text} if text is not None else {}
+    return {
+        "metadata": {"name": name, "namespace": "zeroscaler", "uid": f"uid-{name}"},
+        "data": data,
+    }
+
+
+def test_policy_keeper_keeps_the_last_valid_policy() -> None:
+    keeper = PolicyKeeper()
+    assert keeper.update(configmap("a", "defaults: {idleTimeout: 5m}")) is None
+    assert keeper.policy.idle_timeout == 300
+    rejection = keeper.update(configmap("a", "defaults: {idleTimeout: often}"))
+    assert rejection is not None
+    assert rejection.name == "a"
+    assert rejection.uid == "uid-a"
+    assert "keeping the last valid one (zeroscaler/a)" in rejection.message
+    assert "defaults.idleTimeout: 'often' is not a duration" in rejection.message
+    assert keeper.policy.idle_timeout == 300
+    assert keeper.update(configmap("b", None)) is not None  # no policy.yaml key
+    assert keeper.update(configmap("b", "defaults: {idleTimeout: 7m}")) is None
+    assert keeper.policy.idle_timeout == 420  # b sorts after a
+    assert keeper.remove(configmap("b", None)) is None
+    assert keeper.policy.idle_timeout == 300
+    assert keeper.remove(configmap("never-seen", None)) is None
+
+
+def test_policy_keeper_rejects_conflicts_between_configmaps() -> None:
+    keeper = PolicyKeeper()
+    assert keeper.update(configmap("a", "rules: [{name: r}]")) is None
+    rejection = keeper.update(configmap("b", "rules: [{name: r}]"))
+    assert rejection is not None
+    assert "name 'r' is already used in zeroscaler/a" in rejection.message
+    assert keeper.sources == ("zeroscaler/a",)
+
+
+def test_cert_reloader(tmp_path: Path) -> None:
+    ca = new_ca()
+    cert, key = new_serving_cert(ca, ["127.0.0.1"]).write(tmp_path, "tls")
+    ctx = server_context(str(cert), str(key))
+    assert ctx.minimum_version == ssl.TLSVersion.TLSv1_2
+    reloader = CertReloader(ctx, str(cert), str(key))
+    assert reloader.check() is False  # unchanged
+    other = new_serving_cert(ca, ["127.0.0.1"])
+    cert.write_bytes(other.cert_pem)  # key not yet written: a mismatched pair is not loaded
+    assert reloader.check() is False
+    key.write_bytes(other.key_pem)
+    assert reloader.check() is True
+    assert reloader.reloads == 1

@@ -1,0 +1,1 @@
+"""The zeroscaler mutating admission webhook."""

@@ -1,0 +1,132 @@
+"""The FastAPI application: `/mutate`, health, readiness and metrics."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse, PlainTextResponse
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
+
+from webhook.caches import LiveSource
+from webhook.review import BadReview, build_response, parse_review
+from webhook.settings import Settings
+from webhook.state import Source
+from zeroscaler.core.admission import decide_patch
+from zeroscaler.kube import Kube, load_access
+
+log = logging.getLogger(__name__)
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+
+
+def create_app(
+    settings: Settings, source: Source | None = None, registry: CollectorRegistry | None = None
+) -> FastAPI:
+    """The webhook app; without a `source` it watches the cluster named by `settings`."""
+    registry = registry if registry is not None else CollectorRegistry()
+    live = source if source is not None else _live_source(settings, registry)
+    reviews = Counter(
+        "zeroscaler_webhook_reviews",
+        "Admission reviews by outcome (patched, unchanged, rejected)",
+        ["outcome"],
+        registry=registry,
+    )
+    latency = Histogram(
+        "zeroscaler_webhook_review_seconds",
+        "Time to decide one admission review",
+        buckets=LATENCY_BUCKETS,
+        registry=registry,
+    )
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await live.start()
+        try:
+            yield
+        finally:
+            await live.stop()
+
+    app = FastAPI(
+        title="zeroscaler-webhook",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+
+    @app.post("/mutate")
+    async def mutate(request: Request) -> Response:
+        started = time.perf_counter()
+        body = await _read_limited(request, settings.max_body_bytes)
+        try:
+            if body is None:
+                raise BadReview(f"body is over {settings.max_body_bytes} bytes")
+            review = parse_review(body)
+        except BadReview as e:
+            reviews.labels("rejected").inc()
+            return JSONResponse({"message": f"malformed AdmissionReview: {e}"}, status_code=400)
+        req = review["request"]
+        namespace = req.get("namespace")
+        labels = (
+            await live.namespace_labels(namespace)
+            if isinstance(namespace, str) and namespace
+            else None
+        )
+        view = live.view()
+        decision = decide_patch(
+            req,
+            view.policy,
+            view.rbac,
+            view.discovery,
+            namespace_labels=labels,
+            custom_resources=view.custom_resources,
+        )
+        reviews.labels("patched" if decision.patch else "unchanged").inc()
+        latency.observe(time.perf_counter() - started)
+        if decision.patch or decision.warnings:
+            log.debug(
+                "%s %s/%s: %s", req.get("operation"), namespace, req.get("name"), decision.reason
+            )
+        return JSONResponse(build_response(req, decision.patch, decision.warnings))
+
+    @app.get("/healthz")
+    async def healthz() -> PlainTextResponse:
+        return PlainTextResponse("ok")
+
+    @app.get("/readyz")
+    async def readyz() -> PlainTextResponse:
+        if live.is_ready():
+            return PlainTextResponse("ok")
+        return PlainTextResponse("caches not synced yet", status_code=503)
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    return app
+
+
+async def _read_limited(request: Request, limit: int) -> bytes | None:
+    """The body, or None once it grows past `limit` bytes (read no further)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _live_source(settings: Settings, registry: CollectorRegistry) -> Source:
+    return LiveSource(Kube(load_access(settings.kubeconfig)), settings, registry)
