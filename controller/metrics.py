@@ -17,16 +17,23 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0, 2.5, 5.
 
 class _StateCollector(Collector):
     def __init__(
-        self, count_by_state: Callable[[], Mapping[str, int]], count_watches: Callable[[], int]
+        self,
+        count_by_state: Callable[[], Mapping[str, int]],
+        count_watches: Callable[[], int],
+        is_leader: Callable[[], bool],
     ) -> None:
         self._count = count_by_state
         self._watches = count_watches
+        self._is_leader = is_leader
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         yield GaugeMetricFamily(
             "zeroscaler_watched_types",
             "Resource types with a shared watch open",
             value=self._watches(),
+        )
+        yield GaugeMetricFamily(
+            "zeroscaler_leader", "1 when this replica holds the Lease", value=int(self._is_leader())
         )
         family = GaugeMetricFamily(
             "zeroscaler_managed_workloads", "Managed workloads by state", labels=["state"]
@@ -41,10 +48,24 @@ class Metrics:
     """The controller's metrics, in their own registry."""
 
     def __init__(
-        self, count_by_state: Callable[[], Mapping[str, int]], count_watches: Callable[[], int]
+        self,
+        count_by_state: Callable[[], Mapping[str, int]],
+        count_watches: Callable[[], int],
+        is_leader: Callable[[], bool],
     ) -> None:
         self.registry = CollectorRegistry()
-        self.registry.register(_StateCollector(count_by_state, count_watches))
+        self.registry.register(_StateCollector(count_by_state, count_watches, is_leader))
+        self.watch_events = Counter(
+            "zeroscaler_watch_events",
+            "Watch events received on shared watches, by resource",
+            ["resource"],
+            registry=self.registry,
+        )
+        self.activity = Counter(
+            "zeroscaler_activity",
+            "Changes that counted as activity for a workload",
+            registry=self.registry,
+        )
         self.sleeps = Counter("zeroscaler_sleeps", "Workloads put to sleep", registry=self.registry)
         self.wakes = Counter("zeroscaler_wakes", "Workloads woken", registry=self.registry)
         self.wake_latency = Histogram(

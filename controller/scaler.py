@@ -75,7 +75,8 @@ def trim_workload(obj: Obj) -> Obj:
 
 def _trim_namespace(obj: Obj) -> Obj:
     meta = obj.get("metadata") or {}
-    return {"metadata": {k: meta[k] for k in ("name", "resourceVersion", "labels") if k in meta}}
+    kept = ("name", "resourceVersion", "labels", "deletionTimestamp")
+    return {"metadata": {k: meta[k] for k in kept if k in meta}}
 
 
 def _trim_hpa(obj: Obj) -> Obj:
@@ -182,7 +183,9 @@ class Scaler:
         self.access = AccessReviews(kube, settings.access_review_ttl)
         self.events = EventRecorder(kube, settings.id)
         self.timers: TimerHeap[WorkloadKey] = TimerHeap(self.enqueue)
-        self.metrics = Metrics(self.count_by_state, lambda: len(self.hub.resources))
+        self.metrics = Metrics(
+            self.count_by_state, lambda: len(self.hub.resources), lambda: self.is_leader
+        )
         self._discovery_signature: frozenset[APIResource] = frozenset()
         self._discovery_generation = 0
         self._discovery_poke = asyncio.Event()
@@ -347,6 +350,7 @@ class Scaler:
             loop.call_later(delay, self._discovery_poke.set)
 
     def _on_object(self, resource: APIResource, event: WatchEvent) -> None:
+        self.metrics.watch_events.labels(resource.group_resource).inc()
         users = self.hub.users(resource)
         if not users:
             return
@@ -362,6 +366,7 @@ class Scaler:
                 self._note_activity(w, found, now)
 
     def _note_activity(self, w: Workload, found: Activity, now: datetime) -> None:
+        self.metrics.activity.inc()
         w.last_activity = now
         w.wake_reason = found.reason
         log.debug("activity", extra={"workload": "/".join(w.key), "reason": found.reason})
@@ -414,7 +419,7 @@ class Scaler:
         warnings: list[Warning_] = [("InvalidAnnotation", f"{p}; ignored") for p in problems]
         warnings += [("InvalidAnnotation", f"{p}; ignored") for p in status_problems]
         if not self._is_candidate(w, config):
-            await self._unmanage(w, "not opted in")
+            await self._unmanage(w, "not opted in", restore=not self._is_terminating(w))
             return
         if config.idle_timeout is None or not config.has_kinds:
             has_timeout = any(k in annotations for k in _TIMEOUT_KEYS)
@@ -473,9 +478,16 @@ class Scaler:
         if decision.action != "none":
             await self._act(w, decision, now)
 
+    def _is_terminating(self, w: Workload) -> bool:
+        ns = self.namespaces.store.get(("", w.namespace)) or {}
+        return bool((ns.get("metadata") or {}).get("deletionTimestamp"))
+
     def _is_candidate(self, w: Workload, config: WorkloadConfig) -> bool:
         ns = self.namespaces.store.get(("", w.namespace))
-        labels = ((ns or {}).get("metadata") or {}).get("labels") or {}
+        meta = (ns or {}).get("metadata") or {}
+        if meta.get("deletionTimestamp"):  # a namespace being deleted: waking there helps no one
+            return False
+        labels = meta.get("labels") or {}
         return labels.get(NAMESPACE_ENABLED_LABEL) == "true" and not config.opted_out
 
     def _set_interest(self, w: Workload, status: WorkloadStatus) -> None:
@@ -733,7 +745,7 @@ class Scaler:
         await self._event(w, "Normal", reason, message)
         self.enqueue(w.key)
 
-    async def _unmanage(self, w: Workload, why: str) -> None:
+    async def _unmanage(self, w: Workload, why: str, *, restore: bool = True) -> None:
         """Stop watching for a workload; one we put to sleep is woken, not left at zero."""
         self.timers.cancel(w.key)
         self._subscribe(w, set())
@@ -743,7 +755,7 @@ class Scaler:
         if w.managed:
             log.info("no longer managed", extra={"workload": "/".join(w.key), "why": why})
         w.managed = False
-        if w.status.state == "asleep" and w.replicas == 0 and self.is_leader:
+        if w.status.state == "asleep" and w.replicas == 0 and self.is_leader and restore:
             if self.settings.dry_run:
                 return
             try:

@@ -1,0 +1,416 @@
+"""The scaler controller, run as a real process against the real local control plane."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client as k8s
+
+from localcluster.cluster import Cluster
+from tests.support.waiting import wait_for
+from tests.system.controller_kit import (
+    WIDGET,
+    WIDGET_GROUP,
+    WIDGETS,
+    ControllerProcess,
+    assert_not_activity,
+    config_for,
+    create_configmap,
+    create_crd,
+    create_widget,
+    create_workload,
+    grant_watch,
+    patch_workload,
+    reasons,
+    start_controller,
+    state_of,
+    wait_asleep,
+    wait_awake,
+    wait_event,
+)
+
+pytestmark = pytest.mark.cluster
+
+TESTDATA = Path(__file__).resolve().parents[3] / "shared" / "testdata" / "operators"
+IBM = TESTDATA / "controller-zero-scaler"
+
+
+@pytest.fixture(scope="session")
+def widgets(api: k8s.ApiClient) -> None:
+    create_crd(api, WIDGET_GROUP, "Widget", "widgets")
+
+
+@pytest.fixture
+def controller(
+    cluster: Cluster, opted_ns: str, tmp_path: Path, widgets: None
+) -> Iterator[ControllerProcess]:
+    ctl = start_controller(cluster, opted_ns, tmp_path)
+    yield ctl
+    ctl.stop()
+    print(ctl.log_tail(80))  # shown by pytest when the test failed
+
+
+def test_seed_demo_sleeps_and_wakes_to_the_previous_count(
+    api: k8s.ApiClient, opted_ns: str, ns: str, controller: ControllerProcess
+) -> None:
+    grant_watch(api, opted_ns, [("", ["configmaps"]), (WIDGET_GROUP, ["widgets"])])
+    create_widget(api, opted_ns, "w1")
+    config = config_for("3s", f"{WIDGET}, ConfigMap", watch_namespaces=opted_ns)
+    refs = [
+        create_workload(api, opted_ns, "dep-operator", config),
+        create_workload(api, opted_ns, "sts-operator", config, kind="StatefulSet"),
+    ]
+    custom = k8s.CustomObjectsApi(api)
+    core = k8s.CoreV1Api(api)
+    for ref in refs:
+        wait_asleep(api, ref, 3)
+        wait_event(api, ref, "Sleeping", "scaled from 3 to 0 replicas")
+
+    create_configmap(api, opted_ns, "trigger")
+    for ref in refs:
+        wait_awake(api, ref, 3)
+        wait_event(api, ref, "Woken", f"ConfigMap {opted_ns}/trigger created")
+        wait_asleep(api, ref, 3)
+
+    custom.patch_namespaced_custom_object(
+        WIDGET_GROUP, "v1", opted_ns, "widgets", "w1", {"spec": {"size": 2}}
+    )
+    for ref in refs:
+        wait_awake(api, ref, 3)
+        wait_event(api, ref, "Woken", f"Widget {opted_ns}/w1 changed")
+        wait_asleep(api, ref, 3)
+
+    core.delete_namespaced_config_map("trigger", opted_ns)
+    for ref in refs:
+        wait_awake(api, ref, 3)
+        wait_event(api, ref, "Woken", f"ConfigMap {opted_ns}/trigger deleted")
+        wait_asleep(api, ref, 3)
+
+    assert_not_activity(
+        controller,
+        WIDGETS,
+        lambda: custom.patch_namespaced_custom_object_status(
+            WIDGET_GROUP, "v1", opted_ns, "widgets", "w1", {"status": {"ready": True}}
+        ),
+    )
+    assert_not_activity(
+        controller, "configmaps", lambda: create_configmap(api, ns, "outside-the-scope")
+    )
+    for ref in refs:
+        assert state_of(api, ref)[0] == 0
+    assert controller.metric("zeroscaler_managed_workloads", state="asleep") == 2
+    assert controller.metric("zeroscaler_sleeps_total") == 8
+    assert controller.metric("zeroscaler_wakes_total") == 6
+    assert controller.metric("zeroscaler_wake_latency_seconds_count") == 6
+    assert controller.metric("zeroscaler_replica_seconds_saved_total") > 0
+
+
+def test_owned_object_wakes_only_through_a_controller_reference(
+    api: k8s.ApiClient, opted_ns: str, controller: ControllerProcess
+) -> None:
+    grant_watch(api, opted_ns, [("", ["secrets"]), (WIDGET_GROUP, ["widgets"])])
+    owner = create_widget(api, opted_ns, "owner")
+    config = config_for("3s", WIDGET, owned_kinds="Secret", watch_namespaces=opted_ns)
+    ref = create_workload(api, opted_ns, "owning-operator", config)
+    wait_asleep(api, ref, 3)
+    core = k8s.CoreV1Api(api)
+
+    def secret(name: str, controller_ref: bool | None) -> None:
+        meta: dict[str, object] = {"name": name}
+        if controller_ref is not None:
+            meta["ownerReferences"] = [
+                {
+                    "apiVersion": f"{WIDGET_GROUP}/v1",
+                    "kind": "Widget",
+                    "name": "owner",
+                    "uid": owner["metadata"]["uid"],
+                    "controller": controller_ref,
+                }
+            ]
+        core.create_namespaced_secret(opted_ns, {"metadata": meta, "stringData": {"k": "v"}})
+
+    assert_not_activity(controller, "secrets", lambda: secret("unrelated", None))
+    assert_not_activity(controller, "secrets", lambda: secret("not-controlled", False))
+    secret("owned", True)
+    wait_awake(api, ref, 3)
+    wait_event(api, ref, "Woken", f"Secret {opted_ns}/owned (controlled by a Widget) created")
+
+
+def test_renewing_a_leader_lock_does_not_keep_an_operator_awake(
+    api: k8s.ApiClient, opted_ns: str, controller: ControllerProcess
+) -> None:
+    grant_watch(api, opted_ns, [("coordination.k8s.io", ["leases"]), ("", ["configmaps"])])
+    coordination = k8s.CoordinationV1Api(api)
+    core = k8s.CoreV1Api(api)
+    coordination.create_namespaced_lease(
+        opted_ns, {"metadata": {"name": "operator-lock"}, "spec": {"holderIdentity": "op-0"}}
+    )
+    create_configmap(
+        api,
+        opted_ns,
+        "operator-lock",
+        annotations={"control-plane.alpha.kubernetes.io/leader": "{}"},
+    )
+    stop = threading.Event()
+    renewals = [0]
+
+    def renew() -> None:
+        while not stop.wait(0.3):
+            now = datetime.now(UTC)
+            coordination.patch_namespaced_lease(
+                "operator-lock", opted_ns, {"spec": {"renewTime": now.isoformat()}}
+            )
+            record = f'{{"holderIdentity":"op-0","renewTime":"{now.isoformat()}"}}'
+            core.patch_namespaced_config_map(
+                "operator-lock",
+                opted_ns,
+                {"metadata": {"annotations": {"control-plane.alpha.kubernetes.io/leader": record}}},
+            )
+            renewals[0] += 1
+
+    renewer = threading.Thread(target=renew, daemon=True)
+    renewer.start()
+    try:
+        config = config_for("3s", "Lease.coordination.k8s.io, ConfigMap", watch_namespaces=opted_ns)
+        ref = create_workload(api, opted_ns, "lock-renewing-operator", config)
+        wait_asleep(api, ref, 3)
+        assert renewals[0] > 5
+        assert controller.events_seen("leases.coordination.k8s.io") > 5
+        assert controller.metric("zeroscaler_activity_total") == 0
+    finally:
+        stop.set()
+        renewer.join()
+
+
+def _readme_annotate_args(namespace: str) -> list[str]:
+    """The `kubectl annotate` command of IBM's README, unchanged but for the namespace."""
+    text = (IBM / "readme_annotate_example.txt").read_text()
+    lines = [line for line in text.splitlines() if not line.startswith("#")]
+    words = shlex.split(" ".join(line.rstrip("\\") for line in lines))
+    assert words[:2] == ["kubectl", "annotate"]
+    args = words[1:]
+    at = args.index("-n")
+    args[at + 1] = namespace
+    return args
+
+
+def test_ibm_annotated_manifests_work_unchanged(
+    api: k8s.ApiClient, cluster: Cluster, opted_ns: str, controller: ControllerProcess
+) -> None:
+    create_crd(api, "istio.banzaicloud.io", "Istio", "istios", version_name="v1beta1")
+    grant_watch(api, opted_ns, [("istio.banzaicloud.io", ["istios"]), ("apps", ["deployments"])])
+    grant_watch(api, opted_ns, [("apps", ["deployments"])], sa="default", name="default-watch")
+    sts = create_workload(api, opted_ns, "istio-operator", {}, kind="StatefulSet", replicas=2)
+    patch_workload(api, sts, {"metadata": {"labels": {"controller-tools.k8s.io": "1.0"}}})
+    cluster.kubectl(*_readme_annotate_args(opted_ns))
+    manifest = yaml.safe_load((IBM / "annotated_deployment.yaml").read_text())
+    k8s.AppsV1Api(api).create_namespaced_deployment(opted_ns, manifest)
+
+    wait_asleep(api, sts, 2)
+    k8s.CustomObjectsApi(api).create_namespaced_custom_object(
+        "istio.banzaicloud.io",
+        "v1beta1",
+        opted_ns,
+        "istios",
+        {"apiVersion": "istio.banzaicloud.io/v1beta1", "kind": "Istio", "metadata": {"name": "i"}},
+    )
+    wait_awake(api, sts, 2)
+    wait_event(api, sts, "Woken", f"Istio {opted_ns}/i created")
+    # The 60s example is managed too (shown by `zeroscaler status`, counted as awake).
+    wait_for(
+        lambda: controller.metric("zeroscaler_managed_workloads", state="awake") == 2,
+        "both IBM-annotated workloads managed",
+    )
+    status = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "zeroscaler"),
+            "status",
+            "--kubeconfig",
+            str(cluster.kubeconfig),
+            "-n",
+            opted_ns,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    line = next(li for li in status.splitlines() if li.startswith(f"{opted_ns}  mycontroller"))
+    assert line.split()[2:6] == ["Deployment", "awake", "2", "-"]
+    assert "Deployment.v1.apps" in line
+    istio_line = next(li for li in status.splitlines() if "istio-operator" in li)
+    assert f"Istio {opted_ns}/i created" in istio_line
+
+
+def test_a_crd_installed_after_the_workload_is_picked_up(
+    api: k8s.ApiClient, opted_ns: str, controller: ControllerProcess
+) -> None:
+    group = f"{opted_ns}.example.com"
+    grant_watch(api, opted_ns, [(group, ["gadgets"])])
+    ref = create_workload(api, opted_ns, "early-operator", config_for("3s", f"Gadget.{group}"))
+    wait_event(api, ref, "UnknownKind", f"Gadget.{group} is not served")
+    wait_event(api, ref, "NoKindToWakeOn")
+    assert state_of(api, ref)[0] == 3
+    try:
+        create_crd(api, group, "Gadget", "gadgets")
+        wait_asleep(api, ref, 3)
+        k8s.CustomObjectsApi(api).create_namespaced_custom_object(
+            group,
+            "v1",
+            opted_ns,
+            "gadgets",
+            {"apiVersion": f"{group}/v1", "kind": "Gadget", "metadata": {"name": "g"}},
+        )
+        wait_awake(api, ref, 3)
+        wait_event(api, ref, "Woken", f"Gadget {opted_ns}/g created")
+    finally:
+        k8s.ApiextensionsV1Api(api).delete_custom_resource_definition(f"gadgets.{group}")
+
+
+def test_removing_annotations_or_the_namespace_label_stops_management(
+    api: k8s.ApiClient, opted_ns: str, controller: ControllerProcess
+) -> None:
+    grant_watch(api, opted_ns, [("", ["configmaps"])])
+    config = config_for("3s", "ConfigMap", watch_namespaces=opted_ns)
+    first = create_workload(api, opted_ns, "first", config)
+    wait_asleep(api, first, 3)
+    assert controller.metric("zeroscaler_watched_types") == 1
+    patch_workload(api, first, {"metadata": {"annotations": dict.fromkeys(config)}})
+    wait_awake(api, first, 3)
+    wait_event(api, first, "Woken", "no longer managed")
+    wait_for(lambda: controller.metric("zeroscaler_watched_types") == 0, "watch cancelled")
+
+    second = create_workload(api, opted_ns, "second", config)
+    wait_asleep(api, second, 3)
+    assert controller.metric("zeroscaler_watched_types") == 1
+    k8s.CoreV1Api(api).patch_namespace(
+        opted_ns, {"metadata": {"labels": {"zeroscaler.io/enabled": None}}}
+    )
+    wait_awake(api, second, 3)
+    wait_event(api, second, "Woken", "no longer managed")
+    wait_for(lambda: controller.metric("zeroscaler_watched_types") == 0, "watch cancelled")
+    assert controller.metric("zeroscaler_managed_workloads", state="asleep") == 0
+
+
+def test_a_tenant_is_never_woken_by_a_kind_its_account_cannot_watch(
+    api: k8s.ApiClient, opted_ns: str, controller: ControllerProcess
+) -> None:
+    grant_watch(api, opted_ns, [(WIDGET_GROUP, ["widgets"])], sa="tenant", name="tenant")
+    grant_watch(api, opted_ns, [("", ["configmaps"])], sa="trusted", name="trusted")
+    create_widget(api, opted_ns, "w")
+    tenant = create_workload(
+        api,
+        opted_ns,
+        "tenant-operator",
+        config_for("3s", f"{WIDGET}, ConfigMap", watch_namespaces=opted_ns),
+        sa="tenant",
+    )
+    trusted = create_workload(
+        api,
+        opted_ns,
+        "trusted-operator",
+        config_for("3s", "ConfigMap", watch_namespaces=opted_ns),
+        sa="trusted",
+    )
+    wait_event(api, tenant, "NotPermitted", f"{opted_ns}/tenant may not watch configmaps")
+    wait_asleep(api, tenant, 3)
+    wait_asleep(api, trusted, 3)
+    seen, activity = (
+        controller.events_seen("configmaps"),
+        controller.metric("zeroscaler_activity_total"),
+    )
+    create_configmap(api, opted_ns, "probe")
+    wait_for(lambda: controller.events_seen("configmaps") > seen, "the ConfigMap event seen")
+    assert controller.metric("zeroscaler_activity_total") == activity + 1  # the trusted one only
+    wait_awake(api, trusted, 3)
+    assert state_of(api, tenant)[0] == 0
+    assert "Woken" not in reasons(api, tenant)
+
+
+def test_malformed_annotations_give_events_and_no_crash(
+    api: k8s.ApiClient, opted_ns: str, controller: ControllerProcess
+) -> None:
+    grant_watch(api, opted_ns, [("", ["configmaps"])])
+    scope = {"zeroscaler.io/watch-namespaces": opted_ns}
+    bad_duration = create_workload(
+        api,
+        opted_ns,
+        "bad-duration",
+        {**config_for("ten minutes", "ConfigMap"), **scope},
+    )
+    unknown = create_workload(
+        api, opted_ns, "unknown-kind", {**config_for("3s", "Nonexistent.nowhere.example"), **scope}
+    )
+    negative = create_workload(
+        api, opted_ns, "negative", {**config_for("3s", "ConfigMap", wake_replicas="-2"), **scope}
+    )
+    huge = create_workload(
+        api, opted_ns, "huge", {**config_for("3s", "ConfigMap," + "x" * 100_000), **scope}
+    )
+    good = create_workload(api, opted_ns, "good", {**config_for("3s", "ConfigMap"), **scope})
+
+    wait_event(api, bad_duration, "InvalidAnnotation", "zeroscaler.io/idle-timeout: 'ten minutes'")
+    wait_event(api, unknown, "UnknownKind", "Nonexistent.nowhere.example is not served")
+    wait_event(api, negative, "InvalidAnnotation", "zeroscaler.io/wake-replicas: '-2'")
+    event = wait_event(api, huge, "InvalidAnnotation", "zeroscaler.io/watched-kinds")
+    assert len(event.message) <= 1024
+    wait_asleep(api, good, 3)
+    wait_asleep(api, negative, 3)  # the bad wake-replicas is ignored, not fatal
+    create_configmap(api, opted_ns, "wake-up")
+    wait_awake(api, negative, 3)  # back to the remembered count, not -2
+    wait_awake(api, good, 3)
+    for ref in (bad_duration, unknown, huge):
+        assert state_of(api, ref)[0] == 3
+    assert controller.alive()
+
+
+def test_a_workload_targeted_by_an_hpa_never_sleeps(
+    api: k8s.ApiClient, opted_ns: str, controller: ControllerProcess
+) -> None:
+    grant_watch(api, opted_ns, [("", ["configmaps"])])
+    config = config_for("3s", "ConfigMap", watch_namespaces=opted_ns)
+    k8s.AutoscalingV2Api(api).create_namespaced_horizontal_pod_autoscaler(
+        opted_ns,
+        {
+            "metadata": {"name": "scaled"},
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "scaled"},
+                "minReplicas": 1,
+                "maxReplicas": 5,
+            },
+        },
+    )
+    scaled = create_workload(api, opted_ns, "scaled", config)
+    plain = create_workload(api, opted_ns, "plain", config)
+    wait_event(api, scaled, "HPATargeted", "HorizontalPodAutoscaler scaled")
+    wait_asleep(api, plain, 3)
+    replicas, ann = state_of(api, scaled)
+    assert replicas > 0
+    assert "zeroscaler.io/state" not in ann
+
+
+def test_dry_run_changes_nothing(
+    api: k8s.ApiClient, cluster: Cluster, opted_ns: str, tmp_path: Path, widgets: None
+) -> None:
+    ctl = start_controller(cluster, opted_ns, tmp_path, extra=["--dry-run"])
+    try:
+        grant_watch(api, opted_ns, [("", ["configmaps"])])
+        ref = create_workload(
+            api, opted_ns, "dry", config_for("3s", "ConfigMap", watch_namespaces=opted_ns)
+        )
+        wait_event(api, ref, "WouldSleep", "would sleep")
+        create_configmap(api, opted_ns, "poke")
+        wait_event(api, ref, "WouldWake", f"ConfigMap {opted_ns}/poke created")
+        replicas, ann = state_of(api, ref)
+        assert replicas == 3
+        assert "zeroscaler.io/state" not in ann
+        assert ctl.metric("zeroscaler_sleeps_total") == 0
+    finally:
+        ctl.stop()

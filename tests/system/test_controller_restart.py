@@ -1,0 +1,105 @@
+"""Restarts and leader election: state lives in the cluster, and only the leader acts."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+from kubernetes import client as k8s
+
+from localcluster.cluster import Cluster
+from tests.support.waiting import wait_for
+from tests.system.controller_kit import (
+    ControllerProcess,
+    config_for,
+    create_configmap,
+    create_workload,
+    events_of,
+    grant_watch,
+    reasons,
+    start_controller,
+    state_of,
+    wait_asleep,
+    wait_awake,
+    wait_event,
+)
+
+pytestmark = pytest.mark.cluster
+
+
+def _settled(ctl: ControllerProcess) -> bool:
+    """The restarted controller has the workload asleep and has listed its watched ConfigMaps."""
+    return (
+        ctl.metric("zeroscaler_managed_workloads", state="asleep") == 1
+        and ctl.metric("zeroscaler_watched_types") == 1
+        and ctl.events_seen("configmaps") >= 1
+    )
+
+
+def test_restart_keeps_sleepers_asleep_and_catches_changes_made_meanwhile(
+    api: k8s.ApiClient, cluster: Cluster, opted_ns: str, tmp_path: Path
+) -> None:
+    grant_watch(api, opted_ns, [("", ["configmaps"])])
+    create_configmap(api, opted_ns, "settings")
+    ref = create_workload(
+        api, opted_ns, "restarted", config_for("3s", "ConfigMap", watch_namespaces=opted_ns)
+    )
+    first = start_controller(cluster, opted_ns, tmp_path, id="first")
+    try:
+        wait_asleep(api, ref, 3)
+    finally:
+        first.stop()
+
+    second = start_controller(cluster, opted_ns, tmp_path, id="second")
+    try:
+        wait_for(lambda: _settled(second), "restarted controller settled")
+        assert second.metric("zeroscaler_activity_total") == 0
+        assert state_of(api, ref)[0] == 0
+        assert "Woken" not in reasons(api, ref)
+    finally:
+        second.stop()
+
+    k8s.CoreV1Api(api).patch_namespaced_config_map(
+        "settings", opted_ns, {"data": {"changed": "while the controller was down"}}
+    )
+    third = start_controller(cluster, opted_ns, tmp_path, id="third")
+    try:
+        wait_awake(api, ref, 3)
+        wait_event(
+            api,
+            ref,
+            "Woken",
+            f"ConfigMap {opted_ns}/settings changed while zeroscaler was not watching",
+        )
+    finally:
+        third.stop()
+
+
+def test_only_the_leader_acts_and_a_standby_takes_over(
+    api: k8s.ApiClient, cluster: Cluster, opted_ns: str, tmp_path: Path
+) -> None:
+    grant_watch(api, opted_ns, [("", ["configmaps"])])
+    leader = start_controller(cluster, opted_ns, tmp_path, id="leader")
+    standby = start_controller(cluster, opted_ns, tmp_path, id="standby", wait_leader=False)
+    try:
+        assert leader.is_leader()
+        assert not standby.is_leader()
+        ref = create_workload(
+            api, opted_ns, "led", config_for("3s", "ConfigMap", watch_namespaces=opted_ns)
+        )
+        wait_asleep(api, ref, 3)
+        wait_event(api, ref, "Sleeping")
+        assert {e.reporting_instance for e in events_of(api, ref)} == {"leader"}
+        assert standby.metric("zeroscaler_managed_workloads", state="asleep") == 1
+        assert standby.metric("zeroscaler_sleeps_total") == 0
+
+        leader.stop(signal.SIGKILL)
+        wait_for(standby.is_leader, "the standby leading")
+        create_configmap(api, opted_ns, "after-takeover")
+        wait_awake(api, ref, 3)
+        woken = wait_event(api, ref, "Woken", f"ConfigMap {opted_ns}/after-takeover created")
+        assert woken.reporting_instance == "standby"
+    finally:
+        leader.stop()
+        standby.stop()
