@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from certs.command import add_certs
 from zeroscaler.core.annotations import NAMESPACE_ENABLED_LABEL, read_config, read_status
 from zeroscaler.core.durations import format_duration
 from zeroscaler.kube import Kube, KubeError, load_access
@@ -151,6 +152,7 @@ def _add_status(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 # Each subcommand registers its parser; the parser's `func` runs it.
 SUBCOMMANDS: Mapping[str, Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = {
     "status": _add_status,
+    "certs": add_certs,
 }
 
 
