@@ -1,0 +1,482 @@
+"""Benchmark: the controller's wake latency and idle cost on the local cluster, against a baseline.
+
+Wake latency is measured from the moment the API server acknowledged a write of a watched object to
+the moment a Deployment watch shows the scaled-up replica count, with 1, 100 and 1,000 managed
+workloads spread over 50 watched custom resource types. The baseline, measured the same way in the
+same run, is one raw watch that patches the scale subresource directly. Then the controller's CPU
+and RSS are sampled while idle with 1,000 workloads and 50,000 watched objects.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from zeroscaler.kube import Conflict, Kube, KubeError, load_access
+
+GROUP = "bench.zeroscaler.example.com"
+NAMESPACE = "zs-bench"
+TYPES = 50
+TIMEOUT = "2s"
+RESULTS = Path(__file__).parent / "results"
+BIN = Path(sys.executable).parent
+
+
+@dataclass
+class Results:
+    latency: dict[str, list[float]] = field(default_factory=dict)  # label -> seconds
+    idle_cpu_percent: float = 0.0
+    idle_rss_mb: float = 0.0
+    idle_workloads: int = 0
+    idle_objects: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def kind_of(i: int) -> tuple[str, str]:
+    """Kind and plural of watched type number i."""
+    return f"Thing{i}", f"things{i}"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def _create(kube: Kube, path: str, body: dict[str, Any]) -> None:
+    with contextlib.suppress(Conflict):
+        await kube.create(path, body)
+
+
+async def _gather_limited(jobs: list[Callable[[], Awaitable[None]]], limit: int = 32) -> None:
+    gate = asyncio.Semaphore(limit)
+
+    async def one(job: Callable[[], Awaitable[None]]) -> None:
+        async with gate:
+            await job()
+
+    await asyncio.gather(*(one(j) for j in jobs))
+
+
+async def setup_cluster(kube: Kube) -> None:
+    """Namespace (opted in), 50 CRDs, and a ServiceAccount allowed to watch them."""
+    await _create(
+        kube,
+        "/api/v1/namespaces",
+        {"metadata": {"name": NAMESPACE, "labels": {"zeroscaler.io/enabled": "true"}}},
+    )
+    await _create(
+        kube, f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts", {"metadata": {"name": "op"}}
+    )
+    await _create(
+        kube,
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+        {
+            "metadata": {"name": "zs-bench-watch"},
+            "rules": [
+                {"apiGroups": [GROUP], "resources": ["*"], "verbs": ["get", "list", "watch"]}
+            ],
+        },
+    )
+    await _create(
+        kube,
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        {
+            "metadata": {"name": "zs-bench-watch"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "zs-bench-watch",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "op", "namespace": NAMESPACE}],
+        },
+    )
+    for i in range(TYPES):
+        kind, plural = kind_of(i)
+        await _create(
+            kube,
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            {
+                "metadata": {"name": f"{plural}.{GROUP}"},
+                "spec": {
+                    "group": GROUP,
+                    "names": {"kind": kind, "plural": plural, "listKind": f"{kind}List"},
+                    "scope": "Namespaced",
+                    "versions": [
+                        {
+                            "name": "v1",
+                            "served": True,
+                            "storage": True,
+                            "subresources": {"status": {}},
+                            "schema": {
+                                "openAPIV3Schema": {
+                                    "type": "object",
+                                    "x-kubernetes-preserve-unknown-fields": True,
+                                }
+                            },
+                        }
+                    ],
+                },
+            },
+        )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        served = {r.resource for r in await kube.discover() if r.group == GROUP}
+        if len(served) >= TYPES:
+            return
+        await asyncio.sleep(1)
+    raise RuntimeError("the benchmark's CRDs were not served in time")
+
+
+def deployment(name: str, annotations: dict[str, str]) -> dict[str, Any]:
+    """A paused Deployment: the API object scales, but no Pods are made (cheap on 2 cores)."""
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {
+            "replicas": 1,
+            "paused": True,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "serviceAccountName": "op",
+                    "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}],
+                },
+            },
+        },
+    }
+
+
+def workload_name(i: int) -> str:
+    return f"op-{i:04d}"
+
+
+async def ensure_workloads(kube: Kube, count: int) -> None:
+    path = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments"
+
+    def job(i: int) -> Callable[[], Awaitable[None]]:
+        kind, _ = kind_of(i % TYPES)
+        annotations = {
+            "zeroscaler.io/idle-timeout": TIMEOUT,
+            "zeroscaler.io/watched-kinds": f"{kind}.{GROUP}",
+            "zeroscaler.io/watch-namespaces": NAMESPACE,
+        }
+        return lambda: _create(kube, path, deployment(workload_name(i), annotations))
+
+    await _gather_limited([job(i) for i in range(count)])
+
+
+class DeploymentWatch:
+    """Replica counts and states of the benchmark's Deployments, kept by one watch."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+        self.replicas: dict[str, int] = {}
+        self.state: dict[str, str] = {}
+        self.changed = asyncio.Condition()
+        self.seen_at: dict[str, float] = {}
+
+    async def run(self) -> None:
+        path = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments"
+        while True:
+            try:
+                items, rv = await self.kube.list_all(path)
+                for obj in items:
+                    self._take(obj)
+                async for event in self.kube.watch(path, resource_version=rv):
+                    if event["type"] != "BOOKMARK":
+                        self._take(event["object"])
+                        async with self.changed:
+                            self.changed.notify_all()
+            except KubeError:
+                await asyncio.sleep(0.5)
+
+    def _take(self, obj: dict[str, Any]) -> None:
+        name = obj["metadata"]["name"]
+        replicas = int(obj["spec"].get("replicas") or 0)
+        if replicas > 0 and self.replicas.get(name) == 0:
+            self.seen_at[name] = time.perf_counter()
+        self.replicas[name] = replicas
+        self.state[name] = (obj["metadata"].get("annotations") or {}).get("zeroscaler.io/state", "")
+
+    async def wait(self, check: Callable[[], bool], limit: float) -> None:
+        async with self.changed:
+            await asyncio.wait_for(self.changed.wait_for(check), limit)
+
+    def asleep(self, names: list[str]) -> bool:
+        return all(self.replicas.get(n) == 0 and self.state.get(n) == "asleep" for n in names)
+
+
+@contextlib.contextmanager
+def process(cmd: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    with log.open("ab") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+async def _wait_http_ok(url: str, limit: float = 120) -> None:
+    deadline = time.monotonic() + limit
+    async with httpx.AsyncClient() as client:
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.HTTPError):
+                if (await client.get(url)).status_code == 200:
+                    return
+            await asyncio.sleep(0.5)
+    raise RuntimeError(f"{url} never became ready")
+
+
+async def measure_controller(
+    kube: Kube, watch: DeploymentWatch, count: int, samples: int
+) -> list[float]:
+    """Wake latencies with `count` managed workloads; each sample wakes one watched type."""
+    names = [workload_name(i) for i in range(count)]
+    await watch.wait(lambda: watch.asleep(names), limit=60 + count * 0.2)
+    latencies = []
+    for j in range(samples):
+        t = j % min(count, TYPES)
+        target = workload_name(t)
+        kind, plural = kind_of(t)
+        await watch.wait(lambda target=target: watch.asleep([target]), limit=60)  # type: ignore[misc]
+        watch.seen_at.pop(target, None)
+        body = {"apiVersion": f"{GROUP}/v1", "kind": kind, "metadata": {"generateName": "s-"}}
+        await kube.create(f"/apis/{GROUP}/v1/namespaces/{NAMESPACE}/{plural}", body)
+        acked = time.perf_counter()
+        await watch.wait(lambda target=target: target in watch.seen_at, limit=30)  # type: ignore[misc]
+        latencies.append(watch.seen_at[target] - acked)
+    return latencies
+
+
+async def measure_baseline(
+    kube: Kube, watch: DeploymentWatch, kubeconfig: str, workdir: Path, samples: int
+) -> list[float]:
+    """The same measurement for one raw watch that patches the scale subresource itself."""
+    deployments = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments"
+    await _create(kube, deployments, deployment("baseline", {}))
+    scale = f"{deployments}/baseline/scale"
+    kind, plural = "Thing0", "things0"
+    watched = f"/apis/{GROUP}/v1/namespaces/{NAMESPACE}/{plural}"
+    cmd = [
+        str(BIN / "python"),
+        "-m",
+        "bench.baseline",
+        "--kubeconfig",
+        kubeconfig,
+        "--watch",
+        watched,
+        "--scale",
+        scale,
+    ]
+    latencies = []
+    with process(cmd, workdir / "baseline.log"):
+        await asyncio.sleep(2)  # list then watch; "ready" goes to its log
+        for _ in range(samples):
+            await kube.patch(scale, {"spec": {"replicas": 0}})
+            await watch.wait(lambda: watch.replicas.get("baseline") == 0, limit=30)
+            watch.seen_at.pop("baseline", None)
+            body = {"apiVersion": f"{GROUP}/v1", "kind": kind, "metadata": {"generateName": "b-"}}
+            await kube.create(watched, body)
+            acked = time.perf_counter()
+            await watch.wait(lambda: "baseline" in watch.seen_at, limit=30)
+            latencies.append(watch.seen_at["baseline"] - acked)
+    return latencies
+
+
+def _creator(kube: Kube, path: str, body: dict[str, Any]) -> Callable[[], Awaitable[None]]:
+    async def create() -> None:
+        await kube.create(path, body)
+
+    return create
+
+
+async def fill_objects(kube: Kube, total: int) -> int:
+    """Create watched objects until there are `total`, spread evenly over the 50 types."""
+    per_type = total // TYPES
+    jobs: list[Callable[[], Awaitable[None]]] = []
+    for t in range(TYPES):
+        kind, plural = kind_of(t)
+        path = f"/apis/{GROUP}/v1/namespaces/{NAMESPACE}/{plural}"
+        have, _ = await kube.list_all(path, metadata_only=True)
+        for _ in range(per_type - len(have)):
+            body = {"apiVersion": f"{GROUP}/v1", "kind": kind, "metadata": {"generateName": "o-"}}
+            jobs.append(_creator(kube, path, body))
+    await _gather_limited(jobs, limit=48)
+    return per_type * TYPES
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def print_table(results: Results) -> None:
+    print(f"\n{'wake latency':<28}{'n':>5}{'p50 ms':>10}{'p99 ms':>10}{'max ms':>10}")
+    for label, values in results.latency.items():
+        if values:
+            print(
+                f"{label:<28}{len(values):>5}{percentile(values, 0.5) * 1000:>10.1f}"
+                f"{percentile(values, 0.99) * 1000:>10.1f}{max(values) * 1000:>10.1f}"
+            )
+    print(
+        f"\nidle controller, {results.idle_workloads} workloads, {results.idle_objects} watched "
+        f"objects: CPU {results.idle_cpu_percent:.2f}% of a core, RSS {results.idle_rss_mb:.0f} MB"
+    )
+    for note in results.notes:
+        print(f"note: {note}")
+
+
+def plot(results: Results, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [k for k, v in results.latency.items() if v]
+    p50 = [percentile(results.latency[k], 0.5) * 1000 for k in labels]
+    p99 = [percentile(results.latency[k], 0.99) * 1000 for k in labels]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    xs = range(len(labels))
+    ax.bar([x - 0.2 for x in xs], p50, width=0.4, label="p50")
+    ax.bar([x + 0.2 for x in xs], p99, width=0.4, label="p99")
+    ax.set_xticks(list(xs), labels, rotation=15)
+    ax.set_ylabel("wake latency (ms)")
+    ax.set_title(
+        f"zeroscaler wake latency; idle: {results.idle_cpu_percent:.2f}% CPU, "
+        f"{results.idle_rss_mb:.0f} MB RSS ({results.idle_workloads} workloads, "
+        f"{results.idle_objects} objects)",
+        fontsize=9,
+    )
+    ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+
+
+async def bench(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> Results:
+    results = Results()
+    async with Kube(load_access(kubeconfig), max_connections=64) as kube:
+        await setup_cluster(kube)
+        watch = DeploymentWatch(kube)
+        watcher = asyncio.create_task(watch.run())
+        port = _free_port()
+        controller = [
+            str(BIN / "zeroscaler-controller"),
+            "--kubeconfig",
+            kubeconfig,
+            "--metrics-host",
+            "127.0.0.1",
+            "--metrics-port",
+            str(port),
+            "--lease-namespace",
+            NAMESPACE,
+            "--log-level",
+            "warning",
+            "--access-review-ttl",
+            "600",
+        ]
+        results.latency["baseline (raw watch)"] = await measure_baseline(
+            kube, watch, kubeconfig, workdir, args.samples
+        )
+        with process(controller, workdir / "controller.log") as proc:
+            await _wait_http_ok(f"http://127.0.0.1:{port}/readyz")
+            for count in args.workloads:
+                await ensure_workloads(kube, count)
+                label = f"zeroscaler, {count} workload{'s' if count > 1 else ''}"
+                samples = args.samples if count > 1 else max(5, args.samples // 4)
+                results.latency[label] = await measure_controller(kube, watch, count, samples)
+                print(f"{label}: done", flush=True)
+            if args.objects:
+                total = await fill_objects(kube, args.objects)
+                count = max(args.workloads)
+                names = [workload_name(i) for i in range(count)]
+                await watch.wait(lambda: watch.asleep(names), limit=300)
+                await asyncio.sleep(10)  # let the flurry of wakes and sleeps settle
+                before, started = _cpu_seconds(proc.pid), time.monotonic()
+                await asyncio.sleep(args.idle_seconds)
+                used = _cpu_seconds(proc.pid) - before
+                results.idle_cpu_percent = 100 * used / (time.monotonic() - started)
+                results.idle_rss_mb = _rss_mb(proc.pid)
+                results.idle_workloads, results.idle_objects = count, total
+        watcher.cancel()
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--kubeconfig", help="use this cluster instead of starting a local one")
+    parser.add_argument("--workloads", type=int, nargs="+", default=[1, 100, 1000])
+    parser.add_argument("--samples", type=int, default=60)
+    parser.add_argument("--objects", type=int, default=50_000)
+    parser.add_argument("--idle-seconds", type=float, default=30.0)
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="zeroscaler-bench-"))
+    cluster = None
+    kubeconfig = args.kubeconfig
+    if kubeconfig is None:
+        from localcluster import build
+        from localcluster.cluster import start
+
+        binaries = build.ensure_binaries(progress=lambda m: print(m, file=sys.stderr))
+        cluster = start(binaries, nodes=1, progress=lambda m: print(m, file=sys.stderr))
+        kubeconfig = str(cluster.kubeconfig)
+    try:
+        results = asyncio.run(bench(args, kubeconfig, workdir))
+    finally:
+        if cluster is not None:
+            cluster.stop()
+    base = results.latency.get("baseline (raw watch)") or [0.0]
+    worst = max(
+        (percentile(v, 0.99) for k, v in results.latency.items() if k.startswith("zeroscaler")),
+        default=0.0,
+    )
+    results.notes.append(
+        f"p99 ratio to baseline: {worst / max(percentile(base, 0.99), 1e-9):.2f}x "
+        f"(target 1.5x); median of baseline {statistics.median(base) * 1000:.1f} ms"
+    )
+    print_table(results)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "controller.json").write_text(json.dumps(asdict(results), indent=1))
+    plot(results, RESULTS / "controller.png")
+    print(f"wrote {RESULTS / 'controller.png'}; logs in {workdir}")
+
+
+if __name__ == "__main__":
+    main()
