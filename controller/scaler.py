@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -38,7 +39,8 @@ from zeroscaler.core.annotations import (
 )
 from zeroscaler.core.decision import Decision, Observed, decide, wake_replicas
 from zeroscaler.core.durations import DURATION_FORM, format_time
-from zeroscaler.core.kinds import KIND_REF_FORM, APIResource, Discovery, KindRef
+from zeroscaler.core.inference import RBACSnapshot, infer_kinds
+from zeroscaler.core.kinds import KIND_REF_FORM, APIResource, Discovery, KindRef, parse_kind_refs
 from zeroscaler.kube import Conflict, Kube, KubeError, NotFound, Obj
 from zeroscaler.watching import Informer, WatchEvent
 
@@ -50,6 +52,20 @@ Warning_ = tuple[str, str]  # Event reason, message
 _TIMEOUT_KEYS = (IDLE_TIMEOUT, *IBM_IDLE_TIMEOUT)
 _KIND_KEYS = (WATCHED_KINDS, OWNED_KINDS, IBM_WATCHED_KINDS, IBM_OWNED_KINDS)
 _RETRY_AFTER = 5.0
+RBAC_PATHS = {
+    "Role": "/apis/rbac.authorization.k8s.io/v1/roles",
+    "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+    "RoleBinding": "/apis/rbac.authorization.k8s.io/v1/rolebindings",
+    "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+}
+# Never inferred: events, locks and reviews say nothing about what an operator reconciles.
+INFERENCE_IGNORE = (
+    "events",
+    "events.events.k8s.io",
+    "leases.coordination.k8s.io",
+    "tokenreviews.authentication.k8s.io",
+    "subjectaccessreviews.authorization.k8s.io",
+)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -86,6 +102,15 @@ def _trim_hpa(obj: Obj) -> Obj:
         "metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion") if k in meta},
         "target": (str(target.get("kind", "")), str(target.get("name", ""))),
     }
+
+
+def _trim_rbac(kind: str) -> Callable[[Obj], Obj]:
+    def trim(obj: Obj) -> Obj:
+        meta = obj.get("metadata") or {}
+        kept = {k: meta[k] for k in ("name", "namespace", "resourceVersion", "labels") if k in meta}
+        return {**obj, "kind": kind, "metadata": kept}
+
+    return trim
 
 
 def _trim_crd(obj: Obj) -> Obj:
@@ -127,6 +152,7 @@ class Workload:
     warned: set[Warning_] = field(default_factory=set)
     accounted_at: float | None = None  # loop time replica-seconds were last counted
     pretend: tuple[WorkloadStatus, int] | None = None  # dry run: the status we would have made
+    inferred: bool = False  # kinds came from the ServiceAccount's RBAC, not from annotations
 
     @property
     def kind(self) -> str:
@@ -210,6 +236,14 @@ class Scaler:
             transform=_trim_crd,
         )
         self.crds.add_handler(self._on_crd)
+        self.rbac_informers = {
+            kind: Informer(kube, path, transform=_trim_rbac(kind))
+            for kind, path in RBAC_PATHS.items()
+        }
+        for informer in self.rbac_informers.values():
+            informer.add_handler(self._on_rbac)
+        self._rbac: RBACSnapshot | None = None
+        self._rbac_generation = 0
         self.workload_informers: dict[str, Informer] = {}
         for kind, resource in WORKLOAD_RESOURCES.items():
             informer = Informer(kube, f"/apis/apps/v1/{resource}", transform=trim_workload)
@@ -227,7 +261,13 @@ class Scaler:
             except KubeError as e:
                 log.warning("API discovery failed: %s", e)
                 await asyncio.sleep(2)
-        informers = [self.namespaces, self.hpas, self.crds, *self.workload_informers.values()]
+        informers = [
+            self.namespaces,
+            self.hpas,
+            self.crds,
+            *self.rbac_informers.values(),
+            *self.workload_informers.values(),
+        ]
         self._spawn(*(i.run() for i in informers), self.timers.run(), self._discovery_loop())
         self._spawn(self._account_loop())
         await asyncio.gather(*(i.synced.wait() for i in informers))
@@ -340,6 +380,14 @@ class Scaler:
             if key in self.workloads:
                 self.enqueue(key)
 
+    def _on_rbac(self, event: WatchEvent) -> None:
+        self._rbac = None
+        self._rbac_generation += 1
+        if not event.initial:
+            for key, w in self.workloads.items():
+                if w.inferred:
+                    self.enqueue(key)
+
     def _on_crd(self, event: WatchEvent) -> None:
         if event.initial:
             return
@@ -421,6 +469,8 @@ class Scaler:
         if not self._is_candidate(w, config):
             await self._unmanage(w, "not opted in", restore=not self._is_terminating(w))
             return
+        config, inference_warnings = self._infer_if_needed(w, config)
+        warnings += inference_warnings
         if config.idle_timeout is None or not config.has_kinds:
             has_timeout = any(k in annotations for k in _TIMEOUT_KEYS)
             has_kinds = any(k in annotations for k in _KIND_KEYS)
@@ -478,6 +528,42 @@ class Scaler:
         if decision.action != "none":
             await self._act(w, decision, now)
 
+    def _infer_if_needed(
+        self, w: Workload, config: WorkloadConfig
+    ) -> tuple[WorkloadConfig, list[Warning_]]:
+        """Without kinds annotated, fall back to what the ServiceAccount's RBAC says."""
+        annotations = w.annotations
+        w.inferred = False
+        if config.idle_timeout is None or any(k in annotations for k in _KIND_KEYS):
+            return config, []
+        if self._rbac is None:
+            objects = [o for i in self.rbac_informers.values() for o in i.store.values()]
+            self._rbac = RBACSnapshot.from_objects(objects)
+        found = infer_kinds(
+            self._rbac, w.namespace, w.service_account, self.discovery, ignore=INFERENCE_IGNORE
+        )
+        warnings = [("InferenceLimited", message) for message in found.warnings]
+        if not found.watched:
+            return config, warnings
+        watched, _ = parse_kind_refs(",".join(found.watched))
+        owned, _ = parse_kind_refs(",".join(found.owned))
+        namespaces = config.watch_namespaces
+        if namespaces is None and found.namespaces:
+            namespaces = tuple(found.namespaces)
+        w.inferred = True
+        warnings.append(
+            (
+                "KindsInferred",
+                f"{WATCHED_KINDS} is missing; inferred from the RBAC of ServiceAccount "
+                f"{w.namespace}/{w.service_account}: watched {', '.join(found.watched)}"
+                + (f"; owned {', '.join(found.owned)}" if found.owned else ""),
+            )
+        )
+        inferred = dataclasses.replace(
+            config, watched=tuple(watched), owned=tuple(owned), watch_namespaces=namespaces
+        )
+        return inferred, warnings
+
     def _is_terminating(self, w: Workload) -> bool:
         ns = self.namespaces.store.get(("", w.namespace)) or {}
         return bool((ns.get("metadata") or {}).get("deletionTimestamp"))
@@ -510,6 +596,7 @@ class Scaler:
             self._discovery_generation,
             w.service_account,
             self.access.epoch(),
+            self._rbac_generation if w.inferred else 0,
         )
         if signature == w.signature:
             return
