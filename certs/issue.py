@@ -43,7 +43,7 @@ def _key_pem(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
 
 
 def new_rsa_key_pem(bits: int = 2048) -> bytes:
-    """A fresh RSA private key (ServiceAccount token signing needs RSA or ECDSA; RSA is the norm)."""
+    """A fresh RSA private key (for signing ServiceAccount tokens)."""
     return _key_pem(rsa.generate_private_key(public_exponent=65537, key_size=bits))
 
 
@@ -55,7 +55,9 @@ def public_key_pem(key_pem: bytes) -> bytes:
     )
 
 
-def new_ca(common_name: str = "zeroscaler-ca", *, days: int = 3650, now: datetime | None = None) -> CertPair:
+def new_ca(
+    common_name: str = "zeroscaler-ca", *, days: int = 3650, now: datetime | None = None
+) -> CertPair:
     """A self-signed CA certificate with a P-256 key."""
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
@@ -71,9 +73,15 @@ def new_ca(common_name: str = "zeroscaler-ca", *, days: int = 3650, now: datetim
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(
             x509.KeyUsage(
-                digital_signature=True, key_cert_sign=True, crl_sign=True,
-                content_commitment=False, key_encipherment=False, data_encipherment=False,
-                key_agreement=False, encipher_only=False, decipher_only=False,
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
             ),
             critical=True,
         )

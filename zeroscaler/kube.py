@@ -1,7 +1,7 @@
-"""The one door to the Kubernetes API: config loading, typed errors, JSON requests, watches, discovery.
+"""The one door to the Kubernetes API: config, typed errors, JSON requests, watches, discovery.
 
-Only this module imports the `kubernetes` package (for kubeconfig and in-cluster config); requests go
-through one shared `httpx.AsyncClient`, so objects stay plain JSON dicts and cost little memory.
+Only this module imports the `kubernetes` package (for kubeconfig and in-cluster config); requests
+go through one shared `httpx.AsyncClient`, so objects stay plain JSON dicts and cost little memory.
 """
 
 from __future__ import annotations
@@ -111,7 +111,9 @@ def load_access(kubeconfig: str | None = None, context: str | None = None) -> Cl
     """Access from a kubeconfig file, else from the in-cluster ServiceAccount."""
     cfg = k8s_client.Configuration()
     if kubeconfig:
-        k8s_config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
+        k8s_config.load_kube_config(
+            config_file=kubeconfig, context=context, client_configuration=cfg
+        )
     else:
         try:
             k8s_config.load_incluster_config(client_configuration=cfg)
@@ -192,15 +194,27 @@ class Kube:
         result: Obj = resp.json()
         return result
 
-    async def get(self, path: str, *, params: Mapping[str, str | int | bool] | None = None,
-                  accept: str = "application/json") -> Obj:
+    async def get(
+        self,
+        path: str,
+        *,
+        params: Mapping[str, str | int | bool] | None = None,
+        accept: str = "application/json",
+    ) -> Obj:
         return await self.request("GET", path, params=params, accept=accept)
 
     async def create(self, path: str, body: Obj, *, dry_run: bool = False) -> Obj:
         return await self.request("POST", path, body=body, params=_dry(dry_run))
 
-    async def patch(self, path: str, body: Obj | list[Obj], patch_type: PatchType = "merge",
-                    *, dry_run: bool = False, field_manager: str = "zeroscaler") -> Obj:
+    async def patch(
+        self,
+        path: str,
+        body: Obj | list[Obj],
+        patch_type: PatchType = "merge",
+        *,
+        dry_run: bool = False,
+        field_manager: str = "zeroscaler",
+    ) -> Obj:
         params: dict[str, str | int | bool] = {"fieldManager": field_manager, **_dry(dry_run)}
         return await self.request(
             "PATCH", path, body=body, params=params, content_type=_PATCH_CONTENT_TYPES[patch_type]
@@ -209,9 +223,15 @@ class Kube:
     async def delete(self, path: str) -> Obj:
         return await self.request("DELETE", path)
 
-    async def list_all(self, path: str, *, params: Mapping[str, str | int | bool] | None = None,
-                       metadata_only: bool = False, page_size: int = 500) -> tuple[list[Obj], str]:
-        """Every object of a collection, fetched in pages; returns the items and the list's resourceVersion."""
+    async def list_all(
+        self,
+        path: str,
+        *,
+        params: Mapping[str, str | int | bool] | None = None,
+        metadata_only: bool = False,
+        page_size: int = 500,
+    ) -> tuple[list[Obj], str]:
+        """Every object of a collection, in pages; returns the items and the resourceVersion."""
         accept = ACCEPT_METADATA_LIST if metadata_only else "application/json"
         query: dict[str, str | int | bool] = {**(params or {}), "limit": page_size}
         items: list[Obj] = []
@@ -223,9 +243,15 @@ class Kube:
                 return items, str(meta.get("resourceVersion", ""))
             query["continue"] = meta["continue"]
 
-    async def watch(self, path: str, *, resource_version: str,
-                    params: Mapping[str, str | int | bool] | None = None,
-                    metadata_only: bool = False, timeout_seconds: int = 300) -> AsyncIterator[Obj]:
+    async def watch(
+        self,
+        path: str,
+        *,
+        resource_version: str,
+        params: Mapping[str, str | int | bool] | None = None,
+        metadata_only: bool = False,
+        timeout_seconds: int = 300,
+    ) -> AsyncIterator[Obj]:
         """Stream watch events (`{"type", "object"}`) from a resourceVersion; a 410 raises Gone."""
         query = {
             **(params or {}),
@@ -295,7 +321,9 @@ def _group_resources(group: Obj) -> list[APIResource]:
 def _params(params: Mapping[str, str | int | bool] | None) -> dict[str, str] | None:
     if not params:
         return None
-    return {k: ("true" if v is True else "false" if v is False else str(v)) for k, v in params.items()}
+    return {
+        k: ("true" if v is True else "false" if v is False else str(v)) for k, v in params.items()
+    }
 
 
 def _dry(dry_run: bool) -> dict[str, str | int | bool]:

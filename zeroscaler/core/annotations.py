@@ -8,7 +8,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from zeroscaler.core.durations import DURATION_FORM, DurationError, _short, parse_duration, parse_time
+from zeroscaler.core.durations import (
+    DURATION_FORM,
+    DurationError,
+    _short,
+    parse_duration,
+    parse_time,
+)
 from zeroscaler.core.kinds import KindRef, kind_ref_from_api_version, parse_kind_refs
 
 PREFIX = "zeroscaler.io/"
@@ -138,7 +144,9 @@ def _read_timeout(annotations: Mapping[str, str], problems: list[Problem]) -> fl
     key = IDLE_TIMEOUT
     value = annotations.get(key)
     if value is None:
-        key, value = next(((k, annotations[k]) for k in IBM_IDLE_TIMEOUT if k in annotations), (key, None))
+        key, value = next(
+            ((k, annotations[k]) for k in IBM_IDLE_TIMEOUT if k in annotations), (key, None)
+        )
     if value is None or _too_long(key, value, problems):
         return None
     try:
@@ -213,7 +221,9 @@ def _read_replicas(
     return int(text)
 
 
-def _read_time(annotations: Mapping[str, str], key: str, problems: list[Problem]) -> datetime | None:
+def _read_time(
+    annotations: Mapping[str, str], key: str, problems: list[Problem]
+) -> datetime | None:
     value = annotations.get(key)
     if value is None:
         return None

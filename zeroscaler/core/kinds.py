@@ -1,4 +1,4 @@
-"""Kind references (`Kind`, `Kind.group`, `resource.group`...) and their resolution through discovery."""
+"""Kind references (`Kind`, `Kind.group`, `resource.group`...) resolved through discovery."""
 
 from __future__ import annotations
 
@@ -9,7 +9,10 @@ from dataclasses import dataclass, field
 _VERSION = re.compile(r"^v\d+((alpha|beta)\d+)?$")
 _SEGMENT = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?$")
 
-KIND_REF_FORM = "Kind, Kind.group, Kind.version.group, resource or resource.group (e.g. ConfigMap, Deployment.apps)"
+KIND_REF_FORM = (
+    "Kind, Kind.group, Kind.version.group, resource or resource.group "
+    "(e.g. ConfigMap, Deployment.apps)"
+)
 
 
 class KindRefError(ValueError):

@@ -1,0 +1,72 @@
+# zeroscaler: every target installs what it needs by itself (venv, Python packages, control plane).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+ISOLATE := $(PY) -m localcluster isolate --
+NETNS ?= zeroscaler-dev
+PYTEST_ARGS ?=
+
+.PHONY: help install controlplane lint format test unit demo bench cluster cluster-down clean
+
+help:
+	@echo "make demo          start a local Kubernetes and show zeroscaler at work"
+	@echo "make test          lint-free code, unit tests and system tests on a real local control plane"
+	@echo "make lint          ruff, ruff format --check, mypy --strict, import-linter"
+	@echo "make bench         benchmarks (tables in the terminal, plots in bench/results/)"
+	@echo "make cluster       start a local control plane in the background; prints its kubeconfig"
+	@echo "make cluster-down  stop it"
+	@echo "make controlplane  build (or reuse) the control-plane binaries"
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit("Python 3.11+ is needed" if sys.version_info < (3, 11) else 0)'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+# Builds need the Go module proxy, so they run outside the loopback-only namespace.
+controlplane: install
+	@$(PY) -m localcluster build
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
+format: install
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+test: install controlplane
+	$(ISOLATE) $(PY) -m pytest $(PYTEST_ARGS)
+
+unit: install
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+demo: install controlplane
+	$(ISOLATE) $(PY) -m demo
+
+bench: install controlplane
+	$(ISOLATE) $(PY) -m bench
+
+# A long-lived cluster for a developer lives in a named loopback-only namespace (root) or, where
+# that cannot be made, on the host's loopback.
+cluster: install controlplane
+	@if [ "$$(id -u)" = 0 ] && command -v ip >/dev/null; then \
+	  ip netns add $(NETNS) 2>/dev/null || true; ip netns exec $(NETNS) ip link set lo up; \
+	  ip netns exec $(NETNS) $(PY) -m localcluster up; \
+	  echo "run clients inside its network namespace: ip netns exec $(NETNS) kubectl --kubeconfig <path above> get nodes"; \
+	else $(PY) -m localcluster up; fi
+
+cluster-down: install
+	@if [ "$$(id -u)" = 0 ] && ip netns list 2>/dev/null | grep -qw $(NETNS); then \
+	  ip netns exec $(NETNS) $(PY) -m localcluster down; ip netns del $(NETNS); \
+	else $(PY) -m localcluster down; fi
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis *.egg-info

@@ -1,0 +1,85 @@
+"""`python -m localcluster build | up | down | env | isolate -- CMD...`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from localcluster import build, cluster, netns
+
+
+def _say(message: str) -> None:
+    print(f"[localcluster] {message}", file=sys.stderr, flush=True)
+
+
+def _state_file() -> Path:
+    return build.cache_root() / "run" / "cluster.json"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m localcluster", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("build", help="build or reuse the control-plane binaries; print their directory")
+    up = sub.add_parser("up", help="start a control plane in the background; print its kubeconfig")
+    up.add_argument("--nodes", type=int, default=2)
+    sub.add_parser("down", help="stop the control plane started by `up`")
+    iso = sub.add_parser("isolate", help="run a command in a loopback-only network namespace")
+    iso.add_argument("cmd", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+
+    if args.command == "build":
+        binaries = build.ensure_binaries(progress=lambda m: _say(m))
+        print(Path(binaries["kube-apiserver"]).parent)
+        return 0
+    if args.command == "isolate":
+        cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+        if not cmd:
+            parser.error("isolate needs a command")
+        netns.exec_isolated(cmd)
+        return 0  # not reached: exec replaced us
+    if args.command == "up":
+        return _up(args.nodes)
+    return _down()
+
+
+def _up(nodes: int) -> int:
+    state_file = _state_file()
+    if state_file.exists():
+        old = cluster.Cluster.from_state(json.loads(state_file.read_text()))
+        if any(c.alive() for c in old.components):
+            _say(f"already running; kubeconfig: {old.kubeconfig}")
+            print(old.kubeconfig)
+            return 0
+    binaries = build.ensure_binaries(progress=_say)
+    started = time.monotonic()
+    workdir = build.cache_root() / "run" / "cluster"
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    running = cluster.start(binaries, workdir=workdir, nodes=nodes, progress=_say, detach=True)
+    state_file.write_text(json.dumps(running.state(), indent=2))
+    _say(f"up in {time.monotonic() - started:.1f}s; stop it with `make cluster-down`")
+    print(running.kubeconfig)
+    return 0
+
+
+def _down() -> int:
+    state_file = _state_file()
+    if not state_file.exists():
+        _say("no cluster is running")
+        return 0
+    running = cluster.Cluster.from_state(json.loads(state_file.read_text()))
+    running.owns_workdir = True
+    running.stop()
+    state_file.unlink()
+    _say("stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

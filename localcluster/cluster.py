@@ -1,0 +1,434 @@
+"""Start and stop a real control plane on loopback.
+
+etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok each get a free 127.0.0.1
+port and one directory; the API server serves a certificate of our own CA and accepts a static admin
+token. Everything started is stopped by process id, in reverse order; when start-up fails, the tails
+of the component logs say why.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from certs.issue import new_ca, new_rsa_key_pem, new_serving_cert, public_key_pem
+
+SERVICE_CIDR = "10.96.0.0/16"
+POD_CIDR = "10.244.0.0/16"  # kwok hands out fake pod IPs from here; nothing ever dials them
+READY_TIMEOUT = 120.0
+
+Progress = Callable[[str], None]
+
+
+class ClusterError(RuntimeError):
+    """The control plane did not come up; the message carries the components' log tails."""
+
+
+@dataclass
+class Component:
+    name: str
+    pid: int
+    log: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    def alive(self) -> bool:
+        if self.proc is not None:
+            return self.proc.poll() is None
+        return _pid_runs(self.pid, self.name)
+
+
+@dataclass
+class Cluster:
+    """A running local control plane and how to reach it."""
+
+    workdir: Path
+    server: str
+    token: str
+    ca_file: Path
+    kubeconfig: Path
+    binaries: dict[str, Path]
+    components: list[Component] = field(default_factory=list)
+    owns_workdir: bool = True
+
+    def client(self, timeout: float = 30.0) -> httpx.Client:
+        """A synchronous HTTP client authenticated as the cluster admin."""
+        return httpx.Client(
+            base_url=self.server,
+            verify=ssl.create_default_context(cafile=str(self.ca_file)),
+            headers={"Authorization": f"Bearer {self.token}"},
+            timeout=timeout,
+        )
+
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120.0
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the built kubectl against this cluster."""
+        cmd = [str(self.binaries["kubectl"]), f"--kubeconfig={self.kubeconfig}", *args]
+        proc = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise ClusterError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
+        return proc
+
+    def log_tails(self, lines: int = 25) -> str:
+        parts = []
+        for c in self.components:
+            text = c.log.read_text(errors="replace") if c.log.exists() else ""
+            tail = "\n".join(text.splitlines()[-lines:])
+            parts.append(f"--- {c.name} ({'running' if c.alive() else 'exited'}), {c.log}\n{tail}")
+        return "\n".join(parts)
+
+    def stop(self) -> None:
+        """Stop every component we started, newest first, then remove our directory."""
+        for c in reversed(self.components):
+            _terminate(c)
+        self.components.clear()
+        if self.owns_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def state(self) -> dict[str, Any]:
+        """What a later process needs to reach or stop this cluster."""
+        return {
+            "workdir": str(self.workdir),
+            "server": self.server,
+            "token": self.token,
+            "ca_file": str(self.ca_file),
+            "kubeconfig": str(self.kubeconfig),
+            "binaries": {k: str(v) for k, v in self.binaries.items()},
+            "components": [
+                {"name": c.name, "pid": c.pid, "log": str(c.log)} for c in self.components
+            ],
+        }
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> Cluster:
+        return cls(
+            workdir=Path(state["workdir"]),
+            server=state["server"],
+            token=state["token"],
+            ca_file=Path(state["ca_file"]),
+            kubeconfig=Path(state["kubeconfig"]),
+            binaries={k: Path(v) for k, v in state["binaries"].items()},
+            components=[
+                Component(c["name"], c["pid"], Path(c["log"])) for c in state["components"]
+            ],
+        )
+
+
+def start(
+    binaries: Mapping[str, Path],
+    *,
+    workdir: Path | None = None,
+    nodes: int = 2,
+    progress: Progress | None = None,
+    detach: bool = False,
+) -> Cluster:
+    """Start a control plane and wait until it can run Pods; stop it again if that fails."""
+    say = progress or (lambda _m: None)
+    started = time.monotonic()
+    owns = workdir is None
+    work = Path(tempfile.mkdtemp(prefix="zeroscaler-cluster-")) if workdir is None else workdir
+    work.mkdir(parents=True, exist_ok=True)
+    pki = _write_pki(work)
+    port = _free_port()
+    token = secrets.token_hex(16)
+    (work / "tokens.csv").write_text(f'{token},zeroscaler-admin,admin,"system:masters"\n')
+    server = f"https://127.0.0.1:{port}"
+    kubeconfig = work / "kubeconfig"
+    _write_kubeconfig(kubeconfig, server, pki["ca.crt"], token)
+    cluster = Cluster(
+        work, server, token, pki["ca.crt"], kubeconfig, dict(binaries), owns_workdir=owns
+    )
+    try:
+        etcd_url = _start_etcd(cluster, detach)
+        _launch(cluster, "kube-apiserver", _apiserver_args(cluster, pki, port, etcd_url), detach)
+        _wait(cluster, "kube-apiserver /readyz", lambda c: _get_ok(c, "/readyz"))
+        say(f"kube-apiserver ready at {server} ({time.monotonic() - started:.1f}s)")
+        kc = str(kubeconfig)
+        _launch(
+            cluster,
+            "kube-controller-manager",
+            [
+                f"--kubeconfig={kc}",
+                "--leader-elect=false",
+                "--secure-port=0",
+                f"--service-account-private-key-file={pki['sa.key']}",
+                f"--root-ca-file={pki['ca.crt']}",
+                "--use-service-account-credentials=false",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--controllers=*,-nodeipam,-csrsigning,-bootstrapsigner,-tokencleaner",
+                "--concurrent-deployment-syncs=10",
+                "--concurrent-statefulset-syncs=10",
+            ],
+            detach,
+        )
+        _launch(
+            cluster,
+            "kube-scheduler",
+            [
+                f"--kubeconfig={kc}",
+                "--leader-elect=false",
+                "--secure-port=0",
+            ],
+            detach,
+        )
+        _launch(
+            cluster,
+            "kwok",
+            [
+                f"--kubeconfig={kc}",
+                "--manage-all-nodes=true",
+                "--node-ip=127.0.0.1",
+                f"--cidr={POD_CIDR}",
+                f"--server-address=127.0.0.1:{_free_port()}",
+                f"--config={cluster.binaries['kwok-stages.yaml']}",
+                "--node-lease-duration-seconds=40",
+            ],
+            detach,
+        )
+        _create_nodes(cluster, nodes)
+        _wait(cluster, "a Ready node", _has_ready_node)
+        _wait(
+            cluster,
+            "the default ServiceAccount",
+            lambda c: _get_ok(c, "/api/v1/namespaces/default/serviceaccounts/default"),
+        )
+        say(f"control plane ready with {nodes} kwok nodes ({time.monotonic() - started:.1f}s)")
+        return cluster
+    except BaseException as e:
+        tails = cluster.log_tails()
+        cluster.stop()
+        if isinstance(e, ClusterError):
+            raise ClusterError(f"{e}\n{tails}") from e
+        raise
+
+
+def _write_pki(work: Path) -> dict[str, Path]:
+    pki = work / "pki"
+    ca = new_ca("zeroscaler-local-ca")
+    ca_crt, ca_key = ca.write(pki, "ca")
+    hosts = [
+        "127.0.0.1",
+        "localhost",
+        "kubernetes",
+        "kubernetes.default",
+        "kubernetes.default.svc",
+        "10.96.0.1",
+    ]
+    serving_crt, serving_key = new_serving_cert(ca, hosts).write(pki, "apiserver")
+    sa_key_pem = new_rsa_key_pem()
+    sa_key, sa_pub = pki / "sa.key", pki / "sa.pub"
+    sa_key.touch(mode=0o600)
+    sa_key.write_bytes(sa_key_pem)
+    sa_pub.write_bytes(public_key_pem(sa_key_pem))
+    return {
+        "ca.crt": ca_crt,
+        "ca.key": ca_key,
+        "apiserver.crt": serving_crt,
+        "apiserver.key": serving_key,
+        "sa.key": sa_key,
+        "sa.pub": sa_pub,
+    }
+
+
+def _write_kubeconfig(path: Path, server: str, ca_file: Path, token: str) -> None:
+    ca_data = base64.b64encode(ca_file.read_bytes()).decode()
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "zeroscaler-local",
+                "cluster": {"server": server, "certificate-authority-data": ca_data},
+            }
+        ],
+        "users": [{"name": "zeroscaler-admin", "user": {"token": token}}],
+        "contexts": [
+            {
+                "name": "zeroscaler-local",
+                "context": {"cluster": "zeroscaler-local", "user": "zeroscaler-admin"},
+            }
+        ],
+        "current-context": "zeroscaler-local",
+    }
+    path.touch(mode=0o600)
+    path.write_text(json.dumps(config, indent=2))  # JSON is valid YAML; kubectl reads either
+
+
+def _start_etcd(cluster: Cluster, detach: bool) -> str:
+    client, peer = _free_port(), _free_port()
+    url = f"http://127.0.0.1:{client}"
+    _launch(
+        cluster,
+        "etcd",
+        [
+            f"--data-dir={cluster.workdir / 'etcd'}",
+            "--name=default",
+            f"--listen-client-urls={url}",
+            f"--advertise-client-urls={url}",
+            f"--listen-peer-urls=http://127.0.0.1:{peer}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+            f"--initial-cluster=default=http://127.0.0.1:{peer}",
+            "--unsafe-no-fsync",
+            "--log-level=warn",
+            "--quota-backend-bytes=4294967296",
+        ],
+        detach,
+    )
+    _wait(cluster, "etcd /health", lambda _c: _etcd_healthy(url))
+    return url
+
+
+def _apiserver_args(cluster: Cluster, pki: dict[str, Path], port: int, etcd_url: str) -> list[str]:
+    return [
+        f"--etcd-servers={etcd_url}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={port}",
+        "--advertise-address=127.0.0.1",
+        "--endpoint-reconciler-type=none",
+        f"--tls-cert-file={pki['apiserver.crt']}",
+        f"--tls-private-key-file={pki['apiserver.key']}",
+        f"--client-ca-file={pki['ca.crt']}",
+        f"--token-auth-file={cluster.workdir / 'tokens.csv'}",
+        "--authorization-mode=RBAC",
+        "--service-account-issuer=https://kubernetes.default.svc",
+        f"--service-account-key-file={pki['sa.pub']}",
+        f"--service-account-signing-key-file={pki['sa.key']}",
+        f"--service-cluster-ip-range={SERVICE_CIDR}",
+        "--allow-privileged=true",
+        f"--cert-dir={cluster.workdir / 'apiserver-certs'}",
+        "--profiling=false",
+        "--v=0",
+    ]
+
+
+def _launch(cluster: Cluster, name: str, args: list[str], detach: bool) -> None:
+    logs = cluster.workdir / "logs"
+    logs.mkdir(exist_ok=True)
+    log_path = logs / f"{name}.log"
+    with log_path.open("ab") as log:
+        proc = subprocess.Popen(
+            [str(cluster.binaries[name]), *args],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: stopped as a whole, untouched by ^C
+        )
+    cluster.components.append(Component(name, proc.pid, log_path, None if detach else proc))
+
+
+def _create_nodes(cluster: Cluster, count: int) -> None:
+    resources = {"cpu": "64", "memory": "256Gi", "pods": "1000"}
+    with cluster.client() as http:
+        for i in range(count):
+            name = f"kwok-node-{i}"
+            body = {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": name,
+                    "annotations": {"kwok.x-k8s.io/node": "fake"},
+                    "labels": {"type": "kwok", "kubernetes.io/hostname": name},
+                },
+                "status": {"capacity": resources, "allocatable": resources},
+            }
+            resp = http.post("/api/v1/nodes", json=body)
+            if resp.status_code not in (201, 409):
+                raise ClusterError(f"creating node {name}: {resp.status_code} {resp.text[:300]}")
+
+
+def _has_ready_node(cluster: Cluster) -> bool:
+    with cluster.client(timeout=5) as http:
+        resp = http.get("/api/v1/nodes")
+        if resp.status_code != 200:
+            return False
+        for node in resp.json().get("items", []):
+            for cond in (node.get("status") or {}).get("conditions") or []:
+                if cond.get("type") == "Ready" and cond.get("status") == "True":
+                    return True
+    return False
+
+
+def _get_ok(cluster: Cluster, path: str) -> bool:
+    try:
+        with cluster.client(timeout=5) as http:
+            return http.get(path).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _etcd_healthy(url: str) -> bool:
+    try:
+        resp = httpx.get(f"{url}/health", timeout=2)
+        return resp.status_code == 200 and resp.json().get("health") == "true"
+    except (httpx.HTTPError, ValueError):
+        return False
+
+
+def _wait(
+    cluster: Cluster, what: str, ready: Callable[[Cluster], bool], timeout: float = READY_TIMEOUT
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        dead = [c.name for c in cluster.components if not c.alive()]
+        if dead:
+            raise ClusterError(f"waiting for {what}: {', '.join(dead)} exited")
+        if ready(cluster):
+            return
+        time.sleep(0.2)
+    raise ClusterError(f"{what} not ready after {timeout:.0f}s")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _pid_runs(pid: int, name: str) -> bool:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return name.encode() in cmdline.split(b"\0", 1)[0]
+
+
+def _terminate(c: Component, grace: float = 10.0) -> None:
+    if not c.alive():
+        return
+    try:
+        os.killpg(c.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if c.proc is not None:
+            try:
+                c.proc.wait(timeout=0.1)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+        if not c.alive():
+            return
+        time.sleep(0.1)
+    try:
+        os.killpg(c.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    if c.proc is not None:
+        c.proc.wait()

@@ -1,0 +1,73 @@
+"""Fixtures for tests against the real local control plane (one per test session)."""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+
+from localcluster import build, netns
+from localcluster.cluster import Cluster, start
+
+ENABLED_LABEL = "zeroscaler.io/enabled"
+
+
+def _say(message: str) -> None:
+    print(f"[localcluster] {message}", file=sys.stderr, flush=True)
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[Cluster]:
+    """A real etcd + kube-apiserver + controller-manager + scheduler + kwok on loopback."""
+    if os.environ.get(netns.REQUIRE_ENV) == "1" and not netns.in_isolation():
+        pytest.exit(
+            "system tests must run in a loopback-only network namespace (make test does)", 2
+        )
+    binaries = build.ensure_binaries(progress=_say)
+    running = start(binaries, nodes=2, progress=_say)
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="session")
+def api(cluster: Cluster) -> Iterator[k8s.ApiClient]:
+    """The official Python client, as the cluster admin."""
+    client = k8s_config.new_client_from_config(config_file=str(cluster.kubeconfig))
+    yield client
+    client.close()
+
+
+def _namespace(api: k8s.ApiClient, request: pytest.FixtureRequest, labels: dict[str, str]) -> str:
+    base = re.sub(r"[^a-z0-9-]", "-", request.node.name.lower()).strip("-")[:40].strip("-")
+    name = f"{base}-{secrets.token_hex(3)}"
+    body = k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name, labels=labels))
+    k8s.CoreV1Api(api).create_namespace(body)
+    return name
+
+
+@pytest.fixture
+def ns(api: k8s.ApiClient, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace for one test, deleted afterwards."""
+    name = _namespace(api, request, {})
+    yield name
+    k8s.CoreV1Api(api).delete_namespace(name)
+
+
+@pytest.fixture
+def opted_ns(api: k8s.ApiClient, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace opted in to zeroscaler by label."""
+    name = _namespace(api, request, {ENABLED_LABEL: "true"})
+    yield name
+    k8s.CoreV1Api(api).delete_namespace(name)
+
+
+@pytest.fixture(scope="session")
+def kubeconfig(cluster: Cluster) -> Path:
+    return cluster.kubeconfig

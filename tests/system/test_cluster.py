@@ -1,0 +1,312 @@
+"""The local control plane is real: workloads get Pods, webhooks are called, CRDs are served."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import secrets
+import ssl
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from kubernetes import client as k8s
+
+from certs.issue import new_ca, new_serving_cert
+from localcluster.build import load_versions
+from localcluster.cluster import Cluster
+from tests.support.waiting import wait_for
+from zeroscaler.kube import Kube, load_access
+from zeroscaler.watching import Informer, WatchEvent
+
+IMAGE = "registry.k8s.io/pause:3.10"  # never pulled: kwok only pretends to run containers
+
+
+def _labels(name: str) -> dict[str, str]:
+    return {"app": name}
+
+
+def _pod_template(name: str) -> k8s.V1PodTemplateSpec:
+    return k8s.V1PodTemplateSpec(
+        metadata=k8s.V1ObjectMeta(labels=_labels(name)),
+        spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="main", image=IMAGE)]),
+    )
+
+
+def _ready_pods(api: k8s.ApiClient, ns: str, name: str) -> list[k8s.V1Pod]:
+    pods = k8s.CoreV1Api(api).list_namespaced_pod(ns, label_selector=f"app={name}").items
+    ready = []
+    for pod in pods:
+        conditions = {c.type: c.status for c in (pod.status.conditions or [])}
+        if (
+            pod.status.phase == "Running"
+            and conditions.get("Ready") == "True"
+            and pod.metadata.deletion_timestamp is None
+            and (pod.spec.node_name or "").startswith("kwok-node-")
+        ):
+            ready.append(pod)
+    return ready
+
+
+def _pod_count(api: k8s.ApiClient, ns: str, name: str) -> int:
+    return len(k8s.CoreV1Api(api).list_namespaced_pod(ns, label_selector=f"app={name}").items)
+
+
+def test_api_server_reports_the_pinned_version(cluster: Cluster) -> None:
+    with cluster.client() as http:
+        version = http.get("/version").json()
+    assert version["gitVersion"] == f"v{load_versions().kubernetes}"
+
+
+def test_deployment_runs_pods_on_kwok_nodes_and_scales(api: k8s.ApiClient, ns: str) -> None:
+    apps = k8s.AppsV1Api(api)
+    apps.create_namespaced_deployment(
+        ns,
+        k8s.V1Deployment(
+            metadata=k8s.V1ObjectMeta(name="web"),
+            spec=k8s.V1DeploymentSpec(
+                replicas=1,
+                selector=k8s.V1LabelSelector(match_labels=_labels("web")),
+                template=_pod_template("web"),
+            ),
+        ),
+    )
+    wait_for(lambda: _ready_pods(api, ns, "web"), "a Running, Ready pod of the Deployment")
+    assert apps.list_namespaced_replica_set(ns).items, "the Deployment made no ReplicaSet"
+
+    apps.patch_namespaced_deployment_scale("web", ns, {"spec": {"replicas": 0}})
+    wait_for(lambda: _pod_count(api, ns, "web") == 0, "the pods to be gone at 0 replicas")
+
+    apps.patch_namespaced_deployment_scale("web", ns, {"spec": {"replicas": 2}})
+    wait_for(lambda: len(_ready_pods(api, ns, "web")) == 2, "two Ready pods at 2 replicas")
+    assert apps.read_namespaced_deployment_scale("web", ns).spec.replicas == 2
+
+
+def test_statefulset_runs_pods_and_scales(api: k8s.ApiClient, ns: str) -> None:
+    apps = k8s.AppsV1Api(api)
+    apps.create_namespaced_stateful_set(
+        ns,
+        k8s.V1StatefulSet(
+            metadata=k8s.V1ObjectMeta(name="db"),
+            spec=k8s.V1StatefulSetSpec(
+                replicas=1,
+                service_name="db",
+                selector=k8s.V1LabelSelector(match_labels=_labels("db")),
+                template=_pod_template("db"),
+            ),
+        ),
+    )
+    wait_for(lambda: _ready_pods(api, ns, "db"), "a Running, Ready pod of the StatefulSet")
+    assert _ready_pods(api, ns, "db")[0].metadata.name == "db-0"
+
+    apps.patch_namespaced_stateful_set_scale("db", ns, {"spec": {"replicas": 0}})
+    wait_for(lambda: _pod_count(api, ns, "db") == 0, "the pods to be gone at 0 replicas")
+
+    apps.patch_namespaced_stateful_set_scale("db", ns, {"spec": {"replicas": 2}})
+    wait_for(lambda: len(_ready_pods(api, ns, "db")) == 2, "two Ready pods at 2 replicas")
+    assert sorted(p.metadata.name for p in _ready_pods(api, ns, "db")) == ["db-0", "db-1"]
+
+
+class _AnnotatingHandler(BaseHTTPRequestHandler):
+    """A minimal mutating webhook: adds one annotation and counts the reviews it answered."""
+
+    calls: ClassVar[list[str]] = []
+
+    def do_POST(self) -> None:
+        review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        request = review["request"]
+        type(self).calls.append(request["name"] or "")
+        has_annotations = bool((request["object"].get("metadata") or {}).get("annotations"))
+        patch: list[dict[str, Any]] = (
+            [] if has_annotations else [{"op": "add", "path": "/metadata/annotations", "value": {}}]
+        )
+        patch.append(
+            {
+                "op": "add",
+                "path": "/metadata/annotations/test.zeroscaler.io~1mutated",
+                "value": "yes",
+            }
+        )
+        body = json.dumps(
+            {
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "response": {
+                    "uid": request["uid"],
+                    "allowed": True,
+                    "patchType": "JSONPatch",
+                    "patch": base64.b64encode(json.dumps(patch).encode()).decode(),
+                },
+            }
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def tls_webhook(tmp_path: Path) -> Iterator[tuple[int, bytes]]:
+    ca = new_ca("test-webhook-ca")
+    cert, key = new_serving_cert(ca, ["127.0.0.1"]).write(tmp_path, "serving")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _AnnotatingHandler)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1], ca.cert_pem
+    server.shutdown()
+    server.server_close()
+
+
+def test_api_server_calls_a_webhook_over_tls(
+    api: k8s.ApiClient, ns: str, tls_webhook: tuple[int, bytes]
+) -> None:
+    port, ca_pem = tls_webhook
+    k8s.CoreV1Api(api).patch_namespace(ns, {"metadata": {"labels": {"webhook-test": ns}}})
+    reg = k8s.AdmissionregistrationV1Api(api)
+    config_name = f"test-{ns}"
+    reg.create_mutating_webhook_configuration(
+        k8s.V1MutatingWebhookConfiguration(
+            metadata=k8s.V1ObjectMeta(name=config_name),
+            webhooks=[
+                k8s.V1MutatingWebhook(
+                    name="annotate.test.zeroscaler.io",
+                    client_config=k8s.AdmissionregistrationV1WebhookClientConfig(
+                        url=f"https://127.0.0.1:{port}/mutate",
+                        ca_bundle=base64.b64encode(ca_pem).decode(),
+                    ),
+                    rules=[
+                        k8s.V1RuleWithOperations(
+                            operations=["CREATE"],
+                            api_groups=["apps"],
+                            api_versions=["v1"],
+                            resources=["deployments"],
+                        )
+                    ],
+                    namespace_selector=k8s.V1LabelSelector(match_labels={"webhook-test": ns}),
+                    side_effects="None",
+                    admission_review_versions=["v1"],
+                    failure_policy="Fail",
+                    timeout_seconds=5,
+                )
+            ],
+        )
+    )
+    try:
+        apps = k8s.AppsV1Api(api)
+
+        def deployment(name: str) -> k8s.V1Deployment:
+            return k8s.V1Deployment(
+                metadata=k8s.V1ObjectMeta(name=name),
+                spec=k8s.V1DeploymentSpec(
+                    replicas=0,
+                    selector=k8s.V1LabelSelector(match_labels=_labels(name)),
+                    template=_pod_template(name),
+                ),
+            )
+
+        # A new webhook configuration takes effect within moments; dry runs find out when.
+        wait_for(
+            lambda: (
+                apps.create_namespaced_deployment(
+                    ns, deployment("probe"), dry_run="All"
+                ).metadata.annotations
+                or {}
+            ).get("test.zeroscaler.io/mutated"),
+            "the webhook configuration to take effect",
+        )
+        apps.create_namespaced_deployment(ns, deployment("mutated"))
+        stored = apps.read_namespaced_deployment("mutated", ns)
+        assert stored.metadata.annotations["test.zeroscaler.io/mutated"] == "yes"
+        assert "mutated" in _AnnotatingHandler.calls
+    finally:
+        reg.delete_mutating_webhook_configuration(config_name)
+
+
+def test_custom_resources_are_served_and_watched(
+    api: k8s.ApiClient, cluster: Cluster, ns: str
+) -> None:
+    group = f"g{secrets.token_hex(3)}.test.zeroscaler.io"
+    ext = k8s.ApiextensionsV1Api(api)
+    schema = k8s.V1JSONSchemaProps(type="object", x_kubernetes_preserve_unknown_fields=True)
+    ext.create_custom_resource_definition(
+        k8s.V1CustomResourceDefinition(
+            metadata=k8s.V1ObjectMeta(name=f"widgets.{group}"),
+            spec=k8s.V1CustomResourceDefinitionSpec(
+                group=group,
+                scope="Namespaced",
+                names=k8s.V1CustomResourceDefinitionNames(plural="widgets", kind="Widget"),
+                versions=[
+                    k8s.V1CustomResourceDefinitionVersion(
+                        name="v1",
+                        served=True,
+                        storage=True,
+                        schema=k8s.V1CustomResourceValidation(open_apiv3_schema=schema),
+                        subresources=k8s.V1CustomResourceSubresources(status={}),
+                    )
+                ],
+            ),
+        )
+    )
+    try:
+        wait_for(
+            lambda: any(
+                c.type == "Established" and c.status == "True"
+                for c in (
+                    ext.read_custom_resource_definition(f"widgets.{group}").status.conditions or []
+                )
+            ),
+            "the CRD to be established",
+        )
+        events = asyncio.run(_watch_widget_lifecycle(cluster, group, ns))
+        assert [(e.type, e.initial) for e in events] == [
+            ("ADDED", False),
+            ("MODIFIED", False),
+            ("DELETED", False),
+        ]
+        assert events[1].obj["metadata"]["labels"] == {"touched": "yes"}
+        assert events[1].old is not None
+        assert not events[1].old["metadata"].get("labels")
+    finally:
+        ext.delete_custom_resource_definition(f"widgets.{group}")
+
+
+async def _watch_widget_lifecycle(cluster: Cluster, group: str, ns: str) -> list[WatchEvent]:
+    async with Kube(load_access(str(cluster.kubeconfig))) as kube:
+        resources = {r.resource: r for r in await kube.discover() if r.group == group}
+        widgets = resources["widgets"]
+        assert widgets.kind == "Widget"
+        assert widgets.has_status
+        informer = Informer(kube, widgets.api_path(), metadata_only=True)
+        seen: list[WatchEvent] = []
+        three = asyncio.Event()
+
+        def record(event: WatchEvent) -> None:
+            seen.append(event)
+            if len(seen) >= 3:
+                three.set()
+
+        informer.add_handler(record)
+        task = asyncio.create_task(informer.run())
+        try:
+            await asyncio.wait_for(informer.synced.wait(), 30)
+            path = widgets.api_path(ns)
+            await kube.create(
+                path, {"apiVersion": f"{group}/v1", "kind": "Widget", "metadata": {"name": "w1"}}
+            )
+            await kube.patch(f"{path}/w1", {"metadata": {"labels": {"touched": "yes"}}})
+            await kube.delete(f"{path}/w1")
+            await asyncio.wait_for(three.wait(), 30)
+            return seen
+        finally:
+            task.cancel()

@@ -1,0 +1,64 @@
+"""The wrapper module that builds Kubernetes' commands from published staging modules."""
+
+from __future__ import annotations
+
+import pytest
+
+from localcluster.build import BuildError, Versions, load_versions, wrapper_go_mod
+
+RELEASE_GO_MOD = """\
+// generated
+module k8s.io/kubernetes
+
+go 1.26.0
+
+godebug default=go1.26
+
+require (
+\tgithub.com/blang/semver/v4 v4.0.0
+\tk8s.io/api v0.0.0
+\tk8s.io/client-go v0.0.0
+)
+
+replace (
+\tk8s.io/api => ./staging/src/k8s.io/api
+\tk8s.io/client-go => ./staging/src/k8s.io/client-go
+\tk8s.io/cri-streaming => ./staging/src/k8s.io/cri-streaming
+)
+"""
+
+
+def test_wrapper_replaces_each_staging_module_with_its_published_tag() -> None:
+    text = wrapper_go_mod(RELEASE_GO_MOD, "1.36.3")
+    assert "replace k8s.io/api => k8s.io/api v0.36.3" in text
+    assert "replace k8s.io/client-go => k8s.io/client-go v0.36.3" in text
+    assert "replace k8s.io/cri-streaming => k8s.io/cri-streaming v0.36.3" in text
+    assert text.count("replace ") == 3
+
+
+def test_wrapper_keeps_go_and_godebug_lines_and_requires_the_release() -> None:
+    lines = wrapper_go_mod(RELEASE_GO_MOD, "1.36.3").splitlines()
+    assert "go 1.26.0" in lines
+    assert "godebug default=go1.26" in lines
+    assert "require k8s.io/kubernetes v1.36.3" in lines
+    assert not any("./staging" in line for line in lines)
+
+
+def test_wrapper_refuses_a_go_mod_without_staging_replacements() -> None:
+    with pytest.raises(BuildError, match="staging"):
+        wrapper_go_mod("module k8s.io/kubernetes\n\ngo 1.26.0\n", "1.36.3")
+
+
+def test_pinned_versions_key_the_cache_directory() -> None:
+    versions = load_versions()
+    assert versions.kubernetes.startswith("1.3")
+    newer = Versions(
+        **{
+            **{f: getattr(versions, f) for f in Versions.__dataclass_fields__},
+            "kubernetes": "1.99.0",
+        }
+    )
+    assert newer.key != versions.key
+    assert versions.key == (
+        f"k8s-{versions.kubernetes}_etcd-{versions.etcd}_kwok-{versions.kwok}_helm-{versions.helm}"
+    )
