@@ -99,36 +99,63 @@ def ensure_binaries(
     out.mkdir(parents=True, exist_ok=True)
     say(f"building {', '.join(missing)} into {out} (a cold build takes 25-40 minutes on 2 cores)")
     started = time.monotonic()
-    if any(name in missing for name in KUBE_BINARIES):
-        _build_kubernetes(go, versions, out, [n for n in KUBE_BINARIES if n in missing], say)
+    timings: dict[str, float] = {}
+
+    def step(label: str, action: Callable[[], None]) -> None:
+        begun = time.monotonic()
+        action()
+        timings[label] = round(time.monotonic() - begun, 1)
+
+    kube_missing = [n for n in KUBE_BINARIES if n in missing]
+    if kube_missing:
+        step("kubernetes", lambda: _build_kubernetes(go, versions, out, kube_missing, say))
     if "etcd" in missing:
-        _build_etcd(go, versions, out, say)
+        step("etcd", lambda: _build_etcd(go, versions, out, say))
     if "kwok" in missing:
-        _go_install(go, f"sigs.k8s.io/kwok/cmd/kwok@v{versions.kwok}", out, "kwok", say, ldflags="")
+        kwok = f"sigs.k8s.io/kwok/cmd/kwok@v{versions.kwok}"
+        step("kwok", lambda: _go_install(go, kwok, out, "kwok", say, ldflags=""))
     if KWOK_STAGES_FILE in missing:
-        _write_kwok_stages(go, versions, out / KWOK_STAGES_FILE)
+        step("kwok-stages", lambda: _write_kwok_stages(go, versions, out / KWOK_STAGES_FILE))
     if "helm" in missing:
-        major, minor = versions.kubernetes.split(".")[:2]
-        ldflags = " ".join(
-            [f"-X helm.sh/helm/v3/internal/version.version=v{versions.helm}"]
-            + [
-                f"-X helm.sh/helm/v3/pkg/{pkg}.k8sVersionMajor={major}"
-                for pkg in ("lint/rules", "chartutil")
-            ]
-            + [
-                f"-X helm.sh/helm/v3/pkg/{pkg}.k8sVersionMinor={minor}"
-                for pkg in ("lint/rules", "chartutil")
-            ]
-        )
-        _go_install(
-            go, f"helm.sh/helm/v3/cmd/helm@v{versions.helm}", out, "helm", say, ldflags=ldflags
-        )
+        helm = f"helm.sh/helm/v3/cmd/helm@v{versions.helm}"
+        flags = _helm_ldflags(versions)
+        step("helm", lambda: _go_install(go, helm, out, "helm", say, ldflags=flags))
     say(f"control plane ready in {_elapsed(started)}")
+    _record_timings(out.parent / "build-times.json", timings)
     found = find_binaries(versions)
     still = [name for name in ARTIFACTS if name not in found]
     if still:
         raise BuildError(f"built, but these binaries are still missing: {', '.join(still)}")
     return found
+
+
+def _helm_ldflags(v: Versions) -> str:
+    major, minor = v.kubernetes.split(".")[:2]
+    flags = [f"-X helm.sh/helm/v3/internal/version.version=v{v.helm}"]
+    for pkg in ("lint/rules", "chartutil"):  # helm's default Kubernetes version for lint/template
+        flags += [
+            f"-X helm.sh/helm/v3/pkg/{pkg}.k8sVersionMajor={major}",
+            f"-X helm.sh/helm/v3/pkg/{pkg}.k8sVersionMinor={minor}",
+        ]
+    return " ".join(flags)
+
+
+def _record_timings(path: Path, timings: dict[str, float]) -> None:
+    """Keep how long each build step took, for the benchmark report; a partial build merges in."""
+    old = json.loads(path.read_text()) if path.exists() else {}
+    recorded = {
+        "seconds": {**old.get("seconds", {}), **timings},
+        "cores": os.cpu_count(),
+        "finished": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    path.write_text(json.dumps(recorded, indent=2) + "\n")
+
+
+def read_timings(versions: Versions | None = None) -> dict[str, object]:
+    """The recorded build-step durations for these versions, if a build here recorded them."""
+    path = bin_dir(versions or load_versions()).parent / "build-times.json"
+    result: dict[str, object] = json.loads(path.read_text()) if path.exists() else {}
+    return result
 
 
 def _check_go(minimum: str) -> str:

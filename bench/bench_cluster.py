@@ -1,0 +1,124 @@
+"""Benchmark: warm start, memory and idle CPU of the local control plane; the recorded cold build.
+
+Starts the control plane several times from cached binaries and reports how long each start took
+until a Ready node and the `default` ServiceAccount existed; then samples every component's resident
+memory and CPU while idle. The cold build figures are the step durations the last build recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from localcluster import build
+from localcluster.cluster import Cluster, start
+
+RESULTS = Path(__file__).parent / "results"
+TICKS = 100  # USER_HZ on Linux
+
+
+@dataclass
+class Results:
+    starts: list[float] = field(default_factory=list)
+    rss_mb: dict[str, float] = field(default_factory=dict)
+    idle_cpu_percent: dict[str, float] = field(default_factory=dict)
+    build_seconds: dict[str, float] = field(default_factory=dict)
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
+
+
+def _sample_idle(cluster: Cluster, seconds: float, results: Results) -> None:
+    before = {c.name: _cpu_seconds(c.pid) for c in cluster.components}
+    time.sleep(seconds)
+    for c in cluster.components:
+        used = _cpu_seconds(c.pid) - before[c.name]
+        results.idle_cpu_percent[c.name] = round(100 * used / seconds, 2)
+        results.rss_mb[c.name] = round(_rss_mb(c.pid), 1)
+
+
+def run(starts: int, settle: float, idle: float) -> Results:
+    results = Results()
+    binaries = build.ensure_binaries()
+    recorded = build.read_timings().get("seconds", {})
+    results.build_seconds = dict(recorded) if isinstance(recorded, dict) else {}
+    for i in range(starts):
+        began = time.monotonic()
+        cluster = start(binaries, nodes=2)
+        results.starts.append(round(time.monotonic() - began, 2))
+        try:
+            if i == starts - 1:
+                print(f"settling {settle:.0f}s, then sampling {idle:.0f}s idle", file=sys.stderr)
+                time.sleep(settle)
+                _sample_idle(cluster, idle, results)
+        finally:
+            cluster.stop()
+        print(f"start {i + 1}/{starts}: {results.starts[-1]:.1f}s", file=sys.stderr)
+    return results
+
+
+def print_table(r: Results) -> None:
+    print("\nlocal control plane")
+    print(
+        f"  warm start to Ready node (n={len(r.starts)}): median "
+        f"{statistics.median(r.starts):.1f}s, max {max(r.starts):.1f}s"
+    )
+    print(f"  {'component':26} {'RSS MB':>8} {'idle CPU %':>11}")
+    for name, rss in r.rss_mb.items():
+        print(f"  {name:26} {rss:8.1f} {r.idle_cpu_percent[name]:11.2f}")
+    print(f"  {'total':26} {sum(r.rss_mb.values()):8.1f} {sum(r.idle_cpu_percent.values()):11.2f}")
+    if r.build_seconds:
+        total = sum(r.build_seconds.values())
+        steps = ", ".join(f"{k} {v / 60:.1f} min" for k, v in r.build_seconds.items())
+        print(f"  recorded build: {total / 60:.1f} min ({steps})")
+
+
+def plot(r: Results, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    names = list(r.rss_mb)
+    ax.barh(names, [r.rss_mb[n] for n in names], color="#4878a8")
+    ax.set_xlabel("resident memory while idle (MB)")
+    ax.set_title(
+        f"local control plane: {sum(r.rss_mb.values()):.0f} MB, "
+        f"warm start {statistics.median(r.starts):.1f}s"
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
+    parser.add_argument("--starts", type=int, default=3)
+    parser.add_argument("--settle", type=float, default=15.0)
+    parser.add_argument("--idle", type=float, default=20.0)
+    args = parser.parse_args(argv)
+    results = run(max(1, args.starts), args.settle, args.idle)
+    print_table(results)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "cluster.json").write_text(json.dumps(asdict(results), indent=1))
+    plot(results, RESULTS / "cluster.png")
+    print(f"wrote {RESULTS / 'cluster.png'}")
+
+
+if __name__ == "__main__":
+    main()
