@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 import uvicorn
+from fastapi import FastAPI
 from pydantic_settings import CliApp
 
 from webhook.app import create_app
@@ -27,13 +28,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     asyncio.run(serve(settings))
 
 
-async def serve(settings: Settings) -> None:
-    """Run uvicorn with a TLS context whose certificate follows the files on disk."""
+async def serve(settings: Settings, app: FastAPI | None = None) -> None:
+    """Run uvicorn (one worker, HTTP/1.1) with TLS whose certificate follows the files on disk."""
     if not settings.cert_file or not settings.key_file:
         raise ValueError("cert_file and key_file are required")
     ctx = server_context(settings.cert_file, settings.key_file)
     config = uvicorn.Config(
-        create_app(settings),
+        app if app is not None else create_app(settings),
         host=settings.host,
         port=settings.port,
         http="h11",

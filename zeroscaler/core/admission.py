@@ -165,20 +165,26 @@ def decide_patch(
     injected = ",".join(dict.fromkeys([*already, *sorted(updates)]))
     if injected != current.get(a.INJECTED):
         updates[a.INJECTED] = injected
-    desired = {**current, **updates}
-    # Diff only the part we change, so the ops touch nothing else and handle absent maps.
+    return Decision(patch=_patch(obj, current, updates), warnings=tuple(warnings), reason="added")
+
+
+def _patch(obj: Mapping[str, Any], current: dict[str, str], updates: dict[str, str]) -> list[Any]:
+    """JSONPatch ops setting `updates`; they touch nothing else and create absent maps."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict) and isinstance(meta.get("annotations"), dict):
+        before = {k: current[k] for k in updates if k in current}
+        ops = jsonpatch.make_patch(before, updates)
+        return [{**op, "path": "/metadata/annotations" + op["path"]} for op in ops]
     source: dict[str, Any]
     if "metadata" not in obj:
         source = {}
     elif not isinstance(meta, dict):
         source = {"metadata": None}
     elif "annotations" in meta:
-        source = {"metadata": {"annotations": annotations}}
+        source = {"metadata": {"annotations": None}}
     else:
         source = {"metadata": {}}
-    target = {"metadata": {"annotations": desired}}
-    ops: list[dict[str, Any]] = list(jsonpatch.make_patch(source, target))
-    return Decision(patch=ops, warnings=tuple(warnings), reason="annotations added")
+    return list(jsonpatch.make_patch(source, {"metadata": {"annotations": {**current, **updates}}}))
 
 
 def service_account_of(obj: Mapping[str, Any]) -> str | None:

@@ -12,6 +12,7 @@ from zeroscaler.core.selectors import Selector, SelectorError, parse_selector
 RoleKind = Literal["Role", "ClusterRole"]
 ALL_NAMESPACES = "*"
 _MAX_LISTED = 6  # names listed in one warning before "and N more"
+_MEMO_SIZE = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +78,8 @@ class RBACSnapshot:
         self.roles: dict[tuple[str, str], Role] = {(r.namespace, r.name): r for r in roles}
         self.bindings: tuple[Binding, ...] = tuple(bindings)
         self._by_subject: dict[tuple[str, str, str], list[Binding]] = {}
+        # Results per account: the snapshot never changes, so only discovery and options vary.
+        self._memo: dict[tuple[object, ...], tuple[Discovery, Inferred]] = {}
         for b in self.bindings:
             for s in b.subjects:
                 # A ServiceAccount subject without a namespace means the binding's namespace.
@@ -175,10 +178,33 @@ def infer_kinds(
     custom_resources: Collection[str] | None = None,
 ) -> Inferred:
     """Watched and owned kinds, scope and warnings for one ServiceAccount, by DESIGN.md's rules."""
+    ignored = ignore if isinstance(ignore, frozenset) else frozenset(i.strip() for i in ignore)
+    custom = custom_resources
+    if custom is not None and not isinstance(custom, frozenset):
+        custom = frozenset(custom)
+    key = (namespace, service_account, id(discovery), ignored, max_kinds, custom)
+    hit = rbac._memo.get(key)
+    if hit is not None and hit[0] is discovery:
+        return hit[1]
+    result = _infer(rbac, namespace, service_account, discovery, ignored, max_kinds, custom)
+    if len(rbac._memo) >= _MEMO_SIZE:
+        rbac._memo.clear()
+    rbac._memo[key] = (discovery, result)
+    return result
+
+
+def _infer(
+    rbac: RBACSnapshot,
+    namespace: str,
+    service_account: str,
+    discovery: Discovery,
+    ignored: frozenset[str],
+    max_kinds: int,
+    custom_resources: frozenset[str] | None,
+) -> Inferred:
     grants: dict[APIResource, _Grant] = {}
     warnings: list[str] = []
     unserved: set[str] = set()
-    ignored = {i.strip() for i in ignore}
     for binding in rbac.bindings_for(namespace, service_account):
         rules = rbac.rules_of(binding)
         if rules is None:
@@ -219,7 +245,7 @@ def _expand(
     binding: Binding,
     warnings: list[str],
     unserved: set[str],
-    ignored: set[str],
+    ignored: frozenset[str],
 ) -> list[APIResource]:
     found: dict[APIResource, None] = {}
     wildcard: list[APIResource] = []

@@ -1,0 +1,400 @@
+"""Admission latency over TLS at fixed request rates: the webhook against a no-op baseline.
+
+Both servers run the same way (uvicorn, one worker, HTTP/1.1, TLS 1.2+) in their own process on
+loopback; the webhook decides from a fixed view built from the real operators' RBAC, so the request
+path is the production one minus nothing (it never calls the API server). Every run is bounded:
+`--seconds` per rate and a hard cap on requests.
+
+    python -m bench.bench_webhook            # 50, 200, 500 requests/s, 5 s each
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+RESULTS = Path(__file__).resolve().parent / "results"
+SIZES_KB = (5, 10, 20, 40)
+MAX_REQUESTS = 20_000
+CONNECTIONS = 16
+OPTED = {"zeroscaler.io/enabled": "true"}
+
+
+def noop_app() -> FastAPI:
+    """The baseline: read the review, allow it, patch nothing."""
+    app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.post("/mutate")
+    async def mutate(request: Request) -> JSONResponse:
+        review = json.loads(await request.body())
+        uid = review["request"]["uid"]
+        return JSONResponse(
+            {
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "response": {"uid": uid, "allowed": True},
+            }
+        )
+
+    return app
+
+
+def webhook_app() -> FastAPI:
+    """The real app over a fixed view: every operator's RBAC, built-in kinds and their CRDs."""
+    from tests.unit.fixtures import builtin_resources, operators
+    from webhook.app import create_app
+    from webhook.settings import Settings
+    from webhook.state import StaticSource, View
+    from zeroscaler.core.inference import RBACSnapshot
+    from zeroscaler.core.kinds import Discovery
+
+    ops = list(operators())
+    objects: list[dict[str, Any]] = []
+    for op in ops:
+        for obj in op.objects:
+            if obj.get("kind") in ("RoleBinding", "ClusterRoleBinding", "ServiceAccount"):
+                for subject in obj.get("subjects") or []:
+                    subject["namespace"] = "bench"
+            if obj.get("kind") in ("Role", "RoleBinding"):
+                obj["metadata"]["namespace"] = "bench"
+            objects.append(obj)
+    crds = [c for op in ops for c in op.crds]
+    view = View(
+        rbac=RBACSnapshot.from_objects(objects),
+        discovery=Discovery([*builtin_resources(), *crds]),
+        custom_resources=frozenset(c.group_resource for c in crds),
+    )
+    return create_app(Settings(), StaticSource(view, {"bench": OPTED}))
+
+
+def serve(kind: str, port: int, cert: str, key: str) -> None:
+    """Run one server until terminated (called in a child process)."""
+    from webhook.main import serve as serve_tls
+    from webhook.settings import Settings
+
+    settings = Settings(port=port, cert_file=cert, key_file=key, log_level="warning")
+    app = webhook_app() if kind == "webhook" else noop_app()
+    asyncio.run(serve_tls(settings, app))
+
+
+def reviews(count: int, seed: int = 7) -> list[bytes]:
+    """Realistic Deployment reviews of 5-40 KB, CREATE and UPDATE, for the operators' accounts."""
+    from tests.unit.fixtures import operators
+
+    accounts = sorted(
+        {
+            o["spec"]["template"]["spec"].get("serviceAccountName", "default")
+            for op in operators()
+            for o in op.objects
+            if o.get("kind") in ("Deployment", "StatefulSet")
+        }
+    )
+    rng = random.Random(seed)
+    bodies = []
+    for i in range(count):
+        size = SIZES_KB[i % len(SIZES_KB)] * 1024
+        update = i % 3 == 0
+        obj = _deployment(f"op-{i}", rng.choice(accounts))
+        request: dict[str, Any] = {
+            "uid": f"bench-{i}",
+            "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+            "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
+            "namespace": "bench",
+            "operation": "UPDATE" if update else "CREATE",
+            "object": obj,
+            "oldObject": obj if update else None,
+            "dryRun": False,
+        }
+        review = {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": request,
+        }
+        env = obj["spec"]["template"]["spec"]["containers"][0]["env"]
+        while len(body := json.dumps(review).encode()) < size:  # grow to the wanted size
+            env.extend({"name": f"SETTING_{len(env)}", "value": "x" * 48} for _ in range(8))
+        bodies.append(body)
+    return bodies
+
+
+def _deployment(name: str, account: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": name,
+            "namespace": "bench",
+            "labels": {"app": name, "tier": "operators"},
+            "annotations": {"team": "platform"},
+        },
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {
+                    "serviceAccountName": account,
+                    "containers": [{"name": "manager", "image": "example/op:1.0", "env": []}],
+                },
+            },
+        },
+    }
+
+
+@dataclass(frozen=True)
+class Result:
+    server: str
+    rate: int
+    sent: int
+    errors: int
+    p50_ms: float
+    p99_ms: float
+    achieved_rate: float
+
+
+async def load(url: str, ca: str, bodies: list[bytes], rate: int, seconds: float) -> Result:
+    """Open-loop load: request i is due at start + i/rate; latency counts from when it was due.
+
+    A small keep-alive HTTP/1.1 client on asyncio streams sends them over a pool of TLS connections,
+    so the load generator costs little next to the server it measures.
+    """
+    count = min(int(rate * seconds), MAX_REQUESTS)
+    host, port = url.removeprefix("https://").split("/")[0].split(":")
+    ctx = ssl.create_default_context(cafile=ca)
+    pool = [await _Connection.open(host, int(port), ctx) for _ in range(CONNECTIONS)]
+    for i, conn in enumerate(pool):  # warm every connection and the server
+        await conn.post(bodies[i % len(bodies)])
+    queue: asyncio.Queue[tuple[int, float] | None] = asyncio.Queue()
+    latencies: list[float] = []
+    errors = 0
+
+    async def worker(conn: _Connection) -> None:
+        nonlocal errors
+        while (item := await queue.get()) is not None:
+            i, due = item
+            try:
+                ok = await conn.post(bodies[i % len(bodies)])
+            except (OSError, ValueError, asyncio.IncompleteReadError):
+                ok = False
+                conn = await _Connection.open(host, int(port), ctx)
+            if ok:
+                latencies.append(time.perf_counter() - due)
+            else:
+                errors += 1
+
+    workers = [asyncio.create_task(worker(c)) for c in pool]
+    start = time.perf_counter() + 0.05
+    for i in range(count):
+        due = start + i / rate
+        delay = due - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        queue.put_nowait((i, due))
+    for _ in workers:
+        queue.put_nowait(None)
+    await asyncio.wait_for(asyncio.gather(*workers), timeout=seconds + 60)
+    elapsed = time.perf_counter() - start
+    for conn in pool:
+        conn.close()
+    latencies.sort()
+    return Result(
+        server="",
+        rate=rate,
+        sent=count,
+        errors=errors,
+        p50_ms=_quantile(latencies, 0.50) * 1000,
+        p99_ms=_quantile(latencies, 0.99) * 1000,
+        achieved_rate=count / elapsed if elapsed > 0 else 0.0,
+    )
+
+
+class _Connection:
+    """One keep-alive HTTPS connection that POSTs reviews and checks the answer."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+
+    @classmethod
+    async def open(cls, host: str, port: int, ctx: ssl.SSLContext) -> _Connection:
+        reader, writer = await asyncio.open_connection(host, port, ssl=ctx, server_hostname=host)
+        return cls(reader, writer)
+
+    async def post(self, body: bytes) -> bool:
+        head = (
+            "POST /mutate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        )
+        self.writer.write(head.encode() + body)
+        await self.writer.drain()
+        status = await self.reader.readline()
+        length = 0
+        while (line := await self.reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.decode("latin-1").partition(":")
+            if name.strip().lower() == "content-length":
+                length = int(value)
+        payload = await self.reader.readexactly(length)
+        if not status.startswith(b"HTTP/1.1 200"):
+            return False
+        return bool(json.loads(payload)["response"]["allowed"] is True)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def _quantile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1]
+
+
+def _start(kind: str, port: int, cert: str, key: str) -> subprocess.Popen[bytes]:
+    cmd = [sys.executable, "-m", "bench.bench_webhook", "--serve", kind, "--port", str(port),
+           "--cert", cert, "--key", key]  # fmt: skip
+    return subprocess.Popen(cmd, cwd=Path(__file__).resolve().parents[1])
+
+
+def _wait_up(url: str, ca: str, proc: subprocess.Popen[bytes], limit: float = 60.0) -> None:
+    deadline = time.monotonic() + limit
+    ctx = ssl.create_default_context(cafile=ca)
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"server exited with {proc.returncode}")
+        try:
+            httpx.get(url, verify=ctx, timeout=1)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    raise SystemExit(f"server at {url} not up after {limit:.0f}s")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run(rates: list[int], seconds: float, plot: bool) -> list[Result]:
+    from certs.issue import new_ca, new_serving_cert
+
+    results: list[Result] = []
+    bodies = reviews(400)
+    sizes = sorted(len(b) for b in bodies)
+    print(f"reviews: {len(bodies)}, {sizes[0] // 1024}-{sizes[-1] // 1024} KB")
+    with tempfile.TemporaryDirectory() as tmp:
+        ca = new_ca()
+        cert, key = new_serving_cert(ca, ["127.0.0.1"]).write(Path(tmp), "tls")
+        ca_file = Path(tmp) / "ca.crt"
+        ca_file.write_bytes(ca.cert_pem)
+        for kind in ("noop", "webhook"):
+            port = _free_port()
+            proc = _start(kind, port, str(cert), str(key))
+            try:
+                base = f"https://127.0.0.1:{port}"
+                _wait_up(f"{base}/healthz" if kind == "webhook" else f"{base}/", str(ca_file), proc)
+                for rate in rates:
+                    result = asyncio.run(
+                        load(f"{base}/mutate", str(ca_file), bodies, rate, seconds)
+                    )
+                    results.append(Result(**{**asdict(result), "server": kind}))
+                    print(_row(results[-1]), flush=True)
+            finally:
+                proc.terminate()
+                proc.wait(timeout=20)
+    _report(results, plot)
+    return results
+
+
+def _row(r: Result) -> str:
+    return (
+        f"{r.server:8} {r.rate:5d}/s  sent {r.sent:5d}  errors {r.errors:3d}  "
+        f"p50 {r.p50_ms:7.2f} ms  p99 {r.p99_ms:7.2f} ms  achieved {r.achieved_rate:6.1f}/s"
+    )
+
+
+def _report(results: list[Result], plot: bool) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    by = {(r.server, r.rate): r for r in results}
+    print("\nrate/s  noop p50  noop p99  webhook p50  webhook p99  p99 ratio  errors")
+    for rate in sorted({r.rate for r in results}):
+        n, w = by.get(("noop", rate)), by.get(("webhook", rate))
+        if n is None or w is None:
+            continue
+        ratio = w.p99_ms / n.p99_ms if n.p99_ms else float("nan")
+        print(f"{rate:6d}  {n.p50_ms:8.2f}  {n.p99_ms:8.2f}  {w.p50_ms:11.2f}  {w.p99_ms:11.2f}"
+              f"  {ratio:9.2f}  {n.errors + w.errors:6d}")  # fmt: skip
+    meta = {"cpus": os.cpu_count(), "python": sys.version.split()[0], "load": os.getloadavg()}
+    data = {"machine": meta, "results": [asdict(r) for r in results]}
+    (RESULTS / "webhook.json").write_text(json.dumps(data, indent=2) + "\n")
+    if plot:
+        _plot(results)
+
+
+def _plot(results: list[Result]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rates = sorted({r.rate for r in results})
+    fig, ax = plt.subplots(figsize=(7, 4))
+    width = 0.2
+    for offset, (server, q, colour) in enumerate(
+        [("noop", "p50", "#9ecae1"), ("noop", "p99", "#3182bd"),
+         ("webhook", "p50", "#fdae6b"), ("webhook", "p99", "#e6550d")]
+    ):  # fmt: skip
+        values = [
+            next(getattr(r, f"{q}_ms") for r in results if r.server == server and r.rate == rate)
+            for rate in rates
+        ]
+        xs = [i + (offset - 1.5) * width for i in range(len(rates))]
+        ax.bar(xs, values, width, label=f"{server} {q}", color=colour)
+    ax.axhline(10, color="grey", linestyle="--", linewidth=1, label="10 ms target (p99)")
+    ax.set_xticks(range(len(rates)), [f"{r}/s" for r in rates])
+    ax.set_ylabel("latency (ms)")
+    ax.set_title("Admission latency over TLS, 5-40 KB reviews, one worker")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(RESULTS / "webhook.png", dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
+    parser.add_argument("--rates", default="50,200,500", help="comma-separated requests/s")
+    parser.add_argument("--seconds", type=float, default=5.0, help="seconds per rate")
+    parser.add_argument("--no-plot", action="store_true")
+    parser.add_argument("--serve", choices=["noop", "webhook"], help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--cert", help=argparse.SUPPRESS)
+    parser.add_argument("--key", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve:
+        serve(args.serve, args.port, args.cert, args.key)
+        return
+    rates = [int(r) for r in args.rates.split(",") if r.strip()]
+    run(rates, min(args.seconds, 60.0), not args.no_plot)
+
+
+if __name__ == "__main__":
+    main()
