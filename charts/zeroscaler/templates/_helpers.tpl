@@ -1,0 +1,238 @@
+{{/*
+Names. Kubernetes names are limited to 63 characters; suffixes are added after trimming.
+*/}}
+{{- define "zeroscaler.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "zeroscaler.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "zeroscaler.controller.fullname" -}}
+{{- printf "%s-controller" (include "zeroscaler.fullname" .) -}}
+{{- end -}}
+
+{{- define "zeroscaler.webhook.fullname" -}}
+{{- printf "%s-webhook" (include "zeroscaler.fullname" .) -}}
+{{- end -}}
+
+{{- define "zeroscaler.certs.fullname" -}}
+{{- printf "%s-certs" (include "zeroscaler.fullname" .) -}}
+{{- end -}}
+
+{{- define "zeroscaler.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+Labels. Selector labels never change after install (Deployment selectors are immutable), so they
+hold only name, instance and component.
+*/}}
+{{- define "zeroscaler.labels" -}}
+helm.sh/chart: {{ include "zeroscaler.chart" . }}
+app.kubernetes.io/name: {{ include "zeroscaler.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: zeroscaler
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Labels of one component: call with (dict "ctx" $ "component" "controller"). */}}
+{{- define "zeroscaler.componentLabels" -}}
+{{ include "zeroscaler.labels" .ctx }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "zeroscaler.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "zeroscaler.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/* ServiceAccount names. */}}
+{{- define "zeroscaler.controller.serviceAccountName" -}}
+{{- default (include "zeroscaler.controller.fullname" .) .Values.controller.serviceAccount.name -}}
+{{- end -}}
+
+{{- define "zeroscaler.webhook.serviceAccountName" -}}
+{{- default (include "zeroscaler.webhook.fullname" .) .Values.webhook.serviceAccount.name -}}
+{{- end -}}
+
+{{- define "zeroscaler.controller.leaseName" -}}
+{{- default (include "zeroscaler.controller.fullname" .) .Values.controller.leaderElection.leaseName -}}
+{{- end -}}
+
+{{- define "zeroscaler.webhook.configurationName" -}}
+{{- include "zeroscaler.fullname" . -}}
+{{- end -}}
+
+{{- define "zeroscaler.tlsSecretName" -}}
+{{- default (printf "%s-tls" (include "zeroscaler.webhook.fullname" .)) .Values.certificates.secretName -}}
+{{- end -}}
+
+{{- define "zeroscaler.certManager.certificateName" -}}
+{{- printf "%s-serving" (include "zeroscaler.webhook.fullname" .) -}}
+{{- end -}}
+
+{{- define "zeroscaler.image" -}}
+{{- $tag := default .Chart.AppVersion .Values.image.tag -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository $tag -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The host names the serving certificate must carry: the Service's DNS names, or the host of the
+webhook URL, plus any extra hosts. One per line.
+*/}}
+{{- define "zeroscaler.webhook.hosts" -}}
+{{- if eq .Values.webhook.clientConfig.mode "url" -}}
+{{- $url := urlParse (include "zeroscaler.webhook.url" .) -}}
+{{- $host := regexReplaceAll ":[0-9]+$" $url.host "" | trimPrefix "[" | trimSuffix "]" }}
+{{ $host }}
+{{- else -}}
+{{- $svc := include "zeroscaler.webhook.fullname" . -}}
+{{- $ns := .Release.Namespace }}
+{{ $svc }}.{{ $ns }}.svc
+{{ $svc }}.{{ $ns }}.svc.cluster.local
+{{ $svc }}.{{ $ns }}
+{{ $svc }}
+{{- end }}
+{{- range .Values.certificates.job.extraHosts }}
+{{ . }}
+{{- end }}
+{{- end -}}
+
+{{/* The webhook URL in url mode; fails with a clear message when it is unusable. */}}
+{{- define "zeroscaler.webhook.url" -}}
+{{- $url := .Values.webhook.clientConfig.url -}}
+{{- if not $url -}}
+{{- fail "webhook.clientConfig.url is required when webhook.clientConfig.mode is url (e.g. https://127.0.0.1:9443/mutate)" -}}
+{{- end -}}
+{{- if not (hasPrefix "https://" $url) -}}
+{{- fail (printf "webhook.clientConfig.url %q must start with https:// (the API server only calls webhooks over TLS)" $url) -}}
+{{- end -}}
+{{- $url -}}
+{{- end -}}
+
+{{/* A PodDisruptionBudget spec body: call with (dict "pdb" .Values.x.podDisruptionBudget). */}}
+{{- define "zeroscaler.pdbBudget" -}}
+{{- if not (kindIs "invalid" .pdb.minAvailable) -}}
+minAvailable: {{ .pdb.minAvailable }}
+{{- else -}}
+maxUnavailable: {{ .pdb.maxUnavailable }}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Default soft anti-affinity: prefer replicas of one component on different nodes. Call with
+(dict "ctx" $ "component" "controller" "affinity" .Values.controller.affinity).
+*/}}
+{{- define "zeroscaler.affinity" -}}
+{{- if .affinity -}}
+{{ toYaml .affinity }}
+{{- else -}}
+podAntiAffinity:
+  preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      podAffinityTerm:
+        topologyKey: kubernetes.io/hostname
+        labelSelector:
+          matchLabels:
+            {{- include "zeroscaler.selectorLabels" (dict "ctx" .ctx "component" .component) | nindent 12 }}
+{{- end -}}
+{{- end -}}
+
+{{/* Pod settings shared by the controller and the webhook: call with (dict "ctx" $ "c" .Values.x). */}}
+{{- define "zeroscaler.podCommon" -}}
+{{- with .ctx.Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  {{- toYaml .ctx.Values.podSecurityContext | nindent 2 }}
+terminationGracePeriodSeconds: {{ .c.terminationGracePeriodSeconds }}
+{{- with .c.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with .c.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .c.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .c.topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* Probe timing from values: call with a probe values map. */}}
+{{- define "zeroscaler.probeTiming" -}}
+initialDelaySeconds: {{ .initialDelaySeconds }}
+periodSeconds: {{ .periodSeconds }}
+timeoutSeconds: {{ .timeoutSeconds }}
+failureThreshold: {{ .failureThreshold }}
+{{- end -}}
+
+{{/*
+Command-line flags. The flags of each program are kept here, in one place, so they are easy to
+check against the programs' --help.
+*/}}
+{{- define "zeroscaler.controller.args" -}}
+- --lease-namespace={{ .Release.Namespace }}
+- --lease-name={{ include "zeroscaler.controller.leaseName" . }}
+- --lease-duration={{ .Values.controller.leaderElection.leaseDuration }}
+- --id=$(POD_NAME)
+- --metrics-host=0.0.0.0
+- --metrics-port={{ .Values.controller.metricsPort }}
+- --log-level={{ .Values.logLevel }}
+{{- if .Values.controller.dryRun }}
+- --dry-run
+{{- end }}
+{{- range .Values.controller.extraArgs }}
+- {{ . | quote }}
+{{- end }}
+{{- end -}}
+
+{{- define "zeroscaler.webhook.args" -}}
+- --namespace={{ .Release.Namespace }}
+- --host=0.0.0.0
+- --port={{ .Values.webhook.port }}
+- --cert-file=/etc/zeroscaler/tls/tls.crt
+- --key-file=/etc/zeroscaler/tls/tls.key
+- --log-level={{ .Values.logLevel }}
+{{- range .Values.webhook.extraArgs }}
+- {{ . | quote }}
+{{- end }}
+{{- end -}}
+
+{{- define "zeroscaler.certs.args" -}}
+- certs
+- --namespace={{ .Release.Namespace }}
+- --secret={{ include "zeroscaler.tlsSecretName" . }}
+- --webhook-configuration={{ include "zeroscaler.webhook.configurationName" . }}
+{{- range (include "zeroscaler.webhook.hosts" . | trim | splitList "\n") }}
+- --host={{ . | trim }}
+{{- end }}
+{{- range .Values.certificates.job.extraArgs }}
+- {{ . | quote }}
+{{- end }}
+{{- end -}}

@@ -1,0 +1,515 @@
+"""The Helm chart installed on the real local control plane: what it creates, what it allows, and
+that `helm uninstall` takes it all away.
+
+The webhook runs in url mode against a recording TLS server on loopback (nothing may dial a Service
+or pod IP here), with a Secret made by the test so that no certificate Job has to run: kwok only
+pretends to run containers.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import ssl
+import subprocess
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import partial
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from certs.issue import new_ca, new_serving_cert
+from localcluster.cluster import Cluster
+from tests.support.waiting import wait_for
+from zeroscaler.core.policy import DEFAULT_IGNORE, parse_policy
+
+CHART = Path(__file__).resolve().parents[2] / "charts" / "zeroscaler"
+ENABLED_LABEL = "zeroscaler.io/enabled"
+SEEN_ANNOTATION = "test.zeroscaler.io/seen-by"
+IMAGE = "registry.k8s.io/pause:3.10"  # never pulled: kwok only pretends to run containers
+
+
+# --- a recording webhook on loopback --------------------------------------------------------------
+
+
+@dataclass
+class Recorder:
+    """What the API server sent to the URL the chart configured."""
+
+    port: int
+    ca_pem: bytes
+    calls: list[tuple[str, str, str, str]] = field(default_factory=list)  # kind, ns, name, op
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}/mutate"
+
+    def saw(self, kind: str, namespace: str, name: str) -> list[str]:
+        return [op for k, n, m, op in list(self.calls) if (k, n, m) == (kind, namespace, name)]
+
+
+def _handler(recorder: Recorder) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            request = review["request"]
+            recorder.calls.append(
+                (
+                    request["kind"]["kind"],
+                    request["namespace"],
+                    request["name"] or "",
+                    request["operation"],
+                )
+            )
+            annotations = (request["object"].get("metadata") or {}).get("annotations")
+            patch: list[dict[str, Any]] = (
+                [] if annotations else [{"op": "add", "path": "/metadata/annotations", "value": {}}]
+            )
+            patch.append(
+                {
+                    "op": "add",
+                    "path": "/metadata/annotations/" + SEEN_ANNOTATION.replace("/", "~1"),
+                    "value": "chart-url",
+                }
+            )
+            body = json.dumps(
+                {
+                    "apiVersion": "admission.k8s.io/v1",
+                    "kind": "AdmissionReview",
+                    "response": {
+                        "uid": request["uid"],
+                        "allowed": True,
+                        "patchType": "JSONPatch",
+                        "patch": base64.b64encode(json.dumps(patch).encode()).decode(),
+                    },
+                }
+            ).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    return Handler
+
+
+@pytest.fixture(scope="module")
+def recorder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorder]:
+    ca = new_ca("chart-test-ca")
+    cert, key = new_serving_cert(ca, ["127.0.0.1"]).write(tmp_path_factory.mktemp("tls"), "srv")
+    rec = Recorder(port=0, ca_pem=ca.cert_pem)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(rec))
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    rec.port = server.server_address[1]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield rec
+    server.shutdown()
+    server.server_close()
+
+
+# --- helm -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Release:
+    name: str
+    namespace: str
+    fullname: str
+    secret: str
+
+
+def _helm(cluster: Cluster, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        **{
+            k: str(home / k.lower())
+            for k in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME")
+        },
+    }
+    cmd = [str(cluster.binaries["helm"]), f"--kubeconfig={cluster.kubeconfig}", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+
+
+def _create_namespace(api: k8s.ApiClient, prefix: str, labels: dict[str, str]) -> str:
+    name = f"{prefix}-{secrets.token_hex(3)}"
+    k8s.CoreV1Api(api).create_namespace(
+        k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name, labels=labels))
+    )
+    return name
+
+
+def _install(
+    cluster: Cluster, api: k8s.ApiClient, home: Path, namespace: str, recorder: Recorder
+) -> Release:
+    """Install the chart in url mode with a Secret made here; waits for both Deployments."""
+    name = f"zs-{secrets.token_hex(3)}"
+    release = Release(name, namespace, f"{name}-zeroscaler", f"{name}-serving")
+    pair = new_serving_cert(new_ca("chart-test-serving-ca"), ["127.0.0.1"])
+    k8s.CoreV1Api(api).create_namespaced_secret(
+        namespace,
+        k8s.V1Secret(
+            metadata=k8s.V1ObjectMeta(name=release.secret),
+            type="kubernetes.io/tls",
+            string_data={"tls.crt": pair.cert_pem.decode(), "tls.key": pair.key_pem.decode()},
+        ),
+    )
+    proc = _helm(
+        cluster,
+        home,
+        "install",
+        name,
+        str(CHART),
+        "--namespace",
+        namespace,
+        "--wait",
+        "--timeout",
+        "180s",
+        "--set",
+        "webhook.clientConfig.mode=url",
+        "--set",
+        f"webhook.clientConfig.url={recorder.url}",
+        "--set",
+        "webhook.failurePolicy=Ignore",
+        "--set",
+        "certificates.mode=secret",
+        "--set",
+        f"certificates.secretName={release.secret}",
+        "--set",
+        f"certificates.caBundle={base64.b64encode(recorder.ca_pem).decode()}",
+    )
+    assert proc.returncode == 0, proc.stderr
+    return release
+
+
+@pytest.fixture(scope="module")
+def installed(
+    cluster: Cluster,
+    api: k8s.ApiClient,
+    recorder: Recorder,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Release]:
+    home = tmp_path_factory.mktemp("helm")
+    namespace = _create_namespace(api, "chart", {})
+    release = _install(cluster, api, home, namespace, recorder)
+    yield release
+    _helm(cluster, home, "uninstall", release.name, "--namespace", namespace, "--wait")
+    k8s.CoreV1Api(api).delete_namespace(namespace)
+
+
+# --- RBAC as the real authorizer sees it ----------------------------------------------------------
+
+
+def _allowed(
+    api: k8s.ApiClient,
+    release: Release,
+    component: str,
+    verb: str,
+    resource: str,
+    *,
+    group: str = "",
+    namespace: str | None = None,
+    name: str = "",
+    subresource: str = "",
+) -> bool:
+    """Whether the component's ServiceAccount may do this, asked with a SubjectAccessReview."""
+    sa = f"{release.fullname}-{component}"
+    review = k8s.V1SubjectAccessReview(
+        spec=k8s.V1SubjectAccessReviewSpec(
+            user=f"system:serviceaccount:{release.namespace}:{sa}",
+            groups=[
+                "system:serviceaccounts",
+                f"system:serviceaccounts:{release.namespace}",
+                "system:authenticated",
+            ],
+            resource_attributes=k8s.V1ResourceAttributes(
+                verb=verb,
+                group=group,
+                resource=resource,
+                namespace=namespace,
+                name=name,
+                subresource=subresource,
+            ),
+        )
+    )
+    answer = k8s.AuthorizationV1Api(api).create_subject_access_review(review)
+    return bool(answer.status.allowed)
+
+
+def test_controller_may_scale_workloads_and_watch_any_kind_but_not_delete(
+    api: k8s.ApiClient, installed: Release
+) -> None:
+    def can(verb: str, resource: str, **kw: str) -> bool:
+        return _allowed(api, installed, "controller", verb, resource, **kw)
+
+    for workload in ("deployments", "statefulsets"):
+        assert can("patch", workload, group="apps", namespace="default", subresource="scale")
+        assert can("get", workload, group="apps", namespace="default", subresource="scale")
+        assert can("patch", workload, group="apps", namespace="default")
+        assert can("watch", workload, group="apps")
+        assert not can("update", workload, group="apps", namespace="default")
+        assert not can("delete", workload, group="apps", namespace="default")
+    assert can("watch", "widgets", group="example.com")
+    assert can("list", "configmaps")
+    assert can("create", "subjectaccessreviews", group="authorization.k8s.io")
+    assert can("create", "events", namespace="default")
+    assert can("list", "horizontalpodautoscalers", group="autoscaling")
+    assert not can("create", "pods", namespace="default")
+    assert not can("patch", "configmaps", namespace="default")
+    assert not can("create", "secrets", namespace=installed.namespace)
+    assert not can(
+        "patch",
+        "mutatingwebhookconfigurations",
+        group="admissionregistration.k8s.io",
+        name=installed.fullname,
+    )
+
+
+def test_controller_may_hold_only_its_own_lease(api: k8s.ApiClient, installed: Release) -> None:
+    lease = f"{installed.fullname}-controller"
+
+    def can(verb: str, namespace: str, name: str = "") -> bool:
+        return _allowed(
+            api,
+            installed,
+            "controller",
+            verb,
+            "leases",
+            group="coordination.k8s.io",
+            namespace=namespace,
+            name=name,
+        )
+
+    assert can("create", installed.namespace)
+    assert can("get", installed.namespace, lease)
+    assert can("patch", installed.namespace, lease)
+    assert not can("patch", installed.namespace, "someone-elses-lease")
+    assert not can("patch", "default", lease)
+    assert not can("delete", installed.namespace, lease)
+
+
+def test_webhook_only_reads_rbac_namespaces_and_its_policy(
+    api: k8s.ApiClient, installed: Release
+) -> None:
+    def can(verb: str, resource: str, **kw: str) -> bool:
+        return _allowed(api, installed, "webhook", verb, resource, **kw)
+
+    rbac = "rbac.authorization.k8s.io"
+    for resource in ("roles", "rolebindings", "clusterroles", "clusterrolebindings"):
+        assert can("list", resource, group=rbac)
+        assert can("watch", resource, group=rbac)
+        assert not can("create", resource, group=rbac)
+    assert can("watch", "namespaces")
+    assert can("list", "configmaps", namespace=installed.namespace)
+    assert can("create", "events", namespace=installed.namespace)
+    assert not can("list", "configmaps", namespace="default")
+    assert not can("create", "events", namespace="default")
+    assert not can("list", "secrets", namespace=installed.namespace)
+    assert not can("patch", "deployments", group="apps", namespace="default")
+    assert not can("patch", "namespaces")
+
+
+# --- what was installed ---------------------------------------------------------------------------
+
+
+def test_both_components_run_with_two_replicas_and_budgets(
+    api: k8s.ApiClient, installed: Release
+) -> None:
+    apps = k8s.AppsV1Api(api)
+    policy = k8s.PolicyV1Api(api)
+    for component, command in (
+        ("controller", "zeroscaler-controller"),
+        ("webhook", "zeroscaler-webhook"),
+    ):
+        name = f"{installed.fullname}-{component}"
+        deployment = apps.read_namespaced_deployment(name, installed.namespace)
+        assert deployment.status.ready_replicas == 2
+        container = deployment.spec.template.spec.containers[0]
+        assert container.command == [command]
+        assert container.security_context.read_only_root_filesystem is True
+        assert container.security_context.capabilities.drop == ["ALL"]
+        assert deployment.spec.template.spec.security_context.run_as_non_root is True
+        # The disruption controller counts the pods the budget's selector matches.
+        wait_for(
+            partial(_expected_pods_is, policy, name, installed.namespace, 2),
+            f"the {component} budget to cover its two pods",
+        )
+
+
+def test_webhook_configuration_points_at_the_url_with_the_given_ca(
+    api: k8s.ApiClient, installed: Release, recorder: Recorder
+) -> None:
+    config = k8s.AdmissionregistrationV1Api(api).read_mutating_webhook_configuration(
+        installed.fullname
+    )
+    [hook] = config.webhooks
+    assert hook.client_config.url == recorder.url
+    assert hook.client_config.service is None
+    assert base64.b64decode(hook.client_config.ca_bundle) == recorder.ca_pem
+    assert hook.namespace_selector.match_labels == {ENABLED_LABEL: "true"}
+    assert hook.failure_policy == "Ignore"
+    assert hook.side_effects == "None"
+    assert hook.reinvocation_policy == "IfNeeded"
+    assert hook.admission_review_versions == ["v1"]
+    [rule] = hook.rules
+    assert rule.api_groups == ["apps"]
+    assert sorted(rule.resources) == ["deployments", "statefulsets"]
+    assert sorted(rule.operations) == ["CREATE", "UPDATE"]
+
+
+def _expected_pods_is(policy: Any, name: str, namespace: str, count: int) -> bool:
+    budget = policy.read_namespaced_pod_disruption_budget(name, namespace)
+    return bool(budget.status.expected_pods == count)
+
+
+def _deployment(name: str) -> k8s.V1Deployment:
+    labels = {"app": name}
+    return k8s.V1Deployment(
+        metadata=k8s.V1ObjectMeta(name=name),
+        spec=k8s.V1DeploymentSpec(
+            replicas=0,
+            selector=k8s.V1LabelSelector(match_labels=labels),
+            template=k8s.V1PodTemplateSpec(
+                metadata=k8s.V1ObjectMeta(labels=labels),
+                spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="main", image=IMAGE)]),
+            ),
+        ),
+    )
+
+
+def test_api_server_calls_the_webhook_for_opted_in_namespaces_only(
+    api: k8s.ApiClient, installed: Release, recorder: Recorder, ns: str, opted_ns: str
+) -> None:
+    apps = k8s.AppsV1Api(api)
+
+    def annotated(namespace: str, name: str) -> str | None:
+        found = apps.read_namespaced_deployment(name, namespace).metadata.annotations or {}
+        value: str | None = found.get(SEEN_ANNOTATION)
+        return value
+
+    # The API server picks up a new webhook configuration within moments; dry runs find out when.
+    wait_for(
+        lambda: (
+            apps.create_namespaced_deployment(
+                opted_ns, _deployment("probe"), dry_run="All"
+            ).metadata.annotations
+            or {}
+        ).get(SEEN_ANNOTATION),
+        "the webhook configuration to take effect",
+    )
+    apps.create_namespaced_deployment(opted_ns, _deployment("operator"))
+    assert annotated(opted_ns, "operator") == "chart-url"
+    apps.patch_namespaced_deployment("operator", opted_ns, {"metadata": {"labels": {"x": "y"}}})
+    # The deployment controller's own updates (revision annotation) pass through it as well.
+    operations = recorder.saw("Deployment", opted_ns, "operator")
+    assert operations[0] == "CREATE"
+    assert set(operations[1:]) == {"UPDATE"}
+
+    template = _deployment("db").spec
+    apps.create_namespaced_stateful_set(
+        opted_ns,
+        k8s.V1StatefulSet(
+            metadata=k8s.V1ObjectMeta(name="db"),
+            spec=k8s.V1StatefulSetSpec(
+                replicas=0,
+                service_name="db",
+                selector=template.selector,
+                template=template.template,
+            ),
+        ),
+    )
+    stored = apps.read_namespaced_stateful_set("db", opted_ns).metadata.annotations or {}
+    assert stored.get(SEEN_ANNOTATION) == "chart-url"
+
+    apps.create_namespaced_deployment(ns, _deployment("bystander"))
+    assert annotated(ns, "bystander") is None
+    assert recorder.saw("Deployment", ns, "bystander") == []
+
+
+def test_policy_configmap_holds_the_defaults(api: k8s.ApiClient, installed: Release) -> None:
+    maps = (
+        k8s.CoreV1Api(api)
+        .list_namespaced_config_map(installed.namespace, label_selector="zeroscaler.io/policy=true")
+        .items
+    )
+    assert [m.metadata.name for m in maps] == [f"{installed.fullname}-policy"]
+    doc = parse_policy(maps[0].data["policy.yaml"], maps[0].metadata.name)
+    assert doc.idle_timeout == 15 * 60
+    assert doc.min_idle_timeout == 60
+    assert doc.max_idle_timeout == 24 * 3600
+    assert doc.from_rbac is True
+    assert doc.ignore == DEFAULT_IGNORE
+    assert doc.max_kinds == 50
+
+
+# --- uninstall ------------------------------------------------------------------------------------
+
+
+def _gone(read: Any, *args: str) -> bool:
+    try:
+        read(*args)
+    except ApiException as e:
+        if e.status == 404:
+            return True
+        raise
+    return False
+
+
+def _none_listed(list_: Any, namespace: str, selector: str) -> bool:
+    return not list_(namespace, label_selector=selector).items
+
+
+def test_uninstall_removes_everything_the_chart_made(
+    cluster: Cluster, api: k8s.ApiClient, recorder: Recorder, ns: str, tmp_path: Path
+) -> None:
+    release = _install(cluster, api, tmp_path, ns, recorder)
+    rbac = k8s.RbacAuthorizationV1Api(api)
+    core = k8s.CoreV1Api(api)
+    cluster_scoped = [
+        (k8s.AdmissionregistrationV1Api(api).read_mutating_webhook_configuration, release.fullname),
+        *[(rbac.read_cluster_role, f"{release.fullname}-{c}") for c in ("controller", "webhook")],
+        *[
+            (rbac.read_cluster_role_binding, f"{release.fullname}-{c}")
+            for c in ("controller", "webhook")
+        ],
+    ]
+    selector = f"app.kubernetes.io/instance={release.name}"
+    namespaced = [
+        k8s.AppsV1Api(api).list_namespaced_deployment,
+        k8s.PolicyV1Api(api).list_namespaced_pod_disruption_budget,
+        core.list_namespaced_config_map,
+        core.list_namespaced_service,
+        core.list_namespaced_service_account,
+        rbac.list_namespaced_role,
+        rbac.list_namespaced_role_binding,
+    ]
+    for read, name in cluster_scoped:
+        assert not _gone(read, name), name
+    for list_ in namespaced:
+        assert list_(ns, label_selector=selector).items, list_.__name__
+
+    proc = _helm(cluster, tmp_path, "uninstall", release.name, "--namespace", ns, "--wait")
+    assert proc.returncode == 0, proc.stderr
+
+    for read, name in cluster_scoped:
+        wait_for(partial(_gone, read, name), f"{name} to be deleted")
+    for list_ in namespaced:
+        wait_for(
+            partial(_none_listed, list_, ns, selector),
+            f"{list_.__name__} to find nothing of the release",
+        )
+    # The Secret was ours, not the chart's: it stays.
+    assert core.read_namespaced_secret(release.secret, ns).type == "kubernetes.io/tls"

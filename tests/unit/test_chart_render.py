@@ -1,0 +1,735 @@
+"""The Helm chart, rendered with `helm template` under several value sets: what it would install."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pydantic_settings import CliApp
+
+from controller.settings import parse_settings as parse_controller_flags
+from localcluster import build
+from webhook.settings import Settings as WebhookSettings
+from zeroscaler.core.policy import DEFAULT_IGNORE, parse_policy
+
+CHART = Path(__file__).resolve().parents[2] / "charts" / "zeroscaler"
+RELEASE, NAMESPACE = "zs", "zeroscaler"
+ENABLED_LABEL = "zeroscaler.io/enabled"
+URL = "https://127.0.0.1:9443/mutate"
+KUBE_VERSION = "1.36.3"
+
+Obj = dict[str, Any]
+
+# Verbs that change something; everything else (get, list, watch) only reads.
+WRITE_VERBS = {
+    "create",
+    "update",
+    "patch",
+    "delete",
+    "deletecollection",
+    "escalate",
+    "bind",
+    "impersonate",
+    "approve",
+    "sign",
+    "use",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Helm:
+    """The helm binary and an environment that keeps its state out of the user's home."""
+
+    binary: Path
+    env: dict[str, str]
+
+    def template(self, *args: str, release: str = RELEASE) -> subprocess.CompletedProcess[str]:
+        cmd = [str(self.binary), "template", release, str(CHART), "--namespace", NAMESPACE]
+        cmd += ["--kube-version", KUBE_VERSION, *args]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=self.env)
+
+
+@pytest.fixture(scope="session")
+def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
+    versions = build.load_versions()
+    found = build.find_binaries(versions)
+    binary = found["helm"] if "helm" in found else build.ensure_binaries(versions)["helm"]
+    home = tmp_path_factory.mktemp("helm")
+    state = {
+        k: str(home / k.lower()) for k in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME")
+    }
+    return Helm(binary, {**os.environ, **state})
+
+
+def render(helm: Helm, *args: str) -> list[Obj]:
+    """The objects `helm template` renders (hooks included) for these flags."""
+    proc = helm.template(*args)
+    assert proc.returncode == 0, proc.stderr
+    return [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
+
+
+def only(objs: list[Obj], kind: str, name: str | None = None) -> Obj:
+    """The one object of `kind` (and `name`); fails when there is none or more than one."""
+    found = [
+        o for o in objs if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)
+    ]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"
+    return found[0]
+
+
+def kinds(objs: list[Obj]) -> list[str]:
+    return sorted(o["kind"] for o in objs)
+
+
+def deployment(objs: list[Obj], component: str) -> Obj:
+    return only(objs, "Deployment", f"{RELEASE}-zeroscaler-{component}")
+
+
+def container(dep: Obj) -> Obj:
+    containers = dep["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    result: Obj = containers[0]
+    return result
+
+
+def webhook_entry(objs: list[Obj]) -> Obj:
+    config = only(objs, "MutatingWebhookConfiguration")
+    assert len(config["webhooks"]) == 1
+    entry: Obj = config["webhooks"][0]
+    return entry
+
+
+def is_hook(obj: Obj) -> bool:
+    return "helm.sh/hook" in (obj["metadata"].get("annotations") or {})
+
+
+def roles(objs: list[Obj]) -> dict[str, list[Obj]]:
+    """Rules of every Role and ClusterRole, by "Kind/name"."""
+    return {
+        f"{o['kind']}/{o['metadata']['name']}": o.get("rules") or []
+        for o in objs
+        if o["kind"] in ("Role", "ClusterRole")
+    }
+
+
+def grants(rules: list[Obj], group: str, resource: str, verb: str, name: str = "") -> bool:
+    """Whether RBAC rules allow `verb` on `resource` in `group` (for object `name`, if given)."""
+    for rule in rules:
+        if not ({group, "*"} & set(rule.get("apiGroups") or [])):
+            continue
+        if not ({resource, "*"} & set(rule.get("resources") or [])):
+            continue
+        if not ({verb, "*"} & set(rule.get("verbs") or [])):
+            continue
+        names = rule.get("resourceNames") or []
+        if names and name not in names:
+            continue
+        return True
+    return False
+
+
+def write_grants(rules: list[Obj]) -> set[tuple[str, str, str]]:
+    """(group, resource, verb) for every write verb the rules name."""
+    return {
+        (g, r, v)
+        for rule in rules
+        for g in rule.get("apiGroups") or []
+        for r in rule.get("resources") or []
+        for v in rule.get("verbs") or []
+        if v in WRITE_VERBS
+    }
+
+
+# --- what is installed ---------------------------------------------------------------------------
+
+
+def test_defaults_render_both_components_and_everything_around_them(helm: Helm) -> None:
+    objs = render(helm)
+    regular = [o for o in objs if not is_hook(o)]
+    assert kinds(regular) == sorted(
+        [
+            "ClusterRole",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "ClusterRoleBinding",
+            "ConfigMap",
+            "Deployment",
+            "Deployment",
+            "MutatingWebhookConfiguration",
+            "PodDisruptionBudget",
+            "PodDisruptionBudget",
+            "Role",
+            "Role",
+            "RoleBinding",
+            "RoleBinding",
+            "Service",
+            "Service",
+            "ServiceAccount",
+            "ServiceAccount",
+        ]
+    )
+    hooks = [o for o in objs if is_hook(o)]
+    assert kinds(hooks) == sorted(
+        ["ClusterRole", "ClusterRoleBinding", "Job", "Role", "RoleBinding", "ServiceAccount"]
+    )
+    assert container(deployment(objs, "controller"))["command"] == ["zeroscaler-controller"]
+    assert container(deployment(objs, "webhook"))["command"] == ["zeroscaler-webhook"]
+    assert deployment(objs, "controller")["spec"]["replicas"] == 2
+    assert deployment(objs, "webhook")["spec"]["replicas"] == 2
+
+
+def test_every_object_carries_the_standard_labels(helm: Helm) -> None:
+    for obj in render(helm):
+        labels = obj["metadata"]["labels"]
+        where = f"{obj['kind']}/{obj['metadata']['name']}"
+        assert labels["app.kubernetes.io/name"] == "zeroscaler", where
+        assert labels["app.kubernetes.io/instance"] == RELEASE, where
+        assert labels["app.kubernetes.io/managed-by"] == "Helm", where
+        assert labels["app.kubernetes.io/version"], where
+        assert labels["app.kubernetes.io/component"], where
+        assert labels["helm.sh/chart"].startswith("zeroscaler-"), where
+
+
+def test_namespaced_objects_go_to_the_release_namespace(helm: Helm) -> None:
+    cluster_scoped = {"ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration"}
+    for obj in render(helm):
+        if obj["kind"] in cluster_scoped:
+            assert "namespace" not in obj["metadata"]
+        else:
+            assert obj["metadata"]["namespace"] == NAMESPACE, obj["kind"]
+
+
+def test_names_fit_kubernetes_limits_for_a_long_release_name(helm: Helm) -> None:
+    long_release = "a-release-name-of-fifty-three-characters-the-maximum1"  # helm allows 53
+    proc = helm.template(release=long_release)
+    assert proc.returncode == 0, proc.stderr
+    for obj in yaml.safe_load_all(proc.stdout):
+        if obj:
+            assert len(obj["metadata"]["name"]) <= 63, obj["metadata"]["name"]
+
+
+# --- the webhook configuration -------------------------------------------------------------------
+
+
+def test_webhook_matches_opted_in_namespaces_and_apps_workloads(helm: Helm) -> None:
+    entry = webhook_entry(render(helm))
+    assert entry["namespaceSelector"] == {"matchLabels": {ENABLED_LABEL: "true"}}
+    assert entry["rules"] == [
+        {
+            "apiGroups": ["apps"],
+            "apiVersions": ["v1"],
+            "resources": ["deployments", "statefulsets"],
+            "operations": ["CREATE", "UPDATE"],
+            "scope": "Namespaced",
+        }
+    ]
+    assert entry["sideEffects"] == "None"
+    assert entry["admissionReviewVersions"] == ["v1"]
+    assert entry["failurePolicy"] == "Ignore"
+    assert entry["reinvocationPolicy"] == "IfNeeded"
+    assert 1 <= entry["timeoutSeconds"] <= 10
+    assert "objectSelector" not in entry
+
+
+def test_service_mode_points_the_api_server_at_the_webhook_pods(helm: Helm) -> None:
+    objs = render(helm)
+    ref = webhook_entry(objs)["clientConfig"]["service"]
+    assert "url" not in webhook_entry(objs)["clientConfig"]
+    service = only(objs, "Service", ref["name"])
+    assert ref["namespace"] == NAMESPACE
+    assert ref["path"] == "/mutate"
+    port = next(p for p in service["spec"]["ports"] if p["port"] == ref["port"])
+    dep = deployment(objs, "webhook")
+    pod_labels = dep["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    named = {p["name"]: p["containerPort"] for p in container(dep)["ports"]}
+    assert port["targetPort"] in named
+    assert f"--port={named[port['targetPort']]}" in container(dep)["args"]
+
+
+def test_url_mode_calls_a_fixed_url_and_certifies_its_host(helm: Helm) -> None:
+    objs = render(
+        helm, "--set", "webhook.clientConfig.mode=url", "--set", f"webhook.clientConfig.url={URL}"
+    )
+    assert webhook_entry(objs)["clientConfig"] == {"url": URL}
+    job_args = only(objs, "Job")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--host=127.0.0.1" in job_args
+    assert not any(".svc" in a for a in job_args)
+
+
+@pytest.mark.parametrize("policy", ["Fail", "Ignore"])
+def test_failure_policy_is_configurable(helm: Helm, policy: str) -> None:
+    entry = webhook_entry(render(helm, "--set", f"webhook.failurePolicy={policy}"))
+    assert entry["failurePolicy"] == policy
+
+
+def test_object_selector_narrows_the_webhook_when_given(helm: Helm) -> None:
+    entry = webhook_entry(render(helm, "--set", "webhook.objectSelector.matchLabels.team=a"))
+    assert entry["objectSelector"] == {"matchLabels": {"team": "a"}}
+    assert entry["namespaceSelector"] == {"matchLabels": {ENABLED_LABEL: "true"}}
+
+
+# --- certificates --------------------------------------------------------------------------------
+
+
+def _tls_secret_of_webhook(objs: list[Obj]) -> str:
+    volumes = deployment(objs, "webhook")["spec"]["template"]["spec"]["volumes"]
+    name: str = next(v["secret"]["secretName"] for v in volumes if "secret" in v)
+    return name
+
+
+def test_certs_job_writes_the_mounted_secret_and_patches_this_configuration(
+    helm: Helm,
+) -> None:
+    objs = render(helm)
+    job = only(objs, "Job")
+    hooks = set(job["metadata"]["annotations"]["helm.sh/hook"].split(","))
+    assert {"pre-install", "pre-upgrade", "post-install"} <= hooks
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[0] == "certs"
+    assert f"--secret={_tls_secret_of_webhook(objs)}" in args
+    config_name = only(objs, "MutatingWebhookConfiguration")["metadata"]["name"]
+    assert f"--webhook-configuration={config_name}" in args
+    assert f"--host={RELEASE}-zeroscaler-webhook.{NAMESPACE}.svc" in args
+    # The Job patches the caBundle; the chart leaves it out so upgrades keep it.
+    assert "caBundle" not in webhook_entry(objs)["clientConfig"]
+    # Its RBAC exists before it runs: lower hook weight, same hook events.
+    for obj in objs:
+        if is_hook(obj) and obj["kind"] != "Job":
+            annotations = obj["metadata"]["annotations"]
+            assert int(annotations["helm.sh/hook-weight"]) < 0
+            assert set(annotations["helm.sh/hook"].split(",")) == hooks
+            assert "hook-succeeded" in annotations["helm.sh/hook-delete-policy"]
+
+
+def test_cert_manager_mode_issues_the_secret_and_injects_the_ca(helm: Helm) -> None:
+    objs = render(helm, "--set", "certificates.mode=certManager")
+    assert not any(o["kind"] == "Job" for o in objs)
+    config = only(objs, "MutatingWebhookConfiguration")
+    injected = config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
+    namespace, certificate = injected.split("/")
+    assert namespace == NAMESPACE
+    serving = only(objs, "Certificate", certificate)
+    assert serving["spec"]["secretName"] == _tls_secret_of_webhook(objs)
+    assert f"{RELEASE}-zeroscaler-webhook.{NAMESPACE}.svc" in serving["spec"]["dnsNames"]
+    issuer = only(objs, "Issuer", serving["spec"]["issuerRef"]["name"])
+    assert "ca" in issuer["spec"]
+    ca = only(objs, "Certificate", issuer["spec"]["ca"]["secretName"])
+    assert ca["spec"]["isCA"] is True
+    assert "selfSigned" in only(objs, "Issuer", ca["spec"]["issuerRef"]["name"])["spec"]
+
+
+def test_cert_manager_mode_can_use_an_existing_cluster_issuer(helm: Helm) -> None:
+    objs = render(
+        helm,
+        "--set",
+        "certificates.mode=certManager",
+        "--set",
+        "certificates.certManager.issuerRef.name=corp-ca",
+        "--set",
+        "certificates.certManager.issuerRef.kind=ClusterIssuer",
+    )
+    assert not any(o["kind"] == "Issuer" for o in objs)
+    serving = only(objs, "Certificate")
+    assert serving["spec"]["issuerRef"]["name"] == "corp-ca"
+    assert serving["spec"]["issuerRef"]["kind"] == "ClusterIssuer"
+
+
+def test_cert_manager_in_url_mode_certifies_the_ip_address(helm: Helm) -> None:
+    objs = render(
+        helm,
+        "--set",
+        "certificates.mode=certManager",
+        "--set",
+        "webhook.clientConfig.mode=url",
+        "--set",
+        f"webhook.clientConfig.url={URL}",
+    )
+    serving = only(objs, "Certificate", f"{RELEASE}-zeroscaler-webhook-serving")
+    assert serving["spec"]["ipAddresses"] == ["127.0.0.1"]
+    assert "dnsNames" not in serving["spec"]
+
+
+def test_secret_mode_uses_a_given_secret_and_ca_bundle(helm: Helm) -> None:
+    bundle = base64.b64encode(b"-----BEGIN CERTIFICATE-----\n").decode()
+    objs = render(
+        helm,
+        "--set",
+        "certificates.mode=secret",
+        "--set",
+        "certificates.secretName=my-tls",
+        "--set",
+        f"certificates.caBundle={bundle}",
+    )
+    assert not any(is_hook(o) for o in objs)
+    assert not any(o["kind"] in ("Certificate", "Issuer") for o in objs)
+    assert _tls_secret_of_webhook(objs) == "my-tls"
+    assert webhook_entry(objs)["clientConfig"]["caBundle"] == bundle
+
+
+# --- RBAC ----------------------------------------------------------------------------------------
+
+
+def test_no_rule_grants_every_verb(helm: Helm) -> None:
+    for values in ([], ["--set", "certificates.mode=certManager"]):
+        for name, rules in roles(render(helm, *values)).items():
+            for rule in rules:
+                assert "*" not in rule["verbs"], name
+
+
+def test_only_the_certs_job_may_touch_secrets_by_name(helm: Helm) -> None:
+    objs = render(helm)
+    for name, rules in roles(objs).items():
+        named = [r for r in rules if "secrets" in (r.get("resources") or [])]
+        if name == f"Role/{RELEASE}-zeroscaler-certs":
+            assert named, "the certs Job needs its Secret"
+            assert grants(rules, "", "secrets", "patch", _tls_secret_of_webhook(objs))
+            assert not grants(rules, "", "secrets", "patch", "someone-elses")
+            assert not grants(rules, "", "secrets", "get", "someone-elses")
+            assert not grants(rules, "", "secrets", "list")
+        else:
+            assert not named, name
+
+
+def test_wildcard_resources_are_read_only(helm: Helm) -> None:
+    for name, rules in roles(render(helm)).items():
+        for rule in rules:
+            if "*" in rule["resources"] or "*" in rule["apiGroups"]:
+                assert set(rule["verbs"]) <= {"list", "watch"}, name
+
+
+def test_write_access_is_exactly_what_each_part_needs(helm: Helm) -> None:
+    by_name = roles(render(helm))
+    prefix = f"{RELEASE}-zeroscaler"
+    assert write_grants(by_name[f"ClusterRole/{prefix}-controller"]) == {
+        ("apps", "deployments", "patch"),
+        ("apps", "statefulsets", "patch"),
+        ("apps", "deployments/scale", "patch"),
+        ("apps", "statefulsets/scale", "patch"),
+        ("authorization.k8s.io", "subjectaccessreviews", "create"),
+        ("", "events", "create"),
+        ("", "events", "patch"),
+    }
+    assert write_grants(by_name[f"Role/{prefix}-controller"]) == {
+        ("coordination.k8s.io", "leases", "create"),
+        ("coordination.k8s.io", "leases", "patch"),
+    }
+    assert write_grants(by_name[f"ClusterRole/{prefix}-webhook"]) == set()
+    assert write_grants(by_name[f"Role/{prefix}-webhook"]) == {
+        ("", "events", "create"),
+        ("", "events", "patch"),
+    }
+    assert write_grants(by_name[f"ClusterRole/{prefix}-certs"]) == {
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch")
+    }
+
+
+def test_controller_reads_what_it_watches_and_scales_workloads(helm: Helm) -> None:
+    objs = render(helm)
+    cluster_rules = roles(objs)[f"ClusterRole/{RELEASE}-zeroscaler-controller"]
+    for group, resource in [
+        ("", "configmaps"),
+        ("example.com", "widgets"),
+        ("apps", "deployments"),
+        ("autoscaling", "horizontalpodautoscalers"),
+        ("", "namespaces"),
+    ]:
+        assert grants(cluster_rules, group, resource, "list"), resource
+        assert grants(cluster_rules, group, resource, "watch"), resource
+    for resource in ("deployments", "statefulsets", "deployments/scale", "statefulsets/scale"):
+        assert grants(cluster_rules, "apps", resource, "get"), resource
+        assert grants(cluster_rules, "apps", resource, "patch"), resource
+    assert not grants(cluster_rules, "apps", "deployments", "delete")
+    assert not grants(cluster_rules, "apps", "deployments", "update")
+    assert not grants(cluster_rules, "coordination.k8s.io", "leases", "patch")
+
+
+def test_controller_lease_access_is_limited_to_its_own_lease(helm: Helm) -> None:
+    objs = render(helm)
+    rules = roles(objs)[f"Role/{RELEASE}-zeroscaler-controller"]
+    args = container(deployment(objs, "controller"))["args"]
+    lease = next(a.split("=", 1)[1] for a in args if a.startswith("--lease-name="))
+    assert f"--lease-namespace={NAMESPACE}" in args
+    assert grants(rules, "coordination.k8s.io", "leases", "patch", lease)
+    assert grants(rules, "coordination.k8s.io", "leases", "get", lease)
+    assert not grants(rules, "coordination.k8s.io", "leases", "patch", "another-lease")
+    binding = only(objs, "RoleBinding", f"{RELEASE}-zeroscaler-controller")
+    sa = deployment(objs, "controller")["spec"]["template"]["spec"]["serviceAccountName"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa, "namespace": NAMESPACE}]
+
+
+def test_controller_watch_grant_can_be_narrowed_to_listed_resources(helm: Helm) -> None:
+    objs = render(
+        helm,
+        "--set",
+        "controller.rbac.watchAllResources=false",
+        "--set",
+        "controller.rbac.watchedResources[0].apiGroups[0]=example.com",
+        "--set",
+        "controller.rbac.watchedResources[0].resources[0]=widgets",
+    )
+    rules = roles(objs)[f"ClusterRole/{RELEASE}-zeroscaler-controller"]
+    assert not any("*" in r["resources"] or "*" in r["apiGroups"] for r in rules)
+    assert grants(rules, "example.com", "widgets", "watch")
+    assert not grants(rules, "example.com", "gadgets", "watch")
+    assert not grants(rules, "", "secrets", "list")
+    assert grants(rules, "apps", "statefulsets/scale", "patch")
+    assert grants(rules, "apps", "deployments", "watch")
+    assert grants(rules, "", "namespaces", "watch")
+    assert grants(rules, "apiextensions.k8s.io", "customresourcedefinitions", "watch")
+    assert grants(rules, "autoscaling", "horizontalpodautoscalers", "watch")
+
+
+def test_webhook_reads_rbac_namespaces_and_policy_only(helm: Helm) -> None:
+    objs = render(helm)
+    prefix = f"ClusterRole/{RELEASE}-zeroscaler-webhook"
+    cluster_rules = roles(objs)[prefix]
+    for resource in ("roles", "rolebindings", "clusterroles", "clusterrolebindings"):
+        assert grants(cluster_rules, "rbac.authorization.k8s.io", resource, "watch")
+    assert grants(cluster_rules, "", "namespaces", "list")
+    assert grants(cluster_rules, "apiextensions.k8s.io", "customresourcedefinitions", "watch")
+    assert not grants(cluster_rules, "", "configmaps", "list"), "policy is read in one namespace"
+    assert not grants(cluster_rules, "", "secrets", "list")
+    ns_rules = roles(objs)[f"Role/{RELEASE}-zeroscaler-webhook"]
+    assert grants(ns_rules, "", "configmaps", "watch")
+
+
+def test_rbac_can_be_left_to_the_administrator(helm: Helm) -> None:
+    objs = render(helm, "--set", "rbac.create=false")
+    assert not [o for o in objs if o["kind"].endswith(("Role", "RoleBinding"))]
+    assert [o for o in objs if o["kind"] == "ServiceAccount"]
+
+
+# --- pods ----------------------------------------------------------------------------------------
+
+
+def _pod_specs(objs: list[Obj]) -> list[tuple[str, Obj]]:
+    return [
+        (o["metadata"]["name"], o["spec"]["template"]["spec"])
+        for o in objs
+        if o["kind"] in ("Deployment", "Job")
+    ]
+
+
+def test_every_pod_meets_the_restricted_pod_security_standard(helm: Helm) -> None:
+    specs = _pod_specs(render(helm))
+    assert len(specs) == 3
+    for name, spec in specs:
+        pod = spec["securityContext"]
+        assert pod["runAsNonRoot"] is True, name
+        assert pod["seccompProfile"] == {"type": "RuntimeDefault"}, name
+        assert not spec.get("hostNetwork"), name
+        assert not spec.get("hostPID"), name
+        for c in spec["containers"]:
+            sc = c["securityContext"]
+            assert sc["allowPrivilegeEscalation"] is False, name
+            assert sc["readOnlyRootFilesystem"] is True, name
+            assert sc["capabilities"] == {"drop": ["ALL"]}, name
+            assert sc["runAsNonRoot"] is True, name
+            assert sc.get("privileged") is not True, name
+            assert c["resources"]["requests"]["memory"], name
+            assert c["resources"]["limits"]["memory"], name
+            assert "/tmp" in {m["mountPath"] for m in c["volumeMounts"]}, name
+
+
+@pytest.mark.parametrize(("component", "scheme"), [("controller", "HTTP"), ("webhook", "HTTPS")])
+def test_probes_use_health_and_readiness_endpoints(helm: Helm, component: str, scheme: str) -> None:
+    c = container(deployment(render(helm), component))
+    ports = {p["name"] for p in c["ports"]}
+    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    for probe in (c["livenessProbe"], c["readinessProbe"]):
+        assert probe["httpGet"]["scheme"] == scheme
+        assert probe["httpGet"]["port"] in ports
+
+
+def test_controller_metrics_port_is_exposed_for_scraping(helm: Helm) -> None:
+    objs = render(helm, "--set", "controller.metricsPort=9100")
+    c = container(deployment(objs, "controller"))
+    assert {"name": "metrics", "containerPort": 9100, "protocol": "TCP"} in c["ports"]
+    assert "--metrics-port=9100" in c["args"]
+    service = only(objs, "Service", f"{RELEASE}-zeroscaler-controller-metrics")
+    assert service["spec"]["ports"][0]["targetPort"] == "metrics"
+
+
+def test_replicas_follow_values(helm: Helm) -> None:
+    objs = render(helm, "--set", "controller.replicas=3", "--set", "webhook.replicas=4")
+    assert deployment(objs, "controller")["spec"]["replicas"] == 3
+    assert deployment(objs, "webhook")["spec"]["replicas"] == 4
+
+
+def test_disruption_budgets_select_each_components_pods(helm: Helm) -> None:
+    objs = render(helm)
+    for component in ("controller", "webhook"):
+        pdb = only(objs, "PodDisruptionBudget", f"{RELEASE}-zeroscaler-{component}")
+        pod_labels = deployment(objs, component)["spec"]["template"]["metadata"]["labels"]
+        assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+        assert pdb["spec"]["maxUnavailable"] == 1
+    other = deployment(objs, "webhook")["spec"]["template"]["metadata"]["labels"]
+    pdb = only(objs, "PodDisruptionBudget", f"{RELEASE}-zeroscaler-controller")
+    assert not pdb["spec"]["selector"]["matchLabels"].items() <= other.items()
+
+
+def test_disruption_budget_takes_min_available_and_can_be_off(helm: Helm) -> None:
+    objs = render(
+        helm,
+        "--set",
+        "webhook.podDisruptionBudget.minAvailable=1",
+        "--set",
+        "controller.podDisruptionBudget.enabled=false",
+    )
+    pdb = only(objs, "PodDisruptionBudget")
+    assert pdb["metadata"]["name"] == f"{RELEASE}-zeroscaler-webhook"
+    assert pdb["spec"]["minAvailable"] == 1
+    assert "maxUnavailable" not in pdb["spec"]
+
+
+# --- command lines, checked against the programs' own parsers ------------------------------------
+
+
+def _args(objs: list[Obj], component: str) -> list[str]:
+    args: list[str] = container(deployment(objs, component))["args"]
+    return [a.replace("$(POD_NAME)", "pod-0") for a in args]
+
+
+def test_controller_flags_are_understood_by_zeroscaler_controller(helm: Helm) -> None:
+    objs = render(helm, "--set", "controller.dryRun=true", "--set", "logLevel=debug")
+    settings = parse_controller_flags(_args(objs, "controller"))
+    assert settings.dry_run is True
+    assert settings.log_level == "debug"
+    assert settings.lease_namespace == NAMESPACE
+    assert settings.lease_name == f"{RELEASE}-zeroscaler-controller"
+    assert settings.id == "pod-0"
+    assert settings.metrics_host == "0.0.0.0"
+    assert settings.metrics_port == 8080
+    env = {e["name"] for e in container(deployment(objs, "controller"))["env"]}
+    assert "POD_NAME" in env
+
+
+def test_webhook_flags_are_understood_by_zeroscaler_webhook(helm: Helm) -> None:
+    objs = render(helm)
+    settings = CliApp.run(WebhookSettings, cli_args=_args(objs, "webhook"))
+    assert settings.namespace == NAMESPACE
+    assert settings.host == "0.0.0.0"
+    assert settings.port == 8443
+    mounts = {
+        m["name"]: m["mountPath"] for m in container(deployment(objs, "webhook"))["volumeMounts"]
+    }
+    assert settings.cert_file == f"{mounts['tls']}/tls.crt"
+    assert settings.key_file == f"{mounts['tls']}/tls.key"
+
+
+# --- policy --------------------------------------------------------------------------------------
+
+
+def _policy(objs: list[Obj]) -> str:
+    config = only(objs, "ConfigMap", f"{RELEASE}-zeroscaler-policy")
+    assert config["metadata"]["labels"]["zeroscaler.io/policy"] == "true"
+    text: str = config["data"]["policy.yaml"]
+    return text
+
+
+def test_policy_configmap_holds_the_documented_defaults(helm: Helm) -> None:
+    doc = parse_policy(_policy(render(helm)), "chart")
+    assert doc.idle_timeout == 15 * 60
+    assert doc.min_idle_timeout == 60
+    assert doc.max_idle_timeout == 24 * 3600
+    assert doc.from_rbac is True
+    assert doc.ignore == DEFAULT_IGNORE
+    assert doc.max_kinds == 50
+    assert doc.rules == ()
+
+
+def test_policy_rules_from_values_reach_the_configmap(helm: Helm, tmp_path: Path) -> None:
+    values = tmp_path / "values.yaml"
+    values.write_text(
+        json.dumps(
+            {
+                "policy": {
+                    "defaults": {"idleTimeout": "30m"},
+                    "rules": [
+                        {
+                            "name": "dev-sleeps-fast",
+                            "namespaceSelector": {"matchLabels": {"env": "dev"}},
+                            "idleTimeout": "5m",
+                        },
+                        {
+                            "name": "prod-never-sleeps",
+                            "namespaceSelector": {"matchLabels": {"env": "prod"}},
+                            "enabled": False,
+                        },
+                    ],
+                }
+            }
+        )
+    )
+    doc = parse_policy(_policy(render(helm, "-f", str(values))), "chart")
+    assert doc.idle_timeout == 30 * 60
+    assert [(r.name, r.idle_timeout, r.enabled) for r in doc.rules] == [
+        ("dev-sleeps-fast", 300, None),
+        ("prod-never-sleeps", None, False),
+    ]
+    assert doc.rules[0].matches({"env": "dev"}, {})
+
+
+def test_policy_configmap_can_be_left_out(helm: Helm) -> None:
+    assert not any(o["kind"] == "ConfigMap" for o in render(helm, "--set", "policy.create=false"))
+
+
+# --- values that are refused ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--set", "replicaCount=2"], "replicaCount"),
+        (["--set", "webhook.failurePolicy=Sometimes"], "failurePolicy"),
+        (["--set", "controller.replicas=two"], "replicas"),
+        (["--set", "webhook.timeoutSeconds=60"], "timeoutSeconds"),
+        (["--set", "certificates.mode=vault"], "mode"),
+        (["--set", "webhook.clientConfig.mode=url"], "url"),
+        (
+            [
+                "--set",
+                "webhook.clientConfig.mode=url",
+                "--set",
+                "webhook.clientConfig.url=http://127.0.0.1:9443/mutate",
+            ],
+            "url",
+        ),
+        (["--set", "policy.defaults.idleTimeout=ten minutes"], "idleTimeout"),
+        (["--set", "policy.inference.maxKinds=0"], "maxKinds"),
+        (["--set", "logLevel=loud"], "logLevel"),
+        (["--set", "controller.rbac.watchAll=false"], "watchAll"),
+        (["--set", "image.pullPolicy=Sometimes"], "pullPolicy"),
+    ],
+)
+def test_schema_rejects_bad_values(helm: Helm, flags: list[str], message: str) -> None:
+    proc = helm.template(*flags)
+    assert proc.returncode != 0, f"{flags} were accepted"
+    assert message in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("version", "accepted"),
+    [("1.29.9", False), ("1.30.0", True), ("1.30.2-gke.1", True), ("1.36.3", True)],
+)
+def test_chart_needs_kubernetes_1_30_or_newer(helm: Helm, version: str, accepted: bool) -> None:
+    proc = helm.template("--kube-version", version)
+    assert (proc.returncode == 0) is accepted, proc.stderr
+    if not accepted:
+        assert "kubeVersion" in proc.stderr
+
+
+def test_url_mode_without_a_url_fails_with_guidance(helm: Helm) -> None:
+    proc = helm.template("--set", "webhook.clientConfig.mode=url")
+    assert proc.returncode != 0
+    assert "webhook.clientConfig.url is required" in proc.stderr
+    assert "https://127.0.0.1:9443/mutate" in proc.stderr
