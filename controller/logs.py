@@ -41,5 +41,5 @@ def setup_logging(level: str) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     # httpx logs every request at INFO: keep it quiet unless debugging.
-    logging.getLogger("httpx").setLevel(logging.DEBUG if level == "debug" else logging.WARNING)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("httpcore").setLevel(logging.WARNING)

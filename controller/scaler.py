@@ -779,11 +779,11 @@ class Scaler:
 
     async def _wake(self, w: Workload, replicas: int, reason: str) -> None:
         loop = asyncio.get_running_loop()
+        self._account(w, stop=True)
         await self._patch_scale(w, replicas)
         if w.activity_at is not None:
             self.metrics.wake_latency.observe(loop.time() - w.activity_at)
         self.metrics.wakes.inc()
-        self._account(w, stop=True)
         w.activity_at = None
         awake = {STATE: "awake", LAST_ACTIVITY: format_time(w.last_activity)}
         for _ in range(5):
@@ -887,7 +887,7 @@ class Scaler:
         if w.accounted_at is None:
             return
         now = asyncio.get_running_loop().time()
-        if w.status.state == "asleep" and w.replicas == 0 and w.managed:
+        if w.status.state == "asleep" and w.managed:
             saved = (now - w.accounted_at) * (w.status.restore_replicas or 1)
             self.metrics.replica_seconds_saved.inc(saved)
         w.accounted_at = None if stop else now

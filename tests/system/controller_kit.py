@@ -394,3 +394,8 @@ def assert_not_activity(
     action()
     synced_after(ctl, resource, seen)
     assert ctl.metric("zeroscaler_activity_total") == activity
+
+
+def wait_woken(api: k8s.ApiClient, ref: Ref, reason: str, replicas: int = 3) -> Any:
+    """Wait for the Event of a wake by `reason` to `replicas` (the state itself lasts seconds)."""
+    return wait_event(api, ref, "Woken", f"{reason}: scaled from 0 to {replicas} replicas")

@@ -35,6 +35,7 @@ from tests.system.controller_kit import (
     wait_asleep,
     wait_awake,
     wait_event,
+    wait_woken,
 )
 
 pytestmark = pytest.mark.cluster
@@ -76,22 +77,19 @@ def test_seed_demo_sleeps_and_wakes_to_the_previous_count(
 
     create_configmap(api, opted_ns, "trigger")
     for ref in refs:
-        wait_awake(api, ref, 3)
-        wait_event(api, ref, "Woken", f"ConfigMap {opted_ns}/trigger created")
+        wait_woken(api, ref, f"ConfigMap {opted_ns}/trigger created", 3)
         wait_asleep(api, ref, 3)
 
     custom.patch_namespaced_custom_object(
         WIDGET_GROUP, "v1", opted_ns, "widgets", "w1", {"spec": {"size": 2}}
     )
     for ref in refs:
-        wait_awake(api, ref, 3)
-        wait_event(api, ref, "Woken", f"Widget {opted_ns}/w1 changed")
+        wait_woken(api, ref, f"Widget {opted_ns}/w1 changed", 3)
         wait_asleep(api, ref, 3)
 
     core.delete_namespaced_config_map("trigger", opted_ns)
     for ref in refs:
-        wait_awake(api, ref, 3)
-        wait_event(api, ref, "Woken", f"ConfigMap {opted_ns}/trigger deleted")
+        wait_woken(api, ref, f"ConfigMap {opted_ns}/trigger deleted", 3)
         wait_asleep(api, ref, 3)
 
     assert_not_activity(
@@ -140,8 +138,7 @@ def test_owned_object_wakes_only_through_a_controller_reference(
     assert_not_activity(controller, "secrets", lambda: secret("unrelated", None))
     assert_not_activity(controller, "secrets", lambda: secret("not-controlled", False))
     secret("owned", True)
-    wait_awake(api, ref, 3)
-    wait_event(api, ref, "Woken", f"Secret {opted_ns}/owned (controlled by a Widget) created")
+    wait_woken(api, ref, f"Secret {opted_ns}/owned (controlled by a Widget) created", 3)
 
 
 def test_renewing_a_leader_lock_does_not_keep_an_operator_awake(
@@ -222,8 +219,7 @@ def test_ibm_annotated_manifests_work_unchanged(
         "istios",
         {"apiVersion": "istio.banzaicloud.io/v1beta1", "kind": "Istio", "metadata": {"name": "i"}},
     )
-    wait_awake(api, sts, 2)
-    wait_event(api, sts, "Woken", f"Istio {opted_ns}/i created")
+    wait_woken(api, sts, f"Istio {opted_ns}/i created", 2)
     # The 60s example is managed too (shown by `zeroscaler status`, counted as awake).
     wait_for(
         lambda: controller.metric("zeroscaler_managed_workloads", state="awake") == 2,
@@ -268,8 +264,7 @@ def test_a_crd_installed_after_the_workload_is_picked_up(
             "gadgets",
             {"apiVersion": f"{group}/v1", "kind": "Gadget", "metadata": {"name": "g"}},
         )
-        wait_awake(api, ref, 3)
-        wait_event(api, ref, "Woken", f"Gadget {opted_ns}/g created")
+        wait_woken(api, ref, f"Gadget {opted_ns}/g created", 3)
     finally:
         k8s.ApiextensionsV1Api(api).delete_custom_resource_definition(f"gadgets.{group}")
 
@@ -329,7 +324,7 @@ def test_a_tenant_is_never_woken_by_a_kind_its_account_cannot_watch(
     create_configmap(api, opted_ns, "probe")
     wait_for(lambda: controller.events_seen("configmaps") > seen, "the ConfigMap event seen")
     assert controller.metric("zeroscaler_activity_total") == activity + 1  # the trusted one only
-    wait_awake(api, trusted, 3)
+    wait_woken(api, trusted, f"ConfigMap {opted_ns}/probe created")
     assert state_of(api, tenant)[0] == 0
     assert "Woken" not in reasons(api, tenant)
 
@@ -364,8 +359,8 @@ def test_malformed_annotations_give_events_and_no_crash(
     wait_asleep(api, good, 3)
     wait_asleep(api, negative, 3)  # the bad wake-replicas is ignored, not fatal
     create_configmap(api, opted_ns, "wake-up")
-    wait_awake(api, negative, 3)  # back to the remembered count, not -2
-    wait_awake(api, good, 3)
+    wait_woken(api, negative, f"ConfigMap {opted_ns}/wake-up created")  # 3, not -2
+    wait_woken(api, good, f"ConfigMap {opted_ns}/wake-up created")
     for ref in (bad_duration, unknown, huge):
         assert state_of(api, ref)[0] == 3
     assert controller.alive()
@@ -414,3 +409,14 @@ def test_dry_run_changes_nothing(
         assert ctl.metric("zeroscaler_sleeps_total") == 0
     finally:
         ctl.stop()
+
+
+def test_kinds_are_inferred_from_rbac_when_none_are_annotated(
+    api: k8s.ApiClient, opted_ns: str, controller: ControllerProcess
+) -> None:
+    grant_watch(api, opted_ns, [(WIDGET_GROUP, ["widgets"])])
+    ref = create_workload(api, opted_ns, "unannotated", {"zeroscaler.io/idle-timeout": "3s"})
+    wait_event(api, ref, "KindsInferred", f"watched {WIDGET}")
+    wait_asleep(api, ref, 3)
+    create_widget(api, opted_ns, "inferred")
+    wait_woken(api, ref, f"Widget {opted_ns}/inferred created", 3)

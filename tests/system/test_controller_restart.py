@@ -21,8 +21,8 @@ from tests.system.controller_kit import (
     start_controller,
     state_of,
     wait_asleep,
-    wait_awake,
     wait_event,
+    wait_woken,
 )
 
 pytestmark = pytest.mark.cluster
@@ -65,12 +65,8 @@ def test_restart_keeps_sleepers_asleep_and_catches_changes_made_meanwhile(
     )
     third = start_controller(cluster, opted_ns, tmp_path, id="third")
     try:
-        wait_awake(api, ref, 3)
-        wait_event(
-            api,
-            ref,
-            "Woken",
-            f"ConfigMap {opted_ns}/settings changed while zeroscaler was not watching",
+        wait_woken(
+            api, ref, f"ConfigMap {opted_ns}/settings changed while zeroscaler was not watching"
         )
     finally:
         third.stop()
@@ -97,8 +93,7 @@ def test_only_the_leader_acts_and_a_standby_takes_over(
         leader.stop(signal.SIGKILL)
         wait_for(standby.is_leader, "the standby leading")
         create_configmap(api, opted_ns, "after-takeover")
-        wait_awake(api, ref, 3)
-        woken = wait_event(api, ref, "Woken", f"ConfigMap {opted_ns}/after-takeover created")
+        woken = wait_woken(api, ref, f"ConfigMap {opted_ns}/after-takeover created", 3)
         assert woken.reporting_instance == "standby"
     finally:
         leader.stop()
