@@ -23,6 +23,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
+    for chatty in ("httpx", "httpcore"):  # one line per API request is noise even when debugging
+        logging.getLogger(chatty).setLevel(max(logging.INFO, logging.getLogger().level))
     if not settings.cert_file or not settings.key_file:
         sys.exit("zeroscaler-webhook: --cert-file and --key-file are required (HTTPS only)")
     asyncio.run(serve(settings))
