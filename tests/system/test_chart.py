@@ -9,11 +9,13 @@ pretends to run containers.
 from __future__ import annotations
 
 import base64
+import ipaddress
 import json
 import os
 import secrets
 import ssl
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -23,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from cryptography import x509
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
@@ -513,3 +517,126 @@ def test_uninstall_removes_everything_the_chart_made(
         )
     # The Secret was ours, not the chart's: it stays.
     assert core.read_namespaced_secret(release.secret, ns).type == "kubernetes.io/tls"
+
+
+# --- the certificate hooks ------------------------------------------------------------------------
+
+
+def _service_account_kubeconfig(cluster: Cluster, path: Path, namespace: str, sa: str) -> Path:
+    token = cluster.kubectl("create", "token", sa, "-n", namespace).stdout.strip()
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "sa",
+                "clusters": [
+                    {
+                        "name": "local",
+                        "cluster": {
+                            "server": cluster.server,
+                            "certificate-authority": str(cluster.ca_file),
+                        },
+                    }
+                ],
+                "users": [{"name": sa, "user": {"token": token}}],
+                "contexts": [{"name": "sa", "context": {"cluster": "local", "user": sa}}],
+            }
+        )
+    )
+    return path
+
+
+def test_certs_hooks_clean_up_and_their_rbac_is_enough_for_zeroscaler_certs(
+    cluster: Cluster, api: k8s.ApiClient, recorder: Recorder, ns: str, tmp_path: Path
+) -> None:
+    name = f"zs-{secrets.token_hex(3)}"
+    fullname, job_name = f"{name}-zeroscaler", f"{name}-zeroscaler-certs"
+    values = [
+        "--set",
+        "webhook.clientConfig.mode=url",
+        "--set",
+        f"webhook.clientConfig.url={recorder.url}",
+        "--set",
+        "certificates.mode=job",
+    ]
+    home = tmp_path / "helm"
+    proc = _helm(
+        cluster,
+        home,
+        "install",
+        name,
+        str(CHART),
+        "--namespace",
+        ns,
+        "--wait",
+        "--timeout",
+        "180s",
+        *values,
+    )
+    assert proc.returncode == 0, proc.stderr
+    registration = k8s.AdmissionregistrationV1Api(api)
+    rbac = k8s.RbacAuthorizationV1Api(api)
+    try:
+        # kwok completes Job pods without running them: the hooks "succeed" and are deleted.
+        assert _gone(k8s.BatchV1Api(api).read_namespaced_job, job_name, ns)
+        assert _gone(rbac.read_cluster_role, job_name)
+        assert _gone(rbac.read_namespaced_role, job_name, ns)
+        assert _gone(k8s.CoreV1Api(api).read_namespaced_service_account, job_name, ns)
+
+        # Do what the Job's container does, with exactly the hook's RBAC and the Job's flags.
+        rendered = _helm(
+            cluster,
+            home,
+            "template",
+            name,
+            str(CHART),
+            "--namespace",
+            ns,
+            "--show-only",
+            "templates/certs-job.yaml",
+            *values,
+        )
+        assert rendered.returncode == 0, rendered.stderr
+        docs = [d for d in yaml.safe_load_all(rendered.stdout) if d]
+        [job] = [d for d in docs if d["kind"] == "Job"]
+        access = yaml.safe_dump_all([d for d in docs if d["kind"] != "Job"])
+        cluster.kubectl("apply", "-f", "-", input=access)
+        try:
+            kubeconfig = _service_account_kubeconfig(
+                cluster,
+                tmp_path / "sa.kubeconfig",
+                ns,
+                job["spec"]["template"]["spec"]["serviceAccountName"],
+            )
+            [container] = job["spec"]["template"]["spec"]["containers"]
+            assert container["command"] == ["zeroscaler"]
+            run = [
+                sys.executable,
+                "-c",
+                "import sys; from zeroscaler.cli import main; sys.exit(main())",
+                *container["args"],
+                f"--kubeconfig={kubeconfig}",
+            ]
+            first = subprocess.run(run, capture_output=True, text=True, timeout=120)
+            assert first.returncode == 0, first.stderr
+            again = subprocess.run(run, capture_output=True, text=True, timeout=120)
+            assert again.returncode == 0, again.stderr
+            assert "caBundle current" in again.stdout
+        finally:
+            cluster.kubectl("delete", "--ignore-not-found", "-f", "-", input=access)
+
+        secret = k8s.CoreV1Api(api).read_namespaced_secret(f"{fullname}-webhook-tls", ns)
+        ca = x509.load_pem_x509_certificate(base64.b64decode(secret.data["ca.crt"]))
+        serving = x509.load_pem_x509_certificate(base64.b64decode(secret.data["tls.crt"]))
+        serving.verify_directly_issued_by(ca)
+        sans = serving.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        assert ipaddress.ip_address("127.0.0.1") in sans.get_values_for_type(x509.IPAddress)
+        [hook] = registration.read_mutating_webhook_configuration(fullname).webhooks
+        assert base64.b64decode(hook.client_config.ca_bundle) == base64.b64decode(
+            secret.data["ca.crt"]
+        )
+        assert hook.client_config.url == recorder.url
+    finally:
+        _helm(cluster, home, "uninstall", name, "--namespace", ns, "--wait")
+    assert _gone(registration.read_mutating_webhook_configuration, fullname)

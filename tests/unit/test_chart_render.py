@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import base64
 import json
 import os
@@ -14,6 +15,7 @@ import pytest
 import yaml
 from pydantic_settings import CliApp
 
+from certs.command import add_certs
 from controller.settings import parse_settings as parse_controller_flags
 from localcluster import build
 from webhook.settings import Settings as WebhookSettings
@@ -624,6 +626,31 @@ def test_webhook_flags_are_understood_by_zeroscaler_webhook(helm: Helm) -> None:
     }
     assert settings.cert_file == f"{mounts['tls']}/tls.crt"
     assert settings.key_file == f"{mounts['tls']}/tls.key"
+
+
+def test_certs_job_flags_are_understood_by_zeroscaler_certs(helm: Helm) -> None:
+    objs = render(helm, "--set", "certificates.job.renewBefore=48h")
+    parser = argparse.ArgumentParser(prog="zeroscaler")
+    add_certs(parser.add_subparsers(dest="command", required=True))
+    job = only(objs, "Job")["spec"]["template"]["spec"]["containers"][0]
+    assert job["command"] == ["zeroscaler"]
+    args = parser.parse_args(job["args"])
+    assert args.command == "certs"
+    assert args.namespace == NAMESPACE
+    assert args.secret == _tls_secret_of_webhook(objs)
+    assert (
+        args.webhook_configuration == only(objs, "MutatingWebhookConfiguration")["metadata"]["name"]
+    )
+    service = webhook_entry(objs)["clientConfig"]["service"]["name"]
+    assert args.service == service
+    assert args.renew_before == "48h"
+    assert f"{service}.{NAMESPACE}.svc" in args.host
+
+
+def test_webhook_pods_mount_only_the_serving_pair(helm: Helm) -> None:
+    volumes = deployment(render(helm), "webhook")["spec"]["template"]["spec"]["volumes"]
+    tls = next(v for v in volumes if "secret" in v)
+    assert sorted(item["key"] for item in tls["secret"]["items"]) == ["tls.crt", "tls.key"]
 
 
 # --- policy --------------------------------------------------------------------------------------

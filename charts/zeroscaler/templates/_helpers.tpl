@@ -228,7 +228,9 @@ check against the programs' --help.
 - certs
 - --namespace={{ .Release.Namespace }}
 - --secret={{ include "zeroscaler.tlsSecretName" . }}
+- --service={{ include "zeroscaler.webhook.fullname" . }}
 - --webhook-configuration={{ include "zeroscaler.webhook.configurationName" . }}
+- --renew-before={{ .Values.certificates.job.renewBefore }}
 {{- range (include "zeroscaler.webhook.hosts" . | trim | splitList "\n") }}
 - --host={{ . | trim }}
 {{- end }}
