@@ -60,7 +60,8 @@ cluster: install controlplane
 	@if [ "$$(id -u)" = 0 ] && command -v ip >/dev/null; then \
 	  ip netns add $(NETNS) 2>/dev/null || true; ip netns exec $(NETNS) ip link set lo up; \
 	  ip netns exec $(NETNS) $(PY) -m localcluster up; \
-	  echo "run clients inside its network namespace: ip netns exec $(NETNS) kubectl --kubeconfig <path above> get nodes"; \
+	  echo "clients run inside its network namespace, e.g.:"; \
+	  echo "  ip netns exec $(NETNS) $$($(PY) -m localcluster build 2>/dev/null)/kubectl --kubeconfig <path above> get nodes"; \
 	else $(PY) -m localcluster up; fi
 
 cluster-down: install
