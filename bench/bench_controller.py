@@ -251,7 +251,7 @@ async def _wait_http_ok(url: str, limit: float = 120) -> None:
 
 
 async def measure_controller(
-    kube: Kube, watch: DeploymentWatch, count: int, samples: int
+    kube: Kube, watch: DeploymentWatch, count: int, samples: int, gap: float
 ) -> list[float]:
     """Wake latencies with `count` managed workloads; each sample wakes one watched type."""
     names = [workload_name(i) for i in range(count)]
@@ -262,6 +262,7 @@ async def measure_controller(
         target = workload_name(t)
         kind, plural = kind_of(t)
         await watch.wait(lambda target=target: watch.asleep([target]), limit=60)  # type: ignore[misc]
+        await asyncio.sleep(gap)  # one wake at a time: latency, not throughput
         watch.seen_at.pop(target, None)
         body = {"apiVersion": f"{GROUP}/v1", "kind": kind, "metadata": {"generateName": "s-"}}
         await kube.create(f"/apis/{GROUP}/v1/namespaces/{NAMESPACE}/{plural}", body)
@@ -272,7 +273,7 @@ async def measure_controller(
 
 
 async def measure_baseline(
-    kube: Kube, watch: DeploymentWatch, kubeconfig: str, workdir: Path, samples: int
+    kube: Kube, watch: DeploymentWatch, kubeconfig: str, workdir: Path, samples: int, gap: float
 ) -> list[float]:
     """The same measurement for one raw watch that patches the scale subresource itself."""
     deployments = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments"
@@ -297,6 +298,7 @@ async def measure_baseline(
         for _ in range(samples):
             await kube.patch(scale, {"spec": {"replicas": 0}})
             await watch.wait(lambda: watch.replicas.get("baseline") == 0, limit=30)
+            await asyncio.sleep(gap)
             watch.seen_at.pop("baseline", None)
             body = {"apiVersion": f"{GROUP}/v1", "kind": kind, "metadata": {"generateName": "b-"}}
             await kube.create(watched, body)
@@ -413,7 +415,7 @@ async def bench(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> Res
             "600",
         ]
         results.latency["baseline (raw watch)"] = await measure_baseline(
-            kube, watch, kubeconfig, workdir, args.samples
+            kube, watch, kubeconfig, workdir, args.samples, args.gap
         )
         with process(controller, workdir / "controller.log") as proc:
             await _wait_http_ok(f"http://127.0.0.1:{port}/readyz")
@@ -421,7 +423,9 @@ async def bench(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> Res
                 await ensure_workloads(kube, count)
                 label = f"zeroscaler, {count} workload{'s' if count > 1 else ''}"
                 samples = args.samples if count > 1 else max(5, args.samples // 4)
-                results.latency[label] = await measure_controller(kube, watch, count, samples)
+                results.latency[label] = await measure_controller(
+                    kube, watch, count, samples, args.gap
+                )
                 print(f"{label}: done", flush=True)
             if args.objects:
                 total = await fill_objects(kube, args.objects)
@@ -446,6 +450,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=60)
     parser.add_argument("--objects", type=int, default=50_000)
     parser.add_argument("--idle-seconds", type=float, default=30.0)
+    parser.add_argument("--gap", type=float, default=0.5, help="quiet seconds before a sample")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="zeroscaler-bench-"))
     cluster = None

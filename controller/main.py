@@ -32,7 +32,8 @@ def routes(scaler: Scaler) -> dict[str, Route]:
 async def run(settings: Settings) -> None:
     """Run until SIGTERM or SIGINT; give the Lease up on the way out."""
     access = load_access(settings.kubeconfig)
-    async with Kube(access) as kube:
+    # Every shared watch holds a connection of its own; leave plenty for requests besides.
+    async with Kube(access, max_connections=settings.max_connections) as kube:
         scaler = Scaler(kube, settings)
         elector = LeaderElector(
             kube,
