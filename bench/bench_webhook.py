@@ -4,8 +4,10 @@ Both servers run the same way (uvicorn, one worker, HTTP/1.1, TLS 1.2+) in their
 loopback; the webhook decides from a fixed view built from the real operators' RBAC, so the request
 path is the production one minus nothing (it never calls the API server). Every run is bounded:
 `--seconds` per rate and a hard cap on requests.
+Then, when the local control plane is built, `kubectl apply` of Deployments through the real API
+server with and without the webhook registered (`--applies` each way).
 
-    python -m bench.bench_webhook            # 50, 200, 500 requests/s, 5 s each
+    python -m bench.bench_webhook            # 50, 200, 500 requests/s, 5 s each; 40 applies each
 """
 
 from __future__ import annotations
@@ -166,6 +168,7 @@ class Result:
     p50_ms: float
     p99_ms: float
     achieved_rate: float
+    server_cpu_ms: float = float("nan")  # CPU the server process spent per request: load-proof
 
 
 async def load(url: str, ca: str, bodies: list[bytes], rate: int, seconds: float) -> Result:
@@ -286,6 +289,13 @@ def _wait_up(url: str, ca: str, proc: subprocess.Popen[bytes], limit: float = 60
     raise SystemExit(f"server at {url} not up after {limit:.0f}s")
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process, from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks
+
+
 def _free_port() -> int:
     import socket
 
@@ -306,19 +316,25 @@ def run(rates: list[int], seconds: float, plot: bool) -> list[Result]:
         cert, key = new_serving_cert(ca, ["127.0.0.1"]).write(Path(tmp), "tls")
         ca_file = Path(tmp) / "ca.crt"
         ca_file.write_bytes(ca.cert_pem)
-        for kind in ("noop", "webhook"):
-            port = _free_port()
-            proc = _start(kind, port, str(cert), str(key))
-            try:
-                base = f"https://127.0.0.1:{port}"
-                _wait_up(f"{base}/healthz" if kind == "webhook" else f"{base}/", str(ca_file), proc)
-                for rate in rates:
-                    result = asyncio.run(
-                        load(f"{base}/mutate", str(ca_file), bodies, rate, seconds)
+        servers = {kind: _free_port() for kind in ("noop", "webhook")}
+        procs = {kind: _start(kind, port, str(cert), str(key)) for kind, port in servers.items()}
+        try:
+            for kind, port in servers.items():
+                _wait_up(f"https://127.0.0.1:{port}/healthz", str(ca_file), procs[kind])
+            # Both servers are up throughout; each rate runs on one then the other, so a change
+            # in the machine's load mid-run touches both sides alike.
+            for rate in rates:
+                for kind, port in servers.items():
+                    url = f"https://127.0.0.1:{port}/mutate"
+                    cpu_before = _cpu_seconds(procs[kind].pid)
+                    result = asyncio.run(load(url, str(ca_file), bodies, rate, seconds))
+                    cpu_ms = (_cpu_seconds(procs[kind].pid) - cpu_before) * 1000 / result.sent
+                    results.append(
+                        Result(**{**asdict(result), "server": kind, "server_cpu_ms": cpu_ms})
                     )
-                    results.append(Result(**{**asdict(result), "server": kind}))
                     print(_row(results[-1]), flush=True)
-            finally:
+        finally:
+            for proc in procs.values():
                 proc.terminate()
                 proc.wait(timeout=20)
     _report(results, plot)
@@ -328,21 +344,26 @@ def run(rates: list[int], seconds: float, plot: bool) -> list[Result]:
 def _row(r: Result) -> str:
     return (
         f"{r.server:8} {r.rate:5d}/s  sent {r.sent:5d}  errors {r.errors:3d}  "
-        f"p50 {r.p50_ms:7.2f} ms  p99 {r.p99_ms:7.2f} ms  achieved {r.achieved_rate:6.1f}/s"
+        f"p50 {r.p50_ms:7.2f} ms  p99 {r.p99_ms:7.2f} ms  achieved {r.achieved_rate:6.1f}/s  "
+        f"server CPU {r.server_cpu_ms:5.2f} ms/request"
     )
 
 
 def _report(results: list[Result], plot: bool) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     by = {(r.server, r.rate): r for r in results}
-    print("\nrate/s  noop p50  noop p99  webhook p50  webhook p99  p99 ratio  errors")
+    print(
+        "\nrate/s  noop p50  noop p99  webhook p50  webhook p99  p99 ratio"
+        "  CPU ms/req noop  webhook  errors"
+    )
     for rate in sorted({r.rate for r in results}):
         n, w = by.get(("noop", rate)), by.get(("webhook", rate))
         if n is None or w is None:
             continue
         ratio = w.p99_ms / n.p99_ms if n.p99_ms else float("nan")
         print(f"{rate:6d}  {n.p50_ms:8.2f}  {n.p99_ms:8.2f}  {w.p50_ms:11.2f}  {w.p99_ms:11.2f}"
-              f"  {ratio:9.2f}  {n.errors + w.errors:6d}")  # fmt: skip
+              f"  {ratio:9.2f}  {n.server_cpu_ms:15.2f}  {w.server_cpu_ms:7.2f}"
+              f"  {n.errors + w.errors:6d}")  # fmt: skip
     meta = {"cpus": os.cpu_count(), "python": sys.version.split()[0], "load": os.getloadavg()}
     data = {"machine": meta, "results": [asdict(r) for r in results]}
     (RESULTS / "webhook.json").write_text(json.dumps(data, indent=2) + "\n")
@@ -379,11 +400,93 @@ def _plot(results: list[Result]) -> None:
     plt.close(fig)
 
 
+@dataclass(frozen=True)
+class ApplyResult:
+    webhook: bool
+    applies: int
+    p50_ms: float
+    p99_ms: float
+
+
+def run_e2e(applies: int) -> list[ApplyResult] | None:
+    """`kubectl apply` of Deployments through the real API server, with and without the webhook."""
+    from kubernetes import config as k8s_config
+
+    from localcluster import build
+    from localcluster.cluster import start
+    from tests.system.webhook_kit import Webhook
+
+    binaries = build.find_binaries(build.load_versions())
+    if any(name not in binaries for name in ("kube-apiserver", "etcd", "kubectl")):
+        print("end-to-end: control plane not built (make controlplane); skipped")
+        return None
+    cluster = start(binaries, nodes=1)
+    hook: Webhook | None = None
+    try:
+        api = k8s_config.new_client_from_config(config_file=str(cluster.kubeconfig))
+        for name in ("bench-plain", "bench-hooked", "bench-policy"):
+            cluster.kubectl("create", "namespace", name)
+        cluster.kubectl("label", "namespace", "bench-hooked", "zeroscaler.io/enabled=true")
+        hook = Webhook(cluster, Path(tempfile.mkdtemp()), "bench-policy")
+        hook.start(["--log-level", "warning"])
+        hook.register(api)
+        hook.enrol(api, "bench-hooked")
+        deadline = time.monotonic() + 60
+        # The registration is live once an apply comes back annotated.
+        while "zeroscaler.io/injected" not in _apply(cluster, "bench-hooked", "probe"):
+            if time.monotonic() > deadline:
+                raise SystemExit("end-to-end: the API server never called the webhook")
+            time.sleep(0.5)
+        timings: dict[bool, list[float]] = {False: [], True: []}
+        for i in range(applies):  # alternate, so drift in the machine's load hits both alike
+            for hooked in (False, True):
+                began = time.perf_counter()
+                _apply(cluster, "bench-hooked" if hooked else "bench-plain", f"op-{i}")
+                timings[hooked].append(time.perf_counter() - began)
+        api.close()
+    finally:
+        if hook is not None:
+            hook.stop()
+        cluster.stop()
+    results = []
+    for hooked, values in timings.items():
+        values.sort()
+        results.append(
+            ApplyResult(hooked, len(values), _quantile(values, 0.5) * 1000,
+                        _quantile(values, 0.99) * 1000)
+        )  # fmt: skip
+    return results
+
+
+def _apply(cluster: Any, namespace: str, name: str) -> str:
+    manifest = json.dumps(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "replicas": 0,
+                "selector": {"matchLabels": {"app": name}},
+                "template": {
+                    "metadata": {"labels": {"app": name}},
+                    "spec": {"containers": [{"name": "main", "image": "example/op:1.0"}]},
+                },
+            },
+        }
+    )
+    out = cluster.kubectl("apply", "-o", "json", "-f", "-", input=manifest).stdout
+    annotations = json.loads(out).get("metadata", {}).get("annotations") or {}
+    return ",".join(sorted(annotations))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
     parser.add_argument("--rates", default="50,200,500", help="comma-separated requests/s")
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds per rate")
     parser.add_argument("--no-plot", action="store_true")
+    parser.add_argument(
+        "--applies", type=int, default=40, help="kubectl applies each way end to end (0: skip)"
+    )
     parser.add_argument("--serve", choices=["noop", "webhook"], help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--cert", help=argparse.SUPPRESS)
@@ -394,6 +497,20 @@ def main(argv: list[str] | None = None) -> None:
         return
     rates = [int(r) for r in args.rates.split(",") if r.strip()]
     run(rates, min(args.seconds, 60.0), not args.no_plot)
+    e2e = run_e2e(min(args.applies, 200)) if args.applies > 0 else None
+    if e2e:
+        print("\nkubectl apply    p50 ms   p99 ms")
+        for r in e2e:
+            label = "with webhook" if r.webhook else "without"
+            print(f"{label:14} {r.p50_ms:8.1f} {r.p99_ms:8.1f}")
+        plain, hooked = sorted(e2e, key=lambda r: r.webhook)
+        print(
+            f"overhead of the webhook on kubectl apply (p50): {hooked.p50_ms - plain.p50_ms:.1f} ms"
+        )
+        path = RESULTS / "webhook.json"
+        data = json.loads(path.read_text())
+        data["kubectl_apply"] = [asdict(r) for r in e2e]
+        path.write_text(json.dumps(data, indent=2) + "\n")
 
 
 if __name__ == "__main__":
