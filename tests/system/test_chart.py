@@ -13,6 +13,7 @@ import ipaddress
 import json
 import os
 import secrets
+import socket
 import ssl
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 from cryptography import x509
@@ -640,3 +642,224 @@ def test_certs_hooks_clean_up_and_their_rbac_is_enough_for_zeroscaler_certs(
     finally:
         _helm(cluster, home, "uninstall", name, "--namespace", ns, "--wait")
     assert _gone(registration.read_mutating_webhook_configuration, fullname)
+
+
+# --- the real programs, run with the chart's flags and the chart's RBAC ---------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _installed_args(api: k8s.ApiClient, namespace: str, deployment: str) -> list[str]:
+    spec = k8s.AppsV1Api(api).read_namespaced_deployment(deployment, namespace).spec
+    args: list[str] = spec.template.spec.containers[0].args
+    return args
+
+
+def _local_args(args: list[str], overrides: dict[str, str]) -> list[str]:
+    """The installed flags with some values replaced to run on loopback; each must be present."""
+    flags = {a.split("=", 1)[0] for a in args}
+    assert set(overrides) <= flags, f"the chart no longer passes {set(overrides) - flags}"
+    return [
+        f"{a.split('=', 1)[0]}={overrides[a.split('=', 1)[0]]}"
+        if a.split("=", 1)[0] in overrides
+        else a
+        for a in args
+    ]
+
+
+@dataclass
+class Program:
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    def tail(self) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-40:])
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def _start(command: str, args: list[str], log: Path) -> Program:
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [str(Path(sys.executable).parent / command), *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    return Program(proc, log)
+
+
+def _responds(program: Program, url: str, verify: ssl.SSLContext | bool) -> bool:
+    assert program.proc.poll() is None, f"{url} exited:\n{program.tail()}"
+    try:
+        return httpx.get(url, verify=verify, timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _replicas(api: k8s.ApiClient, namespace: str, name: str) -> int:
+    return int(k8s.AppsV1Api(api).read_namespaced_deployment(name, namespace).spec.replicas)
+
+
+def test_controller_and_webhook_work_with_the_charts_flags_and_rbac(
+    cluster: Cluster, api: k8s.ApiClient, ns: str, opted_ns: str, tmp_path: Path
+) -> None:
+    """Install, then run both programs on loopback as their ServiceAccounts with the installed
+    flags: the webhook annotates from the chart's policy and the RBAC it may read; the controller
+    leads, puts the workload to sleep and wakes it."""
+    port = _free_port()
+    ca = new_ca("chart-e2e-ca")
+    cert, key = new_serving_cert(ca, ["127.0.0.1"]).write(tmp_path, "serving")
+    k8s.CoreV1Api(api).create_namespaced_secret(
+        ns,
+        k8s.V1Secret(
+            metadata=k8s.V1ObjectMeta(name="serving"),
+            type="kubernetes.io/tls",
+            string_data={"tls.crt": cert.read_text(), "tls.key": key.read_text()},
+        ),
+    )
+    name = f"zs-{secrets.token_hex(3)}"
+    fullname = f"{name}-zeroscaler"
+    home = tmp_path / "helm"
+    proc = _helm(
+        cluster,
+        home,
+        "install",
+        name,
+        str(CHART),
+        "--namespace",
+        ns,
+        "--set",
+        "webhook.clientConfig.mode=url",
+        "--set",
+        f"webhook.clientConfig.url=https://127.0.0.1:{port}/mutate",
+        "--set",
+        "certificates.mode=secret",
+        "--set",
+        "certificates.secretName=serving",
+        "--set",
+        f"certificates.caBundle={base64.b64encode(ca.cert_pem).decode()}",
+        "--set",
+        "policy.defaults.idleTimeout=3s",
+        "--set",
+        "policy.bounds.minIdleTimeout=1s",
+    )
+    assert proc.returncode == 0, proc.stderr
+    programs: list[Program] = []
+    try:
+        webhook_args = _local_args(
+            _installed_args(api, ns, f"{fullname}-webhook"),
+            {
+                "--host": "127.0.0.1",
+                "--port": str(port),
+                "--cert-file": str(cert),
+                "--key-file": str(key),
+            },
+        )
+        webhook_kc = _service_account_kubeconfig(
+            cluster, tmp_path / "webhook.kubeconfig", ns, f"{fullname}-webhook"
+        )
+        webhook = _start(
+            "zeroscaler-webhook",
+            [*webhook_args, f"--kubeconfig={webhook_kc}"],
+            tmp_path / "webhook.log",
+        )
+        programs.append(webhook)
+        verify = ssl.create_default_context(cadata=ca.cert_pem.decode())
+        wait_for(
+            partial(_responds, webhook, f"https://127.0.0.1:{port}/readyz", verify),
+            "the webhook's caches to sync with only the chart's RBAC",
+        )
+
+        metrics = _free_port()
+        controller_args = _local_args(
+            _installed_args(api, ns, f"{fullname}-controller"),
+            {"--metrics-host": "127.0.0.1", "--metrics-port": str(metrics), "--id": "chart-e2e"},
+        )
+        controller_kc = _service_account_kubeconfig(
+            cluster, tmp_path / "controller.kubeconfig", ns, f"{fullname}-controller"
+        )
+        controller = _start(
+            "zeroscaler-controller",
+            [*controller_args, f"--kubeconfig={controller_kc}"],
+            tmp_path / "controller.log",
+        )
+        programs.append(controller)
+        wait_for(
+            partial(_responds, controller, f"http://127.0.0.1:{metrics}/readyz", False),
+            "the controller's watches to sync with only the chart's RBAC",
+        )
+        leases = k8s.CoordinationV1Api(api)
+        wait_for(
+            lambda: (
+                leases.read_namespaced_lease(f"{fullname}-controller", ns).spec.holder_identity
+                == "chart-e2e"
+            ),
+            "the controller to take its Lease",
+        )
+
+        # An operator that may watch ConfigMaps in its namespace, and nothing else.
+        rbac = k8s.RbacAuthorizationV1Api(api)
+        rbac.create_namespaced_role(
+            opted_ns,
+            k8s.V1Role(
+                metadata=k8s.V1ObjectMeta(name="operator"),
+                rules=[
+                    k8s.V1PolicyRule(
+                        api_groups=[""], resources=["configmaps"], verbs=["get", "list", "watch"]
+                    )
+                ],
+            ),
+        )
+        rbac.create_namespaced_role_binding(
+            opted_ns,
+            k8s.V1RoleBinding(
+                metadata=k8s.V1ObjectMeta(name="operator"),
+                role_ref=k8s.V1RoleRef(
+                    api_group="rbac.authorization.k8s.io", kind="Role", name="operator"
+                ),
+                subjects=[
+                    k8s.RbacV1Subject(kind="ServiceAccount", name="default", namespace=opted_ns)
+                ],
+            ),
+        )
+        apps = k8s.AppsV1Api(api)
+
+        def injected() -> dict[str, str] | None:
+            dry = apps.create_namespaced_deployment(opted_ns, _deployment("probe"), dry_run="All")
+            found: dict[str, str] = dry.metadata.annotations or {}
+            return found if "ConfigMap" in found.get("zeroscaler.io/watched-kinds", "") else None
+
+        wait_for(injected, "the webhook to annotate from the operator's RBAC")
+        body = _deployment("operator")
+        body.spec.replicas = 2
+        apps.create_namespaced_deployment(opted_ns, body)
+        stored = apps.read_namespaced_deployment("operator", opted_ns).metadata.annotations
+        assert stored["zeroscaler.io/idle-timeout"] == "3s", stored
+        assert "ConfigMap" in stored["zeroscaler.io/watched-kinds"], stored
+
+        wait_for(
+            lambda: _replicas(api, opted_ns, "operator") == 0,
+            f"the controller to put the idle operator to sleep\n{controller.tail()}",
+        )
+        k8s.CoreV1Api(api).create_namespaced_config_map(
+            opted_ns, k8s.V1ConfigMap(metadata=k8s.V1ObjectMeta(name="poke"))
+        )
+        wait_for(
+            lambda: _replicas(api, opted_ns, "operator") == 2,
+            f"the controller to wake the operator to 2 replicas\n{controller.tail()}",
+        )
+    finally:
+        for program in programs:
+            program.stop()
+        _helm(cluster, home, "uninstall", name, "--namespace", ns, "--wait")
