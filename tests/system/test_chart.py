@@ -639,6 +639,29 @@ def test_certs_hooks_clean_up_and_their_rbac_is_enough_for_zeroscaler_certs(
             secret.data["ca.crt"]
         )
         assert hook.client_config.url == recorder.url
+
+        # An upgrade re-applies the configuration; the caBundle the Job wrote must survive it.
+        upgraded = _helm(
+            cluster,
+            home,
+            "upgrade",
+            name,
+            str(CHART),
+            "--namespace",
+            ns,
+            "--wait",
+            "--timeout",
+            "180s",
+            *values,
+            "--set",
+            "webhook.timeoutSeconds=7",
+        )
+        assert upgraded.returncode == 0, upgraded.stderr
+        [hook] = registration.read_mutating_webhook_configuration(fullname).webhooks
+        assert hook.timeout_seconds == 7
+        assert base64.b64decode(hook.client_config.ca_bundle) == base64.b64decode(
+            secret.data["ca.crt"]
+        )
     finally:
         _helm(cluster, home, "uninstall", name, "--namespace", ns, "--wait")
     assert _gone(registration.read_mutating_webhook_configuration, fullname)
