@@ -26,6 +26,7 @@ from zeroscaler.kube import Kube, load_access
 
 log = logging.getLogger(__name__)
 
+NOT_READY = "zeroscaler webhook is starting (caches not synced): no annotations added"
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
 
@@ -37,7 +38,7 @@ def create_app(
     live = source if source is not None else _live_source(settings, registry)
     reviews = Counter(
         "zeroscaler_webhook_reviews",
-        "Admission reviews by outcome (patched, unchanged, rejected)",
+        "Admission reviews by outcome (patched, unchanged, rejected, not-ready)",
         ["outcome"],
         registry=registry,
     )
@@ -76,6 +77,10 @@ def create_app(
             reviews.labels("rejected").inc()
             return JSONResponse({"message": f"malformed AdmissionReview: {e}"}, status_code=400)
         req = review["request"]
+        if not live.is_ready():
+            # A cold cache would infer from nothing; leave the object to the controller's fallback.
+            reviews.labels("not-ready").inc()
+            return JSONResponse(build_response(req, [], [NOT_READY]))
         namespace = req.get("namespace")
         labels = (
             await live.namespace_labels(namespace)

@@ -169,6 +169,11 @@ def test_health_readiness_and_metrics() -> None:
     with make_client(ready=False) as c:
         assert c.get("/healthz").status_code == 200
         assert c.get("/readyz").status_code == 503
+        cold = check_valid(c.post("/mutate", json=review()).json(), "0b0e-1")
+        assert "patch" not in cold
+        assert cold["warnings"] == [
+            "zeroscaler webhook is starting (caches not synced): no annotations added"
+        ]
     with make_client() as c:
         assert c.get("/readyz").status_code == 200
         c.post("/mutate", json=review())
