@@ -134,4 +134,4 @@ async def _read_limited(request: Request, limit: int) -> bytes | None:
 
 
 def _live_source(settings: Settings, registry: CollectorRegistry) -> Source:
-    return LiveSource(Kube(load_access(settings.kubeconfig)), settings, registry)
+    return LiveSource(Kube(load_access(settings.kubeconfig or None)), settings, registry)

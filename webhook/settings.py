@@ -16,18 +16,12 @@ class Settings(BaseSettings):
         frozen=True,
     )
 
-    kubeconfig: str | None = Field(
-        default=None, description="kubeconfig file; in-cluster config if unset"
-    )
+    kubeconfig: str = Field(default="", description="kubeconfig file; in-cluster config if unset")
     namespace: str = Field(
         default="zeroscaler", description="namespace holding the policy ConfigMaps"
     )
-    cert_file: str | None = Field(
-        default=None, description="PEM serving certificate (reloaded on change)"
-    )
-    key_file: str | None = Field(
-        default=None, description="PEM private key of the serving certificate"
-    )
+    cert_file: str = Field(default="", description="PEM serving certificate (reloaded on change)")
+    key_file: str = Field(default="", description="PEM private key of the serving certificate")
     host: str = Field(default="127.0.0.1", description="address to listen on")
     port: int = Field(default=8443, ge=1, le=65535, description="port to listen on")
     discovery_interval: float = Field(
