@@ -99,3 +99,24 @@ def test_only_the_leader_acts_and_a_standby_takes_over(
     finally:
         leader.stop()
         standby.stop()
+
+
+def test_a_crash_between_recording_and_scaling_strands_nothing(
+    api: k8s.ApiClient, cluster: Cluster, opted_ns: str, tmp_path: Path
+) -> None:
+    """The status says asleep but the scale never happened: it is awake, and sleeps again later."""
+    grant_watch(api, opted_ns, [("", ["configmaps"])])
+    half_done = {
+        **config_for("3s", "ConfigMap", watch_namespaces=opted_ns),
+        "zeroscaler.io/state": "asleep",
+        "zeroscaler.io/restore-replicas": "3",
+        "zeroscaler.io/asleep-since": "2026-01-01T00:00:00Z",
+    }
+    ref = create_workload(api, opted_ns, "interrupted", half_done)
+    ctl = start_controller(cluster, opted_ns, tmp_path)
+    try:
+        wait_event(api, ref, "WokenExternally", "scaled to 3 replicas by someone else")
+        wait_asleep(api, ref, 3)
+        assert "Woken" not in reasons(api, ref)
+    finally:
+        ctl.stop()

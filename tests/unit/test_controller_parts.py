@@ -1,0 +1,73 @@
+"""Small controller parts that need no cluster: settings, log lines, workload trimming."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from controller.logs import LogfmtFormatter
+from controller.scaler import trim_workload
+from controller.settings import parse_settings
+
+
+def test_flags_override_defaults() -> None:
+    settings = parse_settings(
+        [
+            "--kubeconfig",
+            "/k",
+            "--dry-run",
+            "--metrics-port",
+            "0",
+            "--id",
+            "a",
+            "--log-level",
+            "debug",
+        ]
+    )
+    assert (settings.kubeconfig, settings.dry_run, settings.metrics_port) == ("/k", True, 0)
+    assert (settings.id, settings.log_level, settings.lease_namespace) == (
+        "a",
+        "debug",
+        "zeroscaler",
+    )
+
+
+def test_environment_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ZEROSCALER_LEASE_NAMESPACE", "ops")
+    assert parse_settings([]).lease_namespace == "ops"
+
+
+def test_log_lines_are_logfmt_with_extra_fields() -> None:
+    record = logging.makeLogRecord(
+        {"name": "controller", "levelname": "INFO", "msg": "woken", "workload": "Deployment/a b"}
+    )
+    line = LogfmtFormatter().format(record)
+    assert (
+        line.split(" ", 1)[1] == 'level=info logger=controller msg=woken workload="Deployment/a b"'
+    )
+
+
+def test_trim_workload_keeps_what_the_scaler_reads() -> None:
+    obj = {
+        "metadata": {
+            "name": "op",
+            "namespace": "ops",
+            "uid": "u",
+            "resourceVersion": "5",
+            "annotations": {"a": "b"},
+            "managedFields": [{"manager": "x"}],
+        },
+        "spec": {"replicas": 3, "template": {"spec": {"serviceAccount": "legacy"}}},
+        "status": {"replicas": 3},
+    }
+    assert trim_workload(obj) == {
+        "metadata": {
+            "name": "op",
+            "namespace": "ops",
+            "uid": "u",
+            "resourceVersion": "5",
+            "annotations": {"a": "b"},
+        },
+        "spec": {"replicas": 3, "serviceAccountName": "legacy"},
+    }
