@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -80,7 +81,7 @@ def create_app(
         if not live.is_ready():
             # A cold cache would infer from nothing; leave the object to the controller's fallback.
             reviews.labels("not-ready").inc()
-            return JSONResponse(build_response(req, [], [NOT_READY]))
+            return _json(build_response(req, [], [NOT_READY]))
         namespace = req.get("namespace")
         labels = (
             await live.namespace_labels(namespace)
@@ -102,7 +103,7 @@ def create_app(
             log.debug(
                 "%s %s/%s: %s", req.get("operation"), namespace, req.get("name"), decision.reason
             )
-        return JSONResponse(build_response(req, decision.patch, decision.warnings))
+        return _json(build_response(req, decision.patch, decision.warnings))
 
     @app.get("/healthz")
     async def healthz() -> PlainTextResponse:
@@ -119,6 +120,12 @@ def create_app(
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     return app
+
+
+def _json(content: object) -> Response:
+    """JSON, non-ASCII escaped: a lone surrogate echoed from a request must not fail to encode."""
+    body = json.dumps(content, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+    return Response(body, media_type="application/json")
 
 
 async def _read_limited(request: Request, limit: int) -> bytes | None:

@@ -165,6 +165,17 @@ def test_malformed_reviews_get_400(client: TestClient, content: bytes, message: 
     assert message in resp.json()["message"]
 
 
+def test_lone_surrogates_are_echoed_not_crashed_on(client: TestClient) -> None:
+    body = review(uid="\ud800")
+    body["request"]["object"]["metadata"]["annotations"] = {"zeroscaler.io/watched-kinds": "\udfff"}
+    resp = client.post(
+        "/mutate", content=json.dumps(body), headers={"Content-Type": "application/json"}
+    )
+    assert resp.status_code == 200
+    response = check_valid(resp.json(), "\ud800")
+    assert any("is not a kind reference" in w for w in response["warnings"])
+
+
 def test_health_readiness_and_metrics() -> None:
     with make_client(ready=False) as c:
         assert c.get("/healthz").status_code == 200
@@ -185,11 +196,14 @@ def test_health_readiness_and_metrics() -> None:
 
 
 # Fuzzing: any body yields 200 with a valid review, or 400; never 500.
+# Any code point, lone surrogates and control characters included.
+TEXT = st.text(
+    st.characters(exclude_categories=()) | st.sampled_from(["\ud800", "\udfff", "\x00", "\u202e"]),
+    max_size=20,
+)
 JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4)
-    ),
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | TEXT,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(TEXT, inner, max_size=4),
     max_leaves=20,
 )
 FIELDS = [
@@ -233,10 +247,10 @@ def hostile_reviews(draw: st.DrawFn) -> Any:
                             "x",
                         ]
                     ),
-                    st.text(max_size=40) | st.just("1h" * 20_000) | JSON,
+                    TEXT | st.just("1h" * 20_000) | JSON,
                 )
             )
-            meta["labels"] = draw(st.dictionaries(st.text(max_size=5), st.text(max_size=5)) | JSON)
+            meta["labels"] = draw(st.dictionaries(TEXT, TEXT) | JSON)
     if choice == 3 and isinstance(obj, dict):
         obj["spec"] = draw(JSON)
     return body
