@@ -27,6 +27,7 @@ from zeroscaler.kube import Kube, load_access
 
 log = logging.getLogger(__name__)
 
+INTERNAL_ERROR = "zeroscaler webhook failed to decide (see its log): no annotations added"
 NOT_READY = "zeroscaler webhook is starting (caches not synced): no annotations added"
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
@@ -39,7 +40,7 @@ def create_app(
     live = source if source is not None else _live_source(settings, registry)
     reviews = Counter(
         "zeroscaler_webhook_reviews",
-        "Admission reviews by outcome (patched, unchanged, rejected, not-ready)",
+        "Admission reviews by outcome (patched, unchanged, rejected, not-ready, error)",
         ["outcome"],
         registry=registry,
     )
@@ -89,14 +90,19 @@ def create_app(
             else None
         )
         view = live.view()
-        decision = decide_patch(
-            req,
-            view.policy,
-            view.rbac,
-            view.discovery,
-            namespace_labels=labels,
-            custom_resources=view.custom_resources,
-        )
+        try:
+            decision = decide_patch(
+                req,
+                view.policy,
+                view.rbac,
+                view.discovery,
+                namespace_labels=labels,
+                custom_resources=view.custom_resources,
+            )
+        except Exception:  # a bug must not block every deployment; admit unchanged and say so
+            log.exception("deciding %s/%s failed", namespace, req.get("name"))
+            reviews.labels("error").inc()
+            return _json(build_response(req, [], [INTERNAL_ERROR]))
         reviews.labels("patched" if decision.patch else "unchanged").inc()
         latency.observe(time.perf_counter() - started)
         if decision.patch or decision.warnings:

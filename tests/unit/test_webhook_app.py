@@ -17,12 +17,12 @@ from hypothesis import strategies as st
 
 from certs.issue import new_ca, new_serving_cert
 from tests.unit.fixtures import builtin_resources, crd_resource
-from webhook.app import create_app
+from webhook.app import INTERNAL_ERROR, create_app
 from webhook.policies import PolicyKeeper
 from webhook.settings import Settings
 from webhook.state import StaticSource, View
 from webhook.tls import CertReloader, server_context
-from zeroscaler.core.inference import RBACSnapshot
+from zeroscaler.core.inference import Binding, RBACSnapshot
 from zeroscaler.core.kinds import Discovery
 
 NS = "team"
@@ -176,6 +176,23 @@ def test_lone_surrogates_are_echoed_not_crashed_on(client: TestClient) -> None:
     assert any("is not a kind reference" in w for w in response["warnings"])
 
 
+class BrokenRBAC(RBACSnapshot):
+    def bindings_for(self, namespace: str, service_account: str) -> list[Binding]:
+        raise RuntimeError("a bug")
+
+
+def test_a_bug_admits_unchanged_with_a_warning() -> None:
+    view = View(rbac=BrokenRBAC(), discovery=VIEW.discovery)
+    source = StaticSource(view, {NS: {"zeroscaler.io/enabled": "true"}})
+    with TestClient(create_app(SETTINGS, source)) as c:
+        resp = c.post("/mutate", json=review())
+        assert resp.status_code == 200
+        response = check_valid(resp.json(), "0b0e-1")
+        assert "patch" not in response
+        assert response["warnings"] == [INTERNAL_ERROR]
+        assert 'zeroscaler_webhook_reviews_total{outcome="error"} 1.0' in c.get("/metrics").text
+
+
 def test_health_readiness_and_metrics() -> None:
     with make_client(ready=False) as c:
         assert c.get("/healthz").status_code == 200
@@ -270,7 +287,8 @@ def test_fuzz_mutate_never_500(shared_client: TestClient, body: Any) -> None:
     )
     assert resp.status_code in (200, 400), resp.text
     if resp.status_code == 200:
-        check_valid(resp.json(), body["request"]["uid"])
+        response = check_valid(resp.json(), body["request"]["uid"])
+        assert INTERNAL_ERROR not in response.get("warnings", [])  # no bug hidden by the guard
     else:
         assert resp.json()["message"].startswith("malformed AdmissionReview: ")
 
