@@ -1,0 +1,159 @@
+"""Table tests of the shared parsing the webhook relies on: durations, kind references."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.unit.fixtures import builtin_resources, crd_resource
+from zeroscaler.core.annotations import read_config
+from zeroscaler.core.durations import DurationError, format_duration, parse_duration
+from zeroscaler.core.kinds import Discovery, KindRef, KindRefError, parse_kind_ref, parse_kind_refs
+
+DISCOVERY = Discovery(
+    [
+        *builtin_resources(),
+        crd_resource("install.istio.io", "IstioOperator", "istiooperators"),
+        crd_resource("acid.zalan.do", "postgresql", "postgresqls"),
+        crd_resource("redis.redis.opstreelabs.in", "Redis", "redis"),
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("90s", 90),
+        ("15m", 900),
+        ("1h30m", 5400),
+        ("2h0m5s", 7205),
+        ("1.5h", 5400),
+        ("500ms", 0.5),
+        ("600", 600),
+        (" 10m ", 600),
+        ("0s", 0),
+    ],
+)
+def test_parse_duration(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize(
+    "text", ["", "ten minutes", "10 m", "m", "1d", "-5m", "5m-", "1h" * 40, "inf"]
+)
+def test_parse_duration_rejects(text: str) -> None:
+    with pytest.raises(DurationError, match="is not a duration such as 90s, 15m, 1h30m"):
+        parse_duration(text)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"), [(0, "0s"), (90, "1m30s"), (900, "15m"), (5400, "1h30m"), (86400, "24h")]
+)
+def test_format_duration(seconds: float, text: str) -> None:
+    assert format_duration(seconds) == text
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize(
+    ("text", "ref"),
+    [
+        ("ConfigMap", KindRef("ConfigMap", kind="ConfigMap")),
+        ("Deployment.apps", KindRef("Deployment.apps", kind="Deployment", group="apps")),
+        (
+            "IstioOperator.v1alpha1.install.istio.io",
+            KindRef(
+                "IstioOperator.v1alpha1.install.istio.io",
+                kind="IstioOperator",
+                group="install.istio.io",
+                version="v1alpha1",
+            ),
+        ),
+        (
+            "istiooperators.install.istio.io",
+            KindRef(
+                "istiooperators.install.istio.io",
+                resource="istiooperators",
+                group="install.istio.io",
+            ),
+        ),
+        ("configmaps", KindRef("configmaps", resource="configmaps")),
+    ],
+)
+def test_parse_kind_ref(text: str, ref: KindRef) -> None:
+    assert parse_kind_ref(text) == ref
+
+
+@pytest.mark.parametrize("text", ["", "Foo..bar", ".apps", "Deploy ment", "a/b", "-x"])
+def test_parse_kind_ref_rejects(text: str) -> None:
+    with pytest.raises(KindRefError, match="is not a kind reference"):
+        parse_kind_ref(text)
+
+
+def test_parse_kind_refs_keeps_the_good_ones() -> None:
+    refs, errors = parse_kind_refs("ConfigMap, ,Foo..bar, Deployment.apps")
+    assert [r.text for r in refs] == ["ConfigMap", "Deployment.apps"]
+    assert len(errors) == 1
+    assert "'Foo..bar' is not a kind reference" in errors[0]
+
+
+@pytest.mark.parametrize(
+    ("text", "canonical"),
+    [
+        ("ConfigMap", "ConfigMap"),
+        ("configmaps", "ConfigMap"),
+        ("configmap", "ConfigMap"),
+        ("Event", "Event"),  # the core group is preferred for a bare name
+        ("Event.events.k8s.io", "Event.events.k8s.io"),
+        ("events.events.k8s.io", "Event.events.k8s.io"),
+        ("Deployment.v1.apps", "Deployment.apps"),
+        ("IstioOperator.v1alpha1.install.istio.io", "IstioOperator.install.istio.io"),
+        ("istiooperators.install.istio.io", "IstioOperator.install.istio.io"),
+        ("postgresql.acid.zalan.do", "postgresql.acid.zalan.do"),  # a lower-case Kind
+        ("redis.redis.redis.opstreelabs.in", "Redis.redis.redis.opstreelabs.in"),
+        ("Redis", "Redis.redis.redis.opstreelabs.in"),
+    ],
+)
+def test_resolve_through_discovery(text: str, canonical: str) -> None:
+    api = DISCOVERY.resolve(parse_kind_ref(text))
+    assert api is not None
+    assert api.canonical == canonical
+
+
+@pytest.mark.parametrize("text", ["Widget", "Deployment.extensions", "gateways.istio.io"])
+def test_unserved_references_do_not_resolve(text: str) -> None:
+    assert DISCOVERY.resolve(parse_kind_ref(text)) is None
+
+
+@pytest.mark.parametrize(
+    ("annotations", "timeout", "watched", "problem"),
+    [
+        ({"zeroscaler.io/idle-timeout": "10m"}, 600, (), None),
+        ({"controller-zero-scaler/idleTimeout": "300"}, 300, (), None),
+        ({"controller-zero-scaler/zeroScaleTimeout": "2m"}, 120, (), None),
+        (
+            {
+                "controller-zero-scaler/watchedKinds": (
+                    '[{"apiVersion": "apps/v1", "Kind": "Deployment"}]'
+                )
+            },
+            None,
+            ("Deployment.v1.apps",),
+            None,
+        ),
+        ({"zeroscaler.io/idle-timeout": "0s"}, None, (), "must be longer than zero"),
+        ({"zeroscaler.io/watched-kinds": "ConfigMap,,Foo..x"}, None, ("ConfigMap",), "Foo..x"),
+        ({"controller-zero-scaler/watchedKinds": "{"}, None, (), "is not JSON (use [{"),
+    ],
+)
+def test_read_config(
+    annotations: dict[str, str],
+    timeout: float | None,
+    watched: tuple[str, ...],
+    problem: str | None,
+) -> None:
+    config, problems = read_config(annotations)
+    assert config.idle_timeout == timeout
+    assert tuple(str(r) for r in config.watched) == watched
+    if problem is None:
+        assert problems == []
+    else:
+        assert any(problem in str(p) for p in problems), problems
