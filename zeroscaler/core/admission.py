@@ -12,7 +12,7 @@ from zeroscaler.core import annotations as a
 from zeroscaler.core.durations import format_duration
 from zeroscaler.core.inference import Inferred, RBACSnapshot, infer_kinds
 from zeroscaler.core.kinds import Discovery, KindRefError, parse_kind_ref
-from zeroscaler.core.policy import Policy, clamp_idle_timeout, evaluate_policy
+from zeroscaler.core.policy import Effective, Policy, clamp_idle_timeout, evaluate_policy
 
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
 WORKLOAD_KINDS = frozenset({"Deployment", "StatefulSet"})
@@ -123,28 +123,65 @@ def decide_patch(
             warnings=tuple(warnings), reason=f"excluded by policy rule {effective.rule!r}"
         )
 
-    updates: dict[str, str] = {}
-    has_timeout = a.IDLE_TIMEOUT in current or any(k in current for k in a.IBM_IDLE_TIMEOUT)
+    updates = _timeout_updates(current, config, policy, effective, warnings)
+    updates.update(
+        _kind_updates(
+            obj, current, namespace, policy, effective, rbac, discovery, custom_resources, warnings
+        )
+    )
+    if not updates:
+        return Decision(warnings=tuple(warnings), reason="nothing to add")
+    already = [k.strip() for k in current.get(a.INJECTED, "").split(",") if k.strip()]
+    injected = ",".join(dict.fromkeys([*already, *sorted(updates)]))
+    if injected != current.get(a.INJECTED):
+        updates[a.INJECTED] = injected
+    return Decision(patch=_patch(obj, current, updates), warnings=tuple(warnings), reason="added")
+
+
+def _timeout_updates(
+    current: Mapping[str, str],
+    config: a.WorkloadConfig,
+    policy: Policy,
+    effective: Effective,
+    warnings: list[str],
+) -> dict[str, str]:
+    """The policy timeout where none was written; a written one only when out of bounds."""
     if config.idle_timeout is not None:
         seconds, moved = clamp_idle_timeout(policy, config.idle_timeout)
-        if moved:
-            updates[a.IDLE_TIMEOUT] = format_duration(seconds)
-            warnings.append(_cut(f"{a.IDLE_TIMEOUT}: {moved}"))
-    elif not has_timeout and effective.idle_timeout is not None:
-        seconds, moved = clamp_idle_timeout(policy, effective.idle_timeout)
-        updates[a.IDLE_TIMEOUT] = format_duration(seconds)
-        if moved:
-            warnings.append(_cut(f"policy {a.IDLE_TIMEOUT}: {moved}"))
+        if not moved:
+            return {}
+        warnings.append(_cut(f"{a.IDLE_TIMEOUT}: {moved}"))
+        return {a.IDLE_TIMEOUT: format_duration(seconds)}
+    written = a.IDLE_TIMEOUT in current or any(k in current for k in a.IBM_IDLE_TIMEOUT)
+    if written or effective.idle_timeout is None:
+        return {}  # an invalid written value was reported already and is not ours to replace
+    seconds, moved = clamp_idle_timeout(policy, effective.idle_timeout)
+    if moved:
+        warnings.append(_cut(f"policy {a.IDLE_TIMEOUT}: {moved}"))
+    return {a.IDLE_TIMEOUT: format_duration(seconds)}
 
-    wants_watched = a.WATCHED_KINDS not in current and a.IBM_WATCHED_KINDS not in current
-    wants_owned = a.OWNED_KINDS not in current and a.IBM_OWNED_KINDS not in current
+
+def _kind_updates(
+    obj: Mapping[str, Any],
+    current: Mapping[str, str],
+    namespace: str,
+    policy: Policy,
+    effective: Effective,
+    rbac: RBACSnapshot,
+    discovery: Discovery,
+    custom_resources: Collection[str] | None,
+    warnings: list[str],
+) -> dict[str, str]:
+    """Watched and owned kinds where absent: named by the policy rule, else inferred from RBAC."""
+    updates: dict[str, str] = {}
     inferred: Inferred | None = None
-    for key, wanted, named in (
-        (a.WATCHED_KINDS, wants_watched, effective.watched_kinds),
-        (a.OWNED_KINDS, wants_owned, effective.owned_kinds),
+    for key, ibm_key, named in (
+        (a.WATCHED_KINDS, a.IBM_WATCHED_KINDS, effective.watched_kinds),
+        (a.OWNED_KINDS, a.IBM_OWNED_KINDS, effective.owned_kinds),
     ):
-        if not wanted:
+        if key in current or ibm_key in current:
             continue
+        kinds: list[str] = []
         if named is not None:
             kinds = _canonical(named, discovery, key, warnings)
         elif policy.inference.from_rbac:
@@ -154,18 +191,9 @@ def decide_patch(
             kinds = list(inferred.watched if key == a.WATCHED_KINDS else inferred.owned)
             if kinds and a.WATCH_NAMESPACES not in current and inferred.namespaces:
                 updates[a.WATCH_NAMESPACES] = ",".join(inferred.namespaces)
-        else:
-            kinds = []
         if kinds:
             updates[key] = ",".join(kinds)
-
-    if not updates:
-        return Decision(warnings=tuple(warnings), reason="nothing to add")
-    already = [k.strip() for k in current.get(a.INJECTED, "").split(",") if k.strip()]
-    injected = ",".join(dict.fromkeys([*already, *sorted(updates)]))
-    if injected != current.get(a.INJECTED):
-        updates[a.INJECTED] = injected
-    return Decision(patch=_patch(obj, current, updates), warnings=tuple(warnings), reason="added")
+    return updates
 
 
 def _patch(obj: Mapping[str, Any], current: dict[str, str], updates: dict[str, str]) -> list[Any]:
