@@ -5,17 +5,22 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
 from zeroscaler.core.activity import shrink
 from zeroscaler.core.kinds import APIResource
-from zeroscaler.kube import Kube
+from zeroscaler.kube import Kube, Obj
 from zeroscaler.watching import Informer, WatchEvent
 
 log = logging.getLogger(__name__)
 
 Listener = Callable[[APIResource, WatchEvent], None]
 U = TypeVar("U", bound=Hashable)
+
+
+def _shrink(obj: Obj) -> Obj:
+    # A compact read-only Mapping, not a dict: the store and every reader only use get().
+    return cast(Obj, shrink(obj))
 
 
 class WatchHub(Generic[U]):
@@ -44,7 +49,7 @@ class WatchHub(Generic[U]):
         users.add(user)
         if resource in self._informers:
             return self._informers[resource][0]
-        informer = Informer(self._kube, resource.api_path(), metadata_only=True, transform=shrink)
+        informer = Informer(self._kube, resource.api_path(), metadata_only=True, transform=_shrink)
         informer.add_handler(lambda event: self._listener(resource, event))
         task = asyncio.create_task(informer.run(), name=f"watch {resource.group_resource}")
         self._informers[resource] = (informer, task)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -138,9 +138,9 @@ def controller_owner(meta: Meta) -> GroupKind | None:
 def newest_change_time(meta: Meta) -> datetime | None:
     """The latest time someone other than zeroscaler changed more than the status."""
     times = [
-        str(e.get("time"))
-        for e in meta.get("managedFields") or ()
-        if e.get("time") and e.get("subresource") != "status" and e.get("manager") != MANAGER
+        time
+        for manager, _, subresource, time in map(_entry, meta.get("managedFields") or ())
+        if time and subresource != "status" and manager != MANAGER
     ]
     if meta.get("creationTimestamp"):
         times.append(str(meta["creationTimestamp"]))
@@ -153,33 +153,59 @@ def newest_change_time(meta: Meta) -> datetime | None:
     return max(parsed, default=None)
 
 
-def shrink(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """Keep only the metadata the activity rules read, so 50,000 stored objects stay cheap."""
+def shrink(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Keep only the metadata the activity rules read, compactly: 50,000 objects stay cheap."""
     meta: Meta = obj.get("metadata") or {}
-    kept: dict[str, Any] = {}
-    for field in ("name", "namespace", "resourceVersion", "creationTimestamp", "deletionTimestamp"):
+    keys: list[str] = []
+    values: list[Any] = []
+    for field in ("name", "namespace", "resourceVersion", "deletionTimestamp", *_COMPARED):
         if meta.get(field):
-            kept[field] = sys.intern(str(meta[field])) if field == "namespace" else meta[field]
-    for field in (*_COMPARED,):
-        if meta.get(field):
-            kept[field] = meta[field]
+            keys.append(field)
+            values.append(sys.intern(meta[field]) if field == "namespace" else meta[field])
     fields = meta.get("managedFields")
     if fields:
-        kept["managedFields"] = [
-            {k: _intern(e[k]) for k in ("manager", "operation", "subresource", "time") if e.get(k)}
-            for e in fields
-        ]
-    return {"metadata": kept}
+        keys.append("managedFields")
+        values.append(tuple(tuple(sys.intern(x) for x in _entry(e)) for e in fields))
+    elif meta.get("creationTimestamp"):
+        keys.append("creationTimestamp")
+        values.append(meta["creationTimestamp"])
+    return Compact(("metadata",), (Compact(tuple(keys), tuple(values)),))
 
 
-def _entry(e: Mapping[str, Any]) -> tuple[str, str, str, str]:
+class Compact(Mapping[str, Any]):
+    """A read-only mapping stored as two tuples; a fraction of a dict's size."""
+
+    __slots__ = ("_keys", "_values")
+    _shapes: dict[tuple[str, ...], tuple[str, ...]] = {}  # noqa: RUF012  one key tuple per shape
+
+    def __init__(self, keys: tuple[str, ...], values: tuple[Any, ...]) -> None:
+        self._keys = Compact._shapes.setdefault(keys, keys)
+        self._values = values
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return self._values[self._keys.index(key)]
+        except ValueError:
+            raise KeyError(key) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+
+def _entry(e: Mapping[str, Any] | Sequence[str]) -> tuple[str, str, str, str]:
+    """A managedFields entry as (manager, operation, subresource, time), from either form."""
+    if isinstance(e, tuple):
+        return e
+    assert isinstance(e, Mapping)
     return (
         str(e.get("manager", "")),
         str(e.get("operation", "")),
         str(e.get("subresource", "")),
         str(e.get("time", "")),
     )
-
-
-def _intern(value: Any) -> Any:
-    return sys.intern(value) if isinstance(value, str) else value
