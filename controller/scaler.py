@@ -14,6 +14,7 @@ from typing import Any
 
 from controller.access import AccessReviews
 from controller.events import EventRecorder, EventType
+from controller.memory import release_free_memory
 from controller.metrics import Metrics
 from controller.settings import Settings
 from controller.timers import TimerHeap
@@ -271,6 +272,7 @@ class Scaler:
         self._spawn(*(i.run() for i in informers), self.timers.run(), self._discovery_loop())
         self._spawn(self._account_loop())
         await asyncio.gather(*(i.synced.wait() for i in informers))
+        release_free_memory()
         self.ready = True
         log.info("synced", extra={"workloads": len(self.workloads)})
         self._spawn(*(self._worker() for _ in range(self.settings.workers)))
@@ -595,11 +597,13 @@ class Scaler:
             config.watch_namespaces,
             self._discovery_generation,
             w.service_account,
-            self.access.epoch(),
             self._rbac_generation if w.inferred else 0,
+            self.access.epoch(),
         )
         if signature == w.signature:
             return
+        if w.signature is not None and signature[:-1] == w.signature[:-1] and w.activity_at:
+            return  # only the access answers aged: a pending wake does not wait to ask again
         annotations = w.annotations
         warnings: list[Warning_] = []
         scopes: tuple[dict[GroupKind, Scope], dict[GroupKind, Scope]] = ({}, {})
@@ -893,8 +897,12 @@ class Scaler:
         w.accounted_at = None if stop else now
 
     async def _account_loop(self) -> None:
+        rounds = 0
         while True:
             await asyncio.sleep(10)
+            rounds += 1
+            if rounds % 6 == 0:
+                release_free_memory()
             for w in list(self.workloads.values()):
                 if w.managed and self.is_leader:
                     if w.accounted_at is None:
