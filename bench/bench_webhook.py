@@ -378,23 +378,31 @@ def _plot(results: list[Result]) -> None:
     import matplotlib.pyplot as plt
 
     rates = sorted({r.rate for r in results})
-    fig, ax = plt.subplots(figsize=(7, 4))
+    by = {(r.server, r.rate): r for r in results}
+    fig, (lat, cpu) = plt.subplots(1, 2, figsize=(10, 4), gridspec_kw={"width_ratios": [3, 2]})
     width = 0.2
-    for offset, (server, q, colour) in enumerate(
-        [("noop", "p50", "#9ecae1"), ("noop", "p99", "#3182bd"),
-         ("webhook", "p50", "#fdae6b"), ("webhook", "p99", "#e6550d")]
-    ):  # fmt: skip
-        values = [
-            next(getattr(r, f"{q}_ms") for r in results if r.server == server and r.rate == rate)
-            for rate in rates
-        ]
+    series = [("noop", "p50", "#9ecae1"), ("noop", "p99", "#3182bd"),
+              ("webhook", "p50", "#fdae6b"), ("webhook", "p99", "#e6550d")]  # fmt: skip
+    for offset, (server, q, colour) in enumerate(series):
+        values = [getattr(by[(server, rate)], f"{q}_ms") for rate in rates]
         xs = [i + (offset - 1.5) * width for i in range(len(rates))]
-        ax.bar(xs, values, width, label=f"{server} {q}", color=colour)
-    ax.axhline(10, color="grey", linestyle="--", linewidth=1, label="10 ms target (p99)")
-    ax.set_xticks(range(len(rates)), [f"{r}/s" for r in rates])
-    ax.set_ylabel("latency (ms)")
-    ax.set_title("Admission latency over TLS, 5-40 KB reviews, one worker")
-    ax.legend(fontsize=8)
+        lat.bar(xs, values, width, label=f"{server} {q}", color=colour)
+    lat.axhline(10, color="grey", linestyle="--", linewidth=1, label="10 ms (p99 target)")
+    lat.set_yscale("log")
+    lat.set_xticks(range(len(rates)), [f"{r}/s" for r in rates])
+    lat.set_ylabel("latency (ms, log scale)")
+    lat.set_title("Admission latency over TLS, 5-40 KB reviews")
+    lat.legend(fontsize=8)
+    for offset, (server, colour) in enumerate([("noop", "#3182bd"), ("webhook", "#e6550d")]):
+        values = [by[(server, rate)].server_cpu_ms for rate in rates]
+        xs = [i + (offset - 0.5) * 0.35 for i in range(len(rates))]
+        cpu.bar(xs, values, 0.35, label=server, color=colour)
+    cpu.set_xticks(range(len(rates)), [f"{r}/s" for r in rates])
+    cpu.set_ylabel("server CPU per request (ms)")
+    cpu.set_title("Cost on one worker")
+    cpu.legend(fontsize=8)
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    fig.suptitle(f"{os.cpu_count()} CPUs, load average {load} at the end of the run", fontsize=8)
     fig.tight_layout()
     fig.savefig(RESULTS / "webhook.png", dpi=120)
     plt.close(fig)
