@@ -6,7 +6,7 @@ import secrets
 import socket
 import ssl
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -176,7 +176,7 @@ def put_policy(api: k8s.ApiClient, namespace: str, name: str, text: str) -> None
         core.create_namespaced_config_map(namespace, body)
 
 
-def timeout_is(value: str) -> object:
+def timeout_is(value: str) -> Callable[[Admitted], bool]:
     return lambda a: a.annotations.get(TIMEOUT_KEY) == value
 
 

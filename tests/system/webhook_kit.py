@@ -9,7 +9,7 @@ import socket
 import ssl
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 from cryptography import x509
 from kubernetes import client as k8s
+from kubernetes import utils
 from kubernetes.client.exceptions import ApiException
 
 from certs.issue import CertPair, new_ca, new_serving_cert
@@ -242,7 +243,9 @@ def _warnings(headers: list[str]) -> Iterator[str]:
         yield rest.rstrip('"').replace('\\"', '"').replace("\\\\", "\\")
 
 
-def admitted_until(cluster: Cluster, namespace: str, obj: Obj, ok: Any, what: str) -> Admitted:
+def admitted_until(
+    cluster: Cluster, namespace: str, obj: Obj, ok: Callable[[Admitted], object], what: str
+) -> Admitted:
     """Dry-run creates until `ok(admitted)` holds: the webhook's caches have caught up."""
     last: list[Admitted] = []
 
@@ -266,8 +269,6 @@ def wait_injected(cluster: Cluster, namespace: str, name: str, what: str) -> Adm
 
 def apply_objects(api: k8s.ApiClient, objects: Sequence[Obj]) -> None:
     """Create objects with the generic client; an existing object is left as it is."""
-    from kubernetes import utils
-
     for obj in objects:
         try:
             utils.create_from_dict(api, obj)
