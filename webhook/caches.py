@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
@@ -33,7 +32,7 @@ NAMESPACES_PATH = "/api/v1/namespaces"
 _DISCOVERY_RETRIES = 40  # a new CRD is served a moment after it is created
 
 
-def _slim(kind: str) -> Any:
+def _slim(kind: str) -> Callable[[Obj], Obj]:
     def shape(obj: Obj) -> Obj:
         meta = dict(obj.get("metadata") or {})
         meta.pop("managedFields", None)
