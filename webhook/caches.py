@@ -63,6 +63,7 @@ class LiveSource:
         self._discovery: Discovery | None = None
         self._crd_names: frozenset[str] = frozenset()
         self._wake_discovery = asyncio.Event()
+        self._discovered = asyncio.Event()
         self._namespace_seen = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._side_tasks: set[asyncio.Task[None]] = set()
@@ -95,6 +96,10 @@ class LiveSource:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         await self.kube.aclose()
+
+    async def wait_ready(self) -> None:
+        informers = [*self.rbac_informers.values(), self.namespaces, self.crds, self.policies]
+        await asyncio.gather(*(i.synced.wait() for i in informers), self._discovered.wait())
 
     def is_ready(self) -> bool:
         informers = [*self.rbac_informers.values(), self.namespaces, self.crds, self.policies]
@@ -197,6 +202,7 @@ class LiveSource:
                 found = None
             if found is not None:
                 self._discovery = Discovery(found)
+                self._discovered.set()
                 self.discovery_kinds.set(len(found))
                 served = {r.group_resource for r in found}
                 missing = self._crd_names - served

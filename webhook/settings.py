@@ -37,3 +37,7 @@ class Settings(BaseSettings):
         default=8 * 1024 * 1024, gt=0, description="largest review accepted"
     )
     log_level: str = Field(default="info", description="debug, info, warning or error")
+    gc_freeze: bool = Field(
+        default=True,
+        description="once caches are loaded, keep long-lived objects out of garbage collection",
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -26,6 +27,8 @@ class Source(Protocol):
 
     def is_ready(self) -> bool: ...
 
+    async def wait_ready(self) -> None: ...
+
     def view(self) -> View: ...
 
     async def namespace_labels(self, namespace: str) -> Mapping[str, str] | None: ...
@@ -45,6 +48,10 @@ class StaticSource:
 
     def is_ready(self) -> bool:
         return self.ready
+
+    async def wait_ready(self) -> None:
+        if not self.ready:
+            await asyncio.Event().wait()  # a fixed view that is not ready never becomes ready
 
     def view(self) -> View:
         return self.fixed

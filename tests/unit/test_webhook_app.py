@@ -46,7 +46,7 @@ VIEW = View(
     discovery=Discovery([*builtin_resources(), crd_resource("example.com", "Widget", "widgets")]),
     custom_resources=frozenset({"widgets.example.com"}),
 )
-SETTINGS = Settings(max_body_bytes=200_000)
+SETTINGS = Settings(max_body_bytes=200_000, gc_freeze=False)  # the test process is not a server
 
 
 def make_client(ready: bool = True) -> TestClient:
