@@ -399,8 +399,13 @@ async def bench(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> Res
         watch = DeploymentWatch(kube)
         watcher = asyncio.create_task(watch.run())
         port = _free_port()
+        profile = os.environ.get("ZEROSCALER_BENCH_PROFILE")  # a cProfile output path
+        launcher = ["-m", "cProfile", "-o", profile] if profile else []
         controller = [
-            str(BIN / "zeroscaler-controller"),
+            str(BIN / "python"),
+            *launcher,
+            "-m",
+            "controller.main",
             "--kubeconfig",
             kubeconfig,
             "--metrics-host",
@@ -410,16 +415,17 @@ async def bench(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> Res
             "--lease-namespace",
             NAMESPACE,
             "--log-level",
-            "warning",
+            os.environ.get("ZEROSCALER_BENCH_LOG_LEVEL", "warning"),
             "--access-review-ttl",
             "600",
         ]
-        results.latency["baseline (raw watch)"] = await measure_baseline(
-            kube, watch, kubeconfig, workdir, args.samples, args.gap
-        )
+        if not args.idle_only:
+            results.latency["baseline (raw watch)"] = await measure_baseline(
+                kube, watch, kubeconfig, workdir, args.samples, args.gap
+            )
         with process(controller, workdir / "controller.log") as proc:
             await _wait_http_ok(f"http://127.0.0.1:{port}/readyz")
-            for count in args.workloads:
+            for count in [] if args.idle_only else args.workloads:
                 await ensure_workloads(kube, count)
                 label = f"zeroscaler, {count} workload{'s' if count > 1 else ''}"
                 samples = args.samples if count > 1 else max(5, args.samples // 4)
@@ -428,8 +434,9 @@ async def bench(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> Res
                 )
                 print(f"{label}: done", flush=True)
             if args.objects:
-                total = await fill_objects(kube, args.objects)
                 count = max(args.workloads)
+                await ensure_workloads(kube, count)
+                total = await fill_objects(kube, args.objects)
                 names = [workload_name(i) for i in range(count)]
                 await watch.wait(lambda: watch.asleep(names), limit=300)
                 await asyncio.sleep(10)  # let the flurry of wakes and sleeps settle
@@ -451,6 +458,11 @@ def main() -> None:
     parser.add_argument("--objects", type=int, default=50_000)
     parser.add_argument("--idle-seconds", type=float, default=30.0)
     parser.add_argument("--gap", type=float, default=0.5, help="quiet seconds before a sample")
+    parser.add_argument(
+        "--idle-only",
+        action="store_true",
+        help="measure only the idle cost; keep the latencies of the last full run",
+    )
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="zeroscaler-bench-"))
     cluster = None
@@ -467,6 +479,9 @@ def main() -> None:
     finally:
         if cluster is not None:
             cluster.stop()
+    if args.idle_only and (RESULTS / "controller.json").exists():
+        previous = json.loads((RESULTS / "controller.json").read_text())
+        results.latency = previous.get("latency", {})
     base = results.latency.get("baseline (raw watch)") or [0.0]
     worst = max(
         (percentile(v, 0.99) for k, v in results.latency.items() if k.startswith("zeroscaler")),

@@ -32,9 +32,13 @@ def routes(scaler: Scaler) -> dict[str, Route]:
 async def run(settings: Settings) -> None:
     """Run until SIGTERM or SIGINT; give the Lease up on the way out."""
     access = load_access(settings.kubeconfig)
-    # Every shared watch holds a connection of its own; leave plenty for requests besides.
-    async with Kube(access, max_connections=settings.max_connections) as kube:
-        scaler = Scaler(kube, settings)
+    # Every shared watch holds a connection of its own, so watches get a large pool; requests get
+    # a small one whose connections all stay open (a TLS handshake costs more than a short wait).
+    async with (
+        Kube(access, max_connections=settings.max_connections) as watch_kube,
+        Kube(access, max_connections=settings.request_connections) as kube,
+    ):
+        scaler = Scaler(kube, settings, watch_kube)
         elector = LeaderElector(
             kube,
             settings.lease_namespace,

@@ -199,14 +199,17 @@ _DENIED = _Denied()
 class Scaler:
     """Keeps every workload's clock and watches, and sleeps and wakes them when leading."""
 
-    def __init__(self, kube: Kube, settings: Settings) -> None:
+    def __init__(self, kube: Kube, settings: Settings, watch_kube: Kube | None = None) -> None:
+        # Watches hold their connections for minutes; writes get a pool of their own that stays
+        # warm, so a burst of wakes never waits for TLS handshakes behind fifty streams.
+        watcher = watch_kube or kube
         self.kube = kube
         self.settings = settings
         self.workloads: dict[WorkloadKey, Workload] = {}
         self.discovery = Discovery(())
         self.is_leader = False
         self.ready = False
-        self.hub: WatchHub[WorkloadKey] = WatchHub(kube, self._on_object)
+        self.hub: WatchHub[WorkloadKey] = WatchHub(watcher, self._on_object)
         self.access = AccessReviews(kube, settings.access_review_ttl)
         self.events = EventRecorder(kube, settings.id)
         self.timers: TimerHeap[WorkloadKey] = TimerHeap(self.enqueue)
@@ -223,22 +226,22 @@ class Scaler:
         self._again: set[WorkloadKey] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self.namespaces = Informer(
-            kube, "/api/v1/namespaces", metadata_only=True, transform=_trim_namespace
+            watcher, "/api/v1/namespaces", metadata_only=True, transform=_trim_namespace
         )
         self.namespaces.add_handler(self._on_namespace)
         self.hpas = Informer(
-            kube, "/apis/autoscaling/v2/horizontalpodautoscalers", transform=_trim_hpa
+            watcher, "/apis/autoscaling/v2/horizontalpodautoscalers", transform=_trim_hpa
         )
         self.hpas.add_handler(self._on_hpa)
         self.crds = Informer(
-            kube,
+            watcher,
             "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
             metadata_only=True,
             transform=_trim_crd,
         )
         self.crds.add_handler(self._on_crd)
         self.rbac_informers = {
-            kind: Informer(kube, path, transform=_trim_rbac(kind))
+            kind: Informer(watcher, path, transform=_trim_rbac(kind))
             for kind, path in RBAC_PATHS.items()
         }
         for informer in self.rbac_informers.values():
@@ -247,7 +250,7 @@ class Scaler:
         self._rbac_generation = 0
         self.workload_informers: dict[str, Informer] = {}
         for kind, resource in WORKLOAD_RESOURCES.items():
-            informer = Informer(kube, f"/apis/apps/v1/{resource}", transform=trim_workload)
+            informer = Informer(watcher, f"/apis/apps/v1/{resource}", transform=trim_workload)
             informer.add_handler(functools.partial(self._on_workload, kind))
             self.workload_informers[kind] = informer
 

@@ -33,8 +33,9 @@ class Settings(BaseSettings):
     lease_duration: float = Field(default=15.0, gt=0)
     discovery_interval: float = Field(default=30.0, gt=0)
     access_review_ttl: float = Field(default=60.0, ge=0)
-    workers: int = Field(default=32, ge=1)
-    max_connections: int = Field(default=1024, ge=8)
+    workers: int = Field(default=16, ge=1)
+    max_connections: int = Field(default=1024, ge=8)  # for watches: one each
+    request_connections: int = Field(default=16, ge=1, le=16)  # all kept alive
     log_level: LogLevel = "info"
 
 
