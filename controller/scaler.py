@@ -153,7 +153,7 @@ class Workload:
     warned: set[Warning_] = field(default_factory=set)
     accounted_at: float | None = None  # loop time replica-seconds were last counted
     pretend: tuple[WorkloadStatus, int] | None = None  # dry run: the status we would have made
-    inferred: bool = False  # kinds came from the ServiceAccount's RBAC, not from annotations
+    inferred: bool = False  # no kinds annotated: they come from the ServiceAccount's RBAC
 
     @property
     def kind(self) -> str:
@@ -265,16 +265,14 @@ class Scaler:
             except KubeError as e:
                 log.warning("API discovery failed: %s", e)
                 await asyncio.sleep(2)
-        informers = [
-            self.namespaces,
-            self.hpas,
-            self.crds,
-            *self.rbac_informers.values(),
-            *self.workload_informers.values(),
-        ]
-        self._spawn(*(i.run() for i in informers), self.timers.run(), self._discovery_loop())
-        self._spawn(self._account_loop())
-        await asyncio.gather(*(i.synced.wait() for i in informers))
+        # Needed before deciding anything; the CRD and RBAC watches only help (a chart that does
+        # not grant them must not keep the controller from becoming ready).
+        essential = [self.namespaces, self.hpas, *self.workload_informers.values()]
+        helpers = [self.crds, *self.rbac_informers.values()]
+        self._spawn(*(i.run() for i in [*essential, *helpers]))
+        self._spawn(self.timers.run(), self._discovery_loop(), self._account_loop())
+        await asyncio.gather(*(i.synced.wait() for i in essential))
+        self._spawn(self._when_rbac_synced())
         release_free_memory()
         self.ready = True
         log.info("synced", extra={"workloads": len(self.workloads)})
@@ -392,6 +390,13 @@ class Scaler:
             for key, w in self.workloads.items():
                 if w.inferred:
                     self.enqueue(key)
+
+    async def _when_rbac_synced(self) -> None:
+        await asyncio.gather(*(i.synced.wait() for i in self.rbac_informers.values()))
+        self._rbac = None
+        for key, w in self.workloads.items():
+            if w.inferred:
+                self.enqueue(key)
 
     def _on_crd(self, event: WatchEvent) -> None:
         if event.initial:
@@ -541,6 +546,9 @@ class Scaler:
         w.inferred = False
         if config.idle_timeout is None or any(k in annotations for k in _KIND_KEYS):
             return config, []
+        w.inferred = True  # RBAC changes now concern this workload
+        if not all(i.synced.is_set() for i in self.rbac_informers.values()):
+            return config, [("InferenceUnavailable", "RBAC is not readable; no kinds inferred")]
         if self._rbac is None:
             objects = [o for i in self.rbac_informers.values() for o in i.store.values()]
             self._rbac = RBACSnapshot.from_objects(objects)
@@ -555,7 +563,6 @@ class Scaler:
         namespaces = config.watch_namespaces
         if namespaces is None and found.namespaces:
             namespaces = tuple(found.namespaces)
-        w.inferred = True
         warnings.append(
             (
                 "KindsInferred",
