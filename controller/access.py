@@ -18,6 +18,7 @@ class AccessKey:
     group: str
     resource: str
     scope: str  # the namespace asked about; "" for all namespaces (or cluster-scoped)
+    name: str = ""  # one object, where RBAC grants only resourceNames
 
 
 class AccessReviews:
@@ -35,9 +36,14 @@ class AccessReviews:
         return int(asyncio.get_running_loop().time() // self._ttl)
 
     async def may_watch(
-        self, namespace: str, service_account: str, resource: APIResource, scope: str
+        self,
+        namespace: str,
+        service_account: str,
+        resource: APIResource,
+        scope: str,
+        name: str = "",
     ) -> bool:
-        key = AccessKey(namespace, service_account, resource.group, resource.resource, scope)
+        key = AccessKey(namespace, service_account, resource.group, resource.resource, scope, name)
         now = asyncio.get_running_loop().time()
         cached = self._answers.get(key)
         if cached is not None and cached[1] > now:
@@ -57,6 +63,7 @@ class AccessReviews:
                     "group": resource.group,
                     "resource": resource.resource,
                     "namespace": scope if resource.namespaced else "",
+                    "name": name,
                 },
             },
         }

@@ -154,6 +154,7 @@ class Workload:
     accounted_at: float | None = None  # loop time replica-seconds were last counted
     pretend: tuple[WorkloadStatus, int] | None = None  # dry run: the status we would have made
     inferred: bool = False  # no kinds annotated: they come from the ServiceAccount's RBAC
+    names: dict[GroupKind, frozenset[str]] = field(default_factory=dict)  # inferred resourceNames
 
     @property
     def kind(self) -> str:
@@ -543,7 +544,7 @@ class Scaler:
     ) -> tuple[WorkloadConfig, list[Warning_]]:
         """Without kinds annotated, fall back to what the ServiceAccount's RBAC says."""
         annotations = w.annotations
-        w.inferred = False
+        w.inferred, w.names = False, {}
         if config.idle_timeout is None or any(k in annotations for k in _KIND_KEYS):
             return config, []
         w.inferred = True  # RBAC changes now concern this workload
@@ -555,6 +556,11 @@ class Scaler:
         found = infer_kinds(
             self._rbac, w.namespace, w.service_account, self.discovery, ignore=INFERENCE_IGNORE
         )
+        w.names = {}
+        for canonical, names in found.resource_names.items():
+            resolved = self.discovery.resolve(parse_kind_refs(canonical)[0][0])
+            if resolved is not None:
+                w.names[(resolved.group, resolved.kind)] = frozenset(names)
         warnings = [("InferenceLimited", message) for message in found.warnings]
         if not found.watched:
             return config, warnings
@@ -595,6 +601,7 @@ class Scaler:
             owned=w.scopes[1],
             self_ref=("apps", w.kind, w.namespace, w.name),
             since=since,
+            names=w.names,
         )
         if interest != w.interest:
             w.interest = interest
@@ -608,6 +615,7 @@ class Scaler:
             self._discovery_generation,
             w.service_account,
             self._rbac_generation if w.inferred else 0,
+            tuple(sorted(w.names.items())),
             self.access.epoch(),
         )
         if signature == w.signature:
@@ -666,8 +674,13 @@ class Scaler:
     ) -> Scope | _Denied:
         sa = f"{w.namespace}/{w.service_account}"
 
+        names = sorted(w.names.get((resource.group, resource.kind), ()))
+
         async def may(scope: str) -> bool:
-            return await self.access.may_watch(w.namespace, w.service_account, resource, scope)
+            account = (w.namespace, w.service_account, resource, scope)
+            if not names:
+                return await self.access.may_watch(*account)
+            return all([await self.access.may_watch(*account, name) for name in names])
 
         def deny(where: str) -> _Denied:
             warnings.append(

@@ -420,3 +420,35 @@ def test_kinds_are_inferred_from_rbac_when_none_are_annotated(
     wait_asleep(api, ref, 3)
     create_widget(api, opted_ns, "inferred")
     wait_woken(api, ref, f"Widget {opted_ns}/inferred created", 3)
+
+
+def test_rbac_resource_names_limit_what_wakes_an_inferred_workload(
+    api: k8s.ApiClient, opted_ns: str, controller: ControllerProcess
+) -> None:
+    core = k8s.CoreV1Api(api)
+    rbac = k8s.RbacAuthorizationV1Api(api)
+    core.create_namespaced_service_account(opted_ns, {"metadata": {"name": "operator"}})
+    create_configmap(api, opted_ns, "operator-config")
+    rule = {
+        "apiGroups": [""],
+        "resources": ["configmaps"],
+        "resourceNames": ["operator-config"],
+        "verbs": ["get", "list", "watch"],
+    }
+    rbac.create_namespaced_role(opted_ns, {"metadata": {"name": "named"}, "rules": [rule]})
+    rbac.create_namespaced_role_binding(
+        opted_ns,
+        {
+            "metadata": {"name": "named"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "named"},
+            "subjects": [{"kind": "ServiceAccount", "name": "operator", "namespace": opted_ns}],
+        },
+    )
+    ref = create_workload(api, opted_ns, "named-operator", {"zeroscaler.io/idle-timeout": "3s"})
+    wait_event(api, ref, "KindsInferred", "watched ConfigMap")
+    wait_asleep(api, ref, 3)
+    assert_not_activity(
+        controller, "configmaps", lambda: create_configmap(api, opted_ns, "not-its-own")
+    )
+    core.patch_namespaced_config_map("operator-config", opted_ns, {"data": {"k": "changed"}})
+    wait_woken(api, ref, f"ConfigMap {opted_ns}/operator-config changed")

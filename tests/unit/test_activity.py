@@ -350,3 +350,15 @@ def test_shrink_keeps_what_the_rules_read() -> None:
     assert small.get("spec") is None
     change = Change("MODIFIED", small, shrink({"metadata": {**raw["metadata"], "generation": 2}}))
     assert find_activity(change, WIDGET, INTEREST) is not None
+
+
+def test_rbac_resource_names_limit_what_counts() -> None:
+    interest = Interest(
+        watched={("", "ConfigMap"): None},
+        owned={},
+        names={("", "ConfigMap"): frozenset({"operator-config"})},
+    )
+    named = Change("ADDED", meta(name="operator-config"))
+    other = Change("ADDED", meta(name="someone-else"))
+    assert find_activity(named, CONFIGMAP, interest) is not None
+    assert find_activity(other, CONFIGMAP, interest) is None

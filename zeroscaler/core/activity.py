@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
@@ -41,6 +41,7 @@ class Interest:
     owned: Mapping[GroupKind, Scope]
     self_ref: tuple[str, str, str, str] = ("", "", "", "")  # group, kind, namespace, name
     since: datetime | None = None  # objects of an initial list changed after this are news
+    names: Mapping[GroupKind, frozenset[str]] = field(default_factory=dict)  # RBAC resourceNames
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +74,9 @@ def find_activity(change: Change, resource: APIResource, interest: Interest) -> 
     else:
         return None
     if resource.namespaced and not is_in_scope(namespace, scope):
+        return None
+    allowed_names = interest.names.get(group_kind)
+    if allowed_names is not None and name not in allowed_names:
         return None
     if not is_news(change, resource.has_status, interest.since):
         return None
@@ -158,10 +162,10 @@ def shrink(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     meta: Meta = obj.get("metadata") or {}
     keys: list[str] = []
     values: list[Any] = []
-    for field in ("name", "namespace", "resourceVersion", "deletionTimestamp", *_COMPARED):
-        if meta.get(field):
-            keys.append(field)
-            values.append(sys.intern(meta[field]) if field == "namespace" else meta[field])
+    for attr in ("name", "namespace", "resourceVersion", "deletionTimestamp", *_COMPARED):
+        if meta.get(attr):
+            keys.append(attr)
+            values.append(sys.intern(meta[attr]) if attr == "namespace" else meta[attr])
     fields = meta.get("managedFields")
     if fields:
         keys.append("managedFields")
