@@ -226,6 +226,8 @@ class Scaler:
         self._running: set[WorkloadKey] = set()
         self._again: set[WorkloadKey] = set()
         self._tasks: list[asyncio.Task[None]] = []
+        self._event_tasks: set[asyncio.Task[None]] = set()
+        self._event_slots = asyncio.Semaphore(4)
         self.namespaces = Informer(
             watcher, "/api/v1/namespaces", metadata_only=True, transform=_trim_namespace
         )
@@ -281,6 +283,8 @@ class Scaler:
         await asyncio.gather(*self._tasks)
 
     async def aclose(self) -> None:
+        if self._event_tasks:
+            await asyncio.wait(self._event_tasks, timeout=5)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -743,7 +747,17 @@ class Scaler:
             await self._event(w, "Warning", reason, message)
 
     async def _event(self, w: Workload, type_: EventType, reason: str, message: str) -> None:
-        await self.events.emit(w.obj, w.kind, type_, reason, message)
+        # Events are written in the background, a few at a time: a burst of wakes must not queue
+        # its scale writes behind the Events of the workloads woken just before.
+        task = asyncio.create_task(self._write_event(dict(w.obj), w.kind, type_, reason, message))
+        self._event_tasks.add(task)
+        task.add_done_callback(self._event_tasks.discard)
+
+    async def _write_event(
+        self, obj: Obj, kind: str, type_: EventType, reason: str, message: str
+    ) -> None:
+        async with self._event_slots:
+            await self.events.emit(obj, kind, type_, reason, message)
 
     # ---- acting -----------------------------------------------------------------------------
 

@@ -33,7 +33,7 @@ class Settings(BaseSettings):
     lease_duration: float = Field(default=15.0, gt=0)
     discovery_interval: float = Field(default=30.0, gt=0)
     access_review_ttl: float = Field(default=60.0, ge=0)
-    workers: int = Field(default=16, ge=1)
+    workers: int = Field(default=64, ge=1)  # coroutines; requests queue for 16 connections
     max_connections: int = Field(default=1024, ge=8)  # for watches: one each
     request_connections: int = Field(default=16, ge=1, le=16)  # all kept alive
     log_level: LogLevel = "info"
