@@ -293,8 +293,12 @@ async def measure_baseline(
         scale,
     ]
     latencies = []
-    with process(cmd, workdir / "baseline.log"):
-        await asyncio.sleep(2)  # list then watch; "ready" goes to its log
+    log = workdir / "baseline.log"
+    with process(cmd, log):
+        for _ in range(300):  # up to a minute for "ready": it has listed, its watch follows
+            if "ready" in log.read_text():
+                break
+            await asyncio.sleep(0.2)
         for _ in range(samples):
             await kube.patch(scale, {"spec": {"replicas": 0}})
             await watch.wait(lambda: watch.replicas.get("baseline") == 0, limit=30)
