@@ -15,6 +15,7 @@ import yaml
 from kubernetes import client as k8s
 
 from localcluster.cluster import Cluster
+from tests.support.testdata import operators_dir
 from tests.support.waiting import wait_for
 from tests.system.controller_kit import (
     WIDGET,
@@ -40,8 +41,7 @@ from tests.system.controller_kit import (
 
 pytestmark = pytest.mark.cluster
 
-TESTDATA = Path(__file__).resolve().parents[3] / "shared" / "testdata" / "operators"
-IBM = TESTDATA / "controller-zero-scaler"
+IBM = operators_dir() / "controller-zero-scaler"
 
 
 @pytest.fixture(scope="session")

@@ -9,9 +9,9 @@ from typing import Any
 
 import yaml
 
+from tests.support.testdata import operators_dir
 from zeroscaler.core.kinds import APIResource, Discovery
 
-OPERATORS = Path(__file__).resolve().parents[3] / "shared" / "testdata" / "operators"
 WATCHABLE = frozenset({"create", "delete", "get", "list", "patch", "update", "watch"})
 
 # (group, version, resource, kind, namespaced) served by a stock API server
@@ -117,6 +117,6 @@ def read_crds(path: Path) -> list[APIResource]:
 
 
 def operators() -> Iterator[Operator]:
-    for folder in sorted(p for p in OPERATORS.iterdir() if p.is_dir()):
+    for folder in sorted(p for p in operators_dir().iterdir() if p.is_dir()):
         docs = [d for d in yaml.safe_load_all((folder / "manifests.yaml").read_text()) if d]
         yield Operator(folder.name, docs, read_crds(folder / "crds.txt"))
