@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 REQUIRE_ENV = "ZEROSCALER_REQUIRE_NETNS"
 _INNER = 'ip link set lo up && exec "$@"'
@@ -26,11 +27,15 @@ def isolated_argv(argv: list[str]) -> list[str] | None:
 
 def in_isolation() -> bool:
     """Whether this process already runs in a namespace with no interface but loopback."""
-    try:
-        names = os.listdir("/sys/class/net")
+    try:  # /proc/self/net follows this process's namespace; /sys/class/net may not be remounted
+        return interfaces(Path("/proc/self/net/dev").read_text()) == ["lo"]
     except OSError:
         return False
-    return names == ["lo"]
+
+
+def interfaces(proc_net_dev: str) -> list[str]:
+    """Interface names in the text of /proc/net/dev (two header lines, then `name: counters`)."""
+    return [line.split(":", 1)[0].strip() for line in proc_net_dev.splitlines()[2:] if ":" in line]
 
 
 def exec_isolated(argv: list[str]) -> None:
