@@ -299,57 +299,6 @@ def grant_watch(
     )
 
 
-def create_crd(
-    api: k8s.ApiClient,
-    group: str,
-    kind: str,
-    plural: str,
-    *,
-    status: bool = True,
-    version_name: str = "v1",
-) -> None:
-    """A minimal CRD that accepts any object; waits until it is established."""
-    ext = k8s.ApiextensionsV1Api(api)
-    version: dict[str, Any] = {
-        "name": version_name,
-        "served": True,
-        "storage": True,
-        "schema": {
-            "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-        },
-    }
-    if status:
-        version["subresources"] = {"status": {}}
-    body = {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{group}"},
-        "spec": {
-            "group": group,
-            "names": {
-                "kind": kind,
-                "plural": plural,
-                "singular": kind.lower(),
-                "listKind": f"{kind}List",
-            },
-            "scope": "Namespaced",
-            "versions": [version],
-        },
-    }
-    try:
-        ext.create_custom_resource_definition(body)
-    except ApiException as e:
-        if e.status != 409:
-            raise
-
-    def established() -> bool:
-        crd = ext.read_custom_resource_definition(f"{plural}.{group}")
-        conditions = (crd.status and crd.status.conditions) or []
-        return any(c.type == "Established" and c.status == "True" for c in conditions)
-
-    wait_for(established, f"CRD {plural}.{group} established", timeout=TIMEOUT)
-
-
 def create_widget(api: k8s.ApiClient, ns: str, name: str, **extra: Any) -> dict[str, Any]:
     body = {
         "apiVersion": f"{WIDGET_GROUP}/v1",

@@ -10,18 +10,15 @@ from __future__ import annotations
 
 import base64
 import ipaddress
-import json
 import os
 import secrets
 import socket
 import ssl
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +31,8 @@ from kubernetes.client.exceptions import ApiException
 
 from certs.issue import new_ca, new_serving_cert
 from localcluster.cluster import Cluster
+from tests.support.recording_webhook import RecordingWebhook as Recorder
+from tests.support.recording_webhook import recording_webhook
 from tests.support.waiting import wait_for
 from zeroscaler.core.policy import DEFAULT_IGNORE, parse_policy
 
@@ -46,85 +45,10 @@ IMAGE = "registry.k8s.io/pause:3.10"  # never pulled: kwok only pretends to run 
 # --- a recording webhook on loopback --------------------------------------------------------------
 
 
-@dataclass
-class Recorder:
-    """What the API server sent to the URL the chart configured."""
-
-    port: int
-    ca_pem: bytes
-    calls: list[tuple[str, str, str, str]] = field(default_factory=list)  # kind, ns, name, op
-
-    @property
-    def url(self) -> str:
-        return f"https://127.0.0.1:{self.port}/mutate"
-
-    def saw(self, kind: str, namespace: str, name: str) -> list[str]:
-        return [op for k, n, m, op in list(self.calls) if (k, n, m) == (kind, namespace, name)]
-
-
-def _handler(recorder: Recorder) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            request = review["request"]
-            recorder.calls.append(
-                (
-                    request["kind"]["kind"],
-                    request["namespace"],
-                    request["name"] or "",
-                    request["operation"],
-                )
-            )
-            annotations = (request["object"].get("metadata") or {}).get("annotations")
-            patch: list[dict[str, Any]] = (
-                [] if annotations else [{"op": "add", "path": "/metadata/annotations", "value": {}}]
-            )
-            patch.append(
-                {
-                    "op": "add",
-                    "path": "/metadata/annotations/" + SEEN_ANNOTATION.replace("/", "~1"),
-                    "value": "chart-url",
-                }
-            )
-            body = json.dumps(
-                {
-                    "apiVersion": "admission.k8s.io/v1",
-                    "kind": "AdmissionReview",
-                    "response": {
-                        "uid": request["uid"],
-                        "allowed": True,
-                        "patchType": "JSONPatch",
-                        "patch": base64.b64encode(json.dumps(patch).encode()).decode(),
-                    },
-                }
-            ).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *_args: object) -> None:
-            pass
-
-    return Handler
-
-
 @pytest.fixture(scope="module")
 def recorder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorder]:
-    ca = new_ca("chart-test-ca")
-    cert, key = new_serving_cert(ca, ["127.0.0.1"]).write(tmp_path_factory.mktemp("tls"), "srv")
-    rec = Recorder(port=0, ca_pem=ca.cert_pem)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(rec))
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(cert, key)
-    server.socket = ctx.wrap_socket(server.socket, server_side=True)
-    rec.port = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield rec
-    server.shutdown()
-    server.server_close()
+    with recording_webhook(tmp_path_factory.mktemp("tls"), SEEN_ANNOTATION, "chart-url") as rec:
+        yield rec
 
 
 # --- helm -----------------------------------------------------------------------------------------

@@ -4,21 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import secrets
-import ssl
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
 
 import pytest
 from kubernetes import client as k8s
 
-from certs.issue import new_ca, new_serving_cert
 from localcluster.build import load_versions
 from localcluster.cluster import Cluster
+from tests.support.recording_webhook import RecordingWebhook, recording_webhook
 from tests.support.waiting import wait_for
 from zeroscaler.kube import Kube, load_access
 from zeroscaler.watching import Informer, WatchEvent
@@ -111,67 +106,15 @@ def test_statefulset_runs_pods_and_scales(api: k8s.ApiClient, ns: str) -> None:
     assert sorted(p.metadata.name for p in _ready_pods(api, ns, "db")) == ["db-0", "db-1"]
 
 
-class _AnnotatingHandler(BaseHTTPRequestHandler):
-    """A minimal mutating webhook: adds one annotation and counts the reviews it answered."""
-
-    calls: ClassVar[list[str]] = []
-
-    def do_POST(self) -> None:
-        review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        request = review["request"]
-        type(self).calls.append(request["name"] or "")
-        has_annotations = bool((request["object"].get("metadata") or {}).get("annotations"))
-        patch: list[dict[str, Any]] = (
-            [] if has_annotations else [{"op": "add", "path": "/metadata/annotations", "value": {}}]
-        )
-        patch.append(
-            {
-                "op": "add",
-                "path": "/metadata/annotations/test.zeroscaler.io~1mutated",
-                "value": "yes",
-            }
-        )
-        body = json.dumps(
-            {
-                "apiVersion": "admission.k8s.io/v1",
-                "kind": "AdmissionReview",
-                "response": {
-                    "uid": request["uid"],
-                    "allowed": True,
-                    "patchType": "JSONPatch",
-                    "patch": base64.b64encode(json.dumps(patch).encode()).decode(),
-                },
-            }
-        ).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *_args: object) -> None:
-        pass
-
-
 @pytest.fixture
-def tls_webhook(tmp_path: Path) -> Iterator[tuple[int, bytes]]:
-    ca = new_ca("test-webhook-ca")
-    cert, key = new_serving_cert(ca, ["127.0.0.1"]).write(tmp_path, "serving")
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _AnnotatingHandler)
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(cert, key)
-    server.socket = ctx.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server.server_address[1], ca.cert_pem
-    server.shutdown()
-    server.server_close()
+def tls_webhook(tmp_path: Path) -> Iterator[RecordingWebhook]:
+    with recording_webhook(tmp_path, "test.zeroscaler.io/mutated", "yes") as rec:
+        yield rec
 
 
 def test_api_server_calls_a_webhook_over_tls(
-    api: k8s.ApiClient, ns: str, tls_webhook: tuple[int, bytes]
+    api: k8s.ApiClient, ns: str, tls_webhook: RecordingWebhook
 ) -> None:
-    port, ca_pem = tls_webhook
     k8s.CoreV1Api(api).patch_namespace(ns, {"metadata": {"labels": {"webhook-test": ns}}})
     reg = k8s.AdmissionregistrationV1Api(api)
     config_name = f"test-{ns}"
@@ -182,8 +125,8 @@ def test_api_server_calls_a_webhook_over_tls(
                 k8s.V1MutatingWebhook(
                     name="annotate.test.zeroscaler.io",
                     client_config=k8s.AdmissionregistrationV1WebhookClientConfig(
-                        url=f"https://127.0.0.1:{port}/mutate",
-                        ca_bundle=base64.b64encode(ca_pem).decode(),
+                        url=tls_webhook.url,
+                        ca_bundle=base64.b64encode(tls_webhook.ca_pem).decode(),
                     ),
                     rules=[
                         k8s.V1RuleWithOperations(
@@ -228,7 +171,7 @@ def test_api_server_calls_a_webhook_over_tls(
         apps.create_namespaced_deployment(ns, deployment("mutated"))
         stored = apps.read_namespaced_deployment("mutated", ns)
         assert stored.metadata.annotations["test.zeroscaler.io/mutated"] == "yes"
-        assert "mutated" in _AnnotatingHandler.calls
+        assert tls_webhook.saw("Deployment", ns, "mutated") == ["CREATE"]
     finally:
         reg.delete_mutating_webhook_configuration(config_name)
 

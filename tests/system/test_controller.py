@@ -15,6 +15,7 @@ import yaml
 from kubernetes import client as k8s
 
 from localcluster.cluster import Cluster
+from tests.support.crds import create_crd
 from tests.support.testdata import operators_dir
 from tests.support.waiting import wait_for
 from tests.system.controller_kit import (
@@ -25,7 +26,6 @@ from tests.system.controller_kit import (
     assert_not_activity,
     config_for,
     create_configmap,
-    create_crd,
     create_widget,
     create_workload,
     grant_watch,

@@ -14,13 +14,13 @@ from cryptography import x509
 from kubernetes import client as k8s
 
 from localcluster.cluster import Cluster
+from tests.support.crds import create_crd
 from tests.support.waiting import wait_for
 from tests.system.webhook_kit import (
     ZEROSCALER,
     Admitted,
     Webhook,
     admitted_until,
-    create_crd,
     create_workload,
     deployment,
     events_for,

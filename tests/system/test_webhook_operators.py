@@ -12,12 +12,12 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from localcluster.cluster import Cluster
+from tests.support.crds import create_crd
 from tests.system.webhook_kit import (
     Admitted,
     Webhook,
     admitted_until,
     apply_objects,
-    create_crd,
     create_workload,
     running_webhook,
 )

@@ -277,46 +277,6 @@ def apply_objects(api: k8s.ApiClient, objects: Sequence[Obj]) -> None:
                 raise
 
 
-def create_crd(api: k8s.ApiClient, group: str, kind: str, plural: str, *,
-               namespaced: bool = True, status: bool = True) -> None:  # fmt: skip
-    """A minimal served CRD, created once per cluster and waited on until established."""
-    version: Obj = {
-        "name": "v1",
-        "served": True,
-        "storage": True,
-        "schema": {
-            "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-        },
-    }
-    if status:
-        version["subresources"] = {"status": {}}
-    body = {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{group}"},
-        "spec": {
-            "group": group,
-            "names": {"kind": kind, "plural": plural, "singular": kind.lower(),
-                      "listKind": f"{kind}List"},
-            "scope": "Namespaced" if namespaced else "Cluster",
-            "versions": [version],
-        },
-    }  # fmt: skip
-    ext = k8s.ApiextensionsV1Api(api)
-    try:
-        ext.create_custom_resource_definition(body)
-    except ApiException as e:
-        if e.status != 409:
-            raise
-
-    def established() -> bool:
-        crd = ext.read_custom_resource_definition(f"{plural}.{group}")
-        conditions = (crd.status and crd.status.conditions) or []
-        return any(c.type == "Established" and c.status == "True" for c in conditions)
-
-    wait_for(established, f"CRD {plural}.{group} established", TIMEOUT)
-
-
 def events_for(api: k8s.ApiClient, namespace: str, kind: str, name: str) -> list[Any]:
     events = k8s.CoreV1Api(api).list_namespaced_event(namespace).items
     return [e for e in events if e.involved_object.kind == kind and e.involved_object.name == name]
