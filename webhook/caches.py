@@ -15,7 +15,7 @@ from webhook.settings import Settings
 from webhook.state import View
 from zeroscaler.core.annotations import POLICY_LABEL
 from zeroscaler.core.inference import RBACSnapshot
-from zeroscaler.core.kinds import Discovery
+from zeroscaler.core.kinds import APIResource, Discovery, api_resource_from_crd
 from zeroscaler.kube import Kube, KubeError, Obj
 from zeroscaler.watching import Informer, WatchEvent
 
@@ -42,6 +42,21 @@ def _slim(kind: str) -> Callable[[Obj], Obj]:
     return shape
 
 
+def _crd_essentials(obj: Obj) -> Obj:
+    """What defines a CRD's served type; schemas (often hundreds of KB) are dropped."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    versions = [
+        {k: v.get(k) for k in ("name", "served", "storage", "subresources")}
+        for v in spec.get("versions") or []
+    ]
+    return {
+        "metadata": {"name": meta.get("name"), "resourceVersion": meta.get("resourceVersion")},
+        "spec": {"group": spec.get("group"), "names": spec.get("names"),
+                 "scope": spec.get("scope"), "versions": versions},
+    }  # fmt: skip
+
+
 class LiveSource:
     """Watches everything a decision needs; readiness waits until every cache has listed once."""
 
@@ -53,7 +68,7 @@ class LiveSource:
             kind: Informer(kube, path, transform=_slim(kind)) for kind, path in RBAC_PATHS.items()
         }
         self.namespaces = Informer(kube, NAMESPACES_PATH, metadata_only=True)
-        self.crds = Informer(kube, CRD_PATH, metadata_only=True)
+        self.crds = Informer(kube, CRD_PATH, transform=_crd_essentials)
         self.policies = Informer(
             kube,
             f"/api/v1/namespaces/{settings.namespace}/configmaps",
@@ -61,6 +76,7 @@ class LiveSource:
         )
         self._rbac: RBACSnapshot | None = None
         self._discovery: Discovery | None = None
+        self._merged: Discovery | None = None  # discovery plus CRDs it does not serve yet
         self._crd_names: frozenset[str] = frozenset()
         self._wake_discovery = asyncio.Event()
         self._discovered = asyncio.Event()
@@ -112,9 +128,19 @@ class LiveSource:
         return View(
             policy=self.keeper.policy,
             rbac=self._rbac,
-            discovery=self._discovery or Discovery(),
+            discovery=self._discovery_view(),
             custom_resources=self._crd_names,
         )
+
+    def _discovery_view(self) -> Discovery:
+        if self._merged is None:
+            pending: list[APIResource] = []
+            for crd in self.crds.store.values():
+                resource = api_resource_from_crd(crd)
+                if resource is not None:
+                    pending.append(resource)
+            self._merged = (self._discovery or Discovery()).merged_with(pending)
+        return self._merged
 
     async def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
         """Labels from the cache, waiting briefly for a namespace created a moment ago."""
@@ -140,6 +166,7 @@ class LiveSource:
 
     def _on_crd(self, _: WatchEvent) -> None:
         self._crd_names = frozenset(name for _, name in self.crds.store)
+        self._merged = None
         self._wake_discovery.set()
 
     def _on_policy(self, event: WatchEvent) -> None:
@@ -202,6 +229,7 @@ class LiveSource:
                 found = None
             if found is not None:
                 self._discovery = Discovery(found)
+                self._merged = None
                 self._discovered.set()
                 self.discovery_kinds.set(len(found))
                 served = {r.group_resource for r in found}

@@ -7,7 +7,15 @@ import pytest
 from tests.unit.fixtures import builtin_resources, crd_resource
 from zeroscaler.core.annotations import read_config
 from zeroscaler.core.durations import DurationError, format_duration, parse_duration
-from zeroscaler.core.kinds import Discovery, KindRef, KindRefError, parse_kind_ref, parse_kind_refs
+from zeroscaler.core.kinds import (
+    APIResource,
+    Discovery,
+    KindRef,
+    KindRefError,
+    api_resource_from_crd,
+    parse_kind_ref,
+    parse_kind_refs,
+)
 
 DISCOVERY = Discovery(
     [
@@ -157,3 +165,56 @@ def test_read_config(
         assert problems == []
     else:
         assert any(problem in str(p) for p in problems), problems
+
+
+def _crd(scope: str = "Namespaced", **version: object) -> dict[str, object]:
+    return {
+        "metadata": {"name": "widgets.demo.example.com"},
+        "spec": {
+            "group": "demo.example.com",
+            "scope": scope,
+            "names": {"kind": "Widget", "plural": "widgets", "singular": "widget",
+                      "shortNames": ["wd"]},
+            "versions": [
+                {"name": "v1alpha1", "served": True, "storage": False},
+                {"name": "v1", "served": True, "storage": True, **version},
+            ],
+        },
+    }  # fmt: skip
+
+
+def test_a_crd_defines_the_type_discovery_will_serve() -> None:
+    widget = api_resource_from_crd(_crd(subresources={"status": {}}))
+    assert widget is not None
+    assert (widget.group, widget.version, widget.resource, widget.kind) == (
+        "demo.example.com", "v1", "widgets", "Widget")  # fmt: skip
+    assert widget.namespaced
+    assert widget.has_status
+    assert "watch" in widget.verbs
+    assert widget.canonical == "Widget.demo.example.com"
+    assert api_resource_from_crd(_crd(scope="Cluster")).namespaced is False  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "crd",
+    [
+        {},
+        {"spec": "nonsense"},
+        {"spec": {"group": "g.example.com", "names": {"kind": "Widget"}, "versions": []}},
+        {"spec": {"group": "g.example.com", "names": {"kind": "W", "plural": "ws"},
+                  "versions": [{"name": "v1", "served": False, "storage": True}]}},
+    ],
+)  # fmt: skip
+def test_a_crd_without_a_served_type_defines_nothing(crd: dict[str, object]) -> None:
+    assert api_resource_from_crd(crd) is None
+
+
+def test_discovery_merged_with_pending_crds_resolves_them_and_keeps_served_ones() -> None:
+    served = APIResource("demo.example.com", "v2", "widgets", "Widget")
+    pending = api_resource_from_crd(_crd())
+    assert pending is not None
+    gadget = APIResource("other.example.com", "v1", "gadgets", "Gadget")
+    merged = Discovery([served]).merged_with([pending, gadget])
+    assert merged.resolve(parse_kind_ref("Widget.demo.example.com")) == served
+    assert merged.resolve(parse_kind_ref("gadgets.other.example.com")) == gadget
+    assert Discovery([served]).merged_with([pending]).resources == [served]

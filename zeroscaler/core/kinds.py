@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 _VERSION = re.compile(r"^v\d+((alpha|beta)\d+)?$")
 _SEGMENT = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?$")
@@ -152,3 +153,47 @@ class Discovery:
     def in_group(self, group: str) -> Iterable[APIResource]:
         """All served types of one API group (`*` for every group)."""
         return (r for r in self.resources if group == "*" or r.group == group)
+
+    def merged_with(self, extra: Iterable[APIResource]) -> Discovery:
+        """This snapshot plus the types in `extra` it does not have (by group and resource)."""
+        known = {(r.group, r.resource) for r in self.resources}
+        added = [r for r in extra if (r.group, r.resource) not in known]
+        return Discovery([*self.resources, *added]) if added else self
+
+
+CRD_VERBS = frozenset(
+    {"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
+)
+
+
+def api_resource_from_crd(crd: Mapping[str, Any]) -> APIResource | None:
+    """The type a CustomResourceDefinition defines, as discovery will serve it once established.
+
+    Lets a kind be named in the moment between a CRD's creation and its appearance in discovery,
+    which is when an operator applied together with its CRDs is admitted.
+    """
+    spec = crd.get("spec")
+    if not isinstance(spec, Mapping):
+        return None
+    raw_names = spec.get("names")
+    names: Mapping[str, Any] = raw_names if isinstance(raw_names, Mapping) else {}
+    group, kind, plural = spec.get("group"), names.get("kind"), names.get("plural")
+    versions = [v for v in spec.get("versions") or [] if isinstance(v, Mapping) and v.get("served")]
+    if not (isinstance(group, str) and isinstance(kind, str) and isinstance(plural, str)):
+        return None
+    if not versions:
+        return None
+    version = next((v for v in versions if v.get("storage")), versions[0])
+    subresources = version.get("subresources") or {}
+    short = names.get("shortNames") or ()
+    return APIResource(
+        group=group,
+        version=str(version.get("name", "")),
+        resource=plural,
+        kind=kind,
+        namespaced=spec.get("scope") != "Cluster",
+        verbs=CRD_VERBS,
+        subresources=frozenset(k for k in ("status", "scale") if k in subresources),
+        singular=str(names.get("singular") or kind.lower()),
+        short_names=tuple(str(n) for n in short),
+    )
