@@ -251,9 +251,8 @@ def run(cluster: Cluster, helm: Path, work: Path) -> int:
 
 def sleep_and_wake(cluster: Cluster) -> int:
     step("an operator arrives: a Widget CRD, RBAC to watch Widgets and ConfigMaps, 2 replicas")
-    cluster.kubectl("apply", "-f", "-", input=CRD)  # as Helm does: CRDs first
-    cluster.kubectl("wait", "--for=condition=Established", "crd/widgets.demo.zeroscaler.io")
-    cluster.kubectl("apply", "-f", "-", input=OPERATOR)
+    # One apply, CRD and all: the Deployment is admitted before discovery serves the new type.
+    cluster.kubectl("apply", "-f", "-", input=CRD + "---" + OPERATOR)
     annotations = json.loads(
         cluster.kubectl(
             "-n",
