@@ -14,19 +14,18 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from localcluster.processes import free_port, running
 from zeroscaler.kube import Conflict, Kube, KubeError, load_access
 
 GROUP = "bench.zeroscaler.example.com"
@@ -50,12 +49,6 @@ class Results:
 def kind_of(i: int) -> tuple[str, str]:
     """Kind and plural of watched type number i."""
     return f"Thing{i}", f"things{i}"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def _create(kube: Kube, path: str, body: dict[str, Any]) -> None:
@@ -225,20 +218,6 @@ class DeploymentWatch:
         return all(self.replicas.get(n) == 0 and self.state.get(n) == "asleep" for n in names)
 
 
-@contextlib.contextmanager
-def process(cmd: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    with log.open("ab") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        yield proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
 async def _wait_http_ok(url: str, limit: float = 120) -> None:
     deadline = time.monotonic() + limit
     async with httpx.AsyncClient() as client:
@@ -294,7 +273,7 @@ async def measure_baseline(
     ]
     latencies = []
     log = workdir / "baseline.log"
-    with process(cmd, log):
+    with running(cmd, log):
         for _ in range(300):  # up to a minute for "ready": it has listed, its watch follows
             if "ready" in log.read_text():
                 break
@@ -402,7 +381,7 @@ async def bench(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> Res
         await setup_cluster(kube)
         watch = DeploymentWatch(kube)
         watcher = asyncio.create_task(watch.run())
-        port = _free_port()
+        port = free_port()
         profile = os.environ.get("ZEROSCALER_BENCH_PROFILE")  # a cProfile output path
         launcher = ["-m", "cProfile", "-o", profile] if profile else []
         controller = [
@@ -427,7 +406,7 @@ async def bench(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> Res
             results.latency["baseline (raw watch)"] = await measure_baseline(
                 kube, watch, kubeconfig, workdir, args.samples, args.gap
             )
-        with process(controller, workdir / "controller.log") as proc:
+        with running(controller, workdir / "controller.log") as proc:
             await _wait_http_ok(f"http://127.0.0.1:{port}/readyz")
             for count in [] if args.idle_only else args.workloads:
                 await ensure_workloads(kube, count)

@@ -31,6 +31,8 @@ import httpx
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from localcluster.processes import free_port, stop
+
 RESULTS = Path(__file__).resolve().parent / "results"
 SIZES_KB = (5, 10, 20, 40)
 MAX_REQUESTS = 20_000
@@ -296,14 +298,6 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / ticks
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def run(rates: list[int], seconds: float, plot: bool) -> list[Result]:
     from certs.issue import new_ca, new_serving_cert
 
@@ -316,7 +310,7 @@ def run(rates: list[int], seconds: float, plot: bool) -> list[Result]:
         cert, key = new_serving_cert(ca, ["127.0.0.1"]).write(Path(tmp), "tls")
         ca_file = Path(tmp) / "ca.crt"
         ca_file.write_bytes(ca.cert_pem)
-        servers = {kind: _free_port() for kind in ("noop", "webhook")}
+        servers = {kind: free_port() for kind in ("noop", "webhook")}
         procs = {kind: _start(kind, port, str(cert), str(key)) for kind, port in servers.items()}
         try:
             for kind, port in servers.items():
@@ -335,8 +329,7 @@ def run(rates: list[int], seconds: float, plot: bool) -> list[Result]:
                     print(_row(results[-1]), flush=True)
         finally:
             for proc in procs.values():
-                proc.terminate()
-                proc.wait(timeout=20)
+                stop(proc)
     _report(results, plot)
     return results
 

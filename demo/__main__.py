@@ -9,15 +9,12 @@ from __future__ import annotations
 import base64
 import json
 import shutil
-import signal
-import socket
 import ssl
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -25,6 +22,7 @@ import httpx
 from certs.issue import new_ca, new_serving_cert
 from localcluster import build
 from localcluster.cluster import Cluster, start
+from localcluster.processes import free_port, running
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -109,12 +107,6 @@ def show(cluster: Cluster, *args: str) -> str:
     return out
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def wait(check: Callable[[], bool], what: str, timeout: float = 90) -> float:
     began = time.monotonic()
     while time.monotonic() - began < timeout:
@@ -122,21 +114,6 @@ def wait(check: Callable[[], bool], what: str, timeout: float = 90) -> float:
             return time.monotonic() - began
         time.sleep(0.2)
     raise SystemExit(f"demo failed: {what} did not happen within {timeout:.0f}s")
-
-
-@contextmanager
-def process(cmd: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    with log.open("ab") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        yield proc
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def replicas(cluster: Cluster) -> int:
@@ -235,8 +212,8 @@ def run(cluster: Cluster, helm: Path, work: Path) -> int:
         "warning",
     ]
     with (
-        process(webhook_cmd, work / "webhook.log"),
-        process(controller_cmd, work / "controller.log"),
+        running(webhook_cmd, work / "webhook.log"),
+        running(controller_cmd, work / "controller.log"),
     ):
         tls = ssl.create_default_context(cafile=str(work / "webhook.crt"))
         tls.load_verify_locations(cadata=ca.cert_pem.decode())

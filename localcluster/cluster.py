@@ -14,7 +14,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import tempfile
@@ -27,6 +26,7 @@ from typing import Any
 import httpx
 
 from certs.issue import new_ca, new_rsa_key_pem, new_serving_cert, public_key_pem
+from localcluster.processes import free_port
 
 SERVICE_CIDR = "10.96.0.0/16"
 POD_CIDR = "10.244.0.0/16"  # kwok hands out fake pod IPs from here; nothing ever dials them
@@ -144,7 +144,7 @@ def start(
     work = Path(tempfile.mkdtemp(prefix="zeroscaler-cluster-")) if workdir is None else workdir
     work.mkdir(parents=True, exist_ok=True)
     pki = _write_pki(work)
-    port = _free_port()
+    port = free_port()
     token = secrets.token_hex(16)
     (work / "tokens.csv").write_text(f'{token},zeroscaler-admin,admin,"system:masters"\n')
     server = f"https://127.0.0.1:{port}"
@@ -194,7 +194,7 @@ def start(
                 "--manage-all-nodes=true",
                 "--node-ip=127.0.0.1",
                 f"--cidr={POD_CIDR}",
-                f"--server-address=127.0.0.1:{_free_port()}",
+                f"--server-address=127.0.0.1:{free_port()}",
                 f"--config={cluster.binaries['kwok-stages.yaml']}",
                 "--node-lease-duration-seconds=40",
             ],
@@ -270,7 +270,7 @@ def _write_kubeconfig(path: Path, server: str, ca_file: Path, token: str) -> Non
 
 
 def _start_etcd(cluster: Cluster, detach: bool) -> str:
-    client, peer = _free_port(), _free_port()
+    client, peer = free_port(), free_port()
     url = f"http://127.0.0.1:{client}"
     _launch(
         cluster,
@@ -391,13 +391,6 @@ def _wait(
             return
         time.sleep(0.2)
     raise ClusterError(f"{what} not ready after {timeout:.0f}s")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _pid_runs(pid: int, name: str) -> bool:

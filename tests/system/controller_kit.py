@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -17,6 +16,7 @@ from kubernetes.client.exceptions import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
 from localcluster.cluster import Cluster
+from localcluster.processes import free_port, stop
 from tests.support.waiting import wait_for
 
 CONTROLLER = Path(sys.executable).parent / "zeroscaler-controller"
@@ -25,12 +25,6 @@ WIDGET_GROUP = "zs-test.example.com"
 WIDGET = f"Widget.{WIDGET_GROUP}"
 WIDGETS = f"widgets.{WIDGET_GROUP}"
 TIMEOUT = 60.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -69,13 +63,7 @@ class ControllerProcess:
         return self.metric("zeroscaler_watch_events_total", resource=resource)
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop(self.proc, sig)
 
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])

@@ -12,7 +12,6 @@ import base64
 import ipaddress
 import os
 import secrets
-import socket
 import ssl
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from kubernetes.client.exceptions import ApiException
 
 from certs.issue import new_ca, new_serving_cert
 from localcluster.cluster import Cluster
+from localcluster.processes import free_port, stop
 from tests.support.recording_webhook import RecordingWebhook as Recorder
 from tests.support.recording_webhook import recording_webhook
 from tests.support.waiting import wait_for
@@ -594,12 +594,6 @@ def test_certs_hooks_clean_up_and_their_rbac_is_enough_for_zeroscaler_certs(
 # --- the real programs, run with the chart's flags and the chart's RBAC ---------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _installed_args(api: k8s.ApiClient, namespace: str, deployment: str) -> list[str]:
     spec = k8s.AppsV1Api(api).read_namespaced_deployment(deployment, namespace).spec
     args: list[str] = spec.template.spec.containers[0].args
@@ -627,13 +621,7 @@ class Program:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-40:])
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop(self.proc)
 
 
 def _start(command: str, args: list[str], log: Path) -> Program:
@@ -664,7 +652,7 @@ def test_controller_and_webhook_work_with_the_charts_flags_and_rbac(
     """Install, then run both programs on loopback as their ServiceAccounts with the installed
     flags: the webhook annotates from the chart's policy and the RBAC it may read; the controller
     leads, puts the workload to sleep and wakes it."""
-    port = _free_port()
+    port = free_port()
     ca = new_ca("chart-e2e-ca")
     cert, key = new_serving_cert(ca, ["127.0.0.1"]).write(tmp_path, "serving")
     k8s.CoreV1Api(api).create_namespaced_secret(
@@ -728,7 +716,7 @@ def test_controller_and_webhook_work_with_the_charts_flags_and_rbac(
             "the webhook's caches to sync with only the chart's RBAC",
         )
 
-        metrics = _free_port()
+        metrics = free_port()
         controller_args = _local_args(
             _installed_args(api, ns, f"{fullname}-controller"),
             {"--metrics-host": "127.0.0.1", "--metrics-port": str(metrics), "--id": "chart-e2e"},

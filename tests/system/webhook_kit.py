@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import secrets
-import signal
 import socket
 import ssl
 import subprocess
@@ -23,6 +22,7 @@ from kubernetes.client.exceptions import ApiException
 
 from certs.issue import CertPair, new_ca, new_serving_cert
 from localcluster.cluster import Cluster
+from localcluster.processes import free_port, stop
 from tests.support.waiting import wait_for
 
 WEBHOOK = Path(sys.executable).parent / "zeroscaler-webhook"
@@ -33,12 +33,6 @@ ENABLED = "zeroscaler.io/enabled"
 INJECTED = "zeroscaler.io/injected"
 TIMEOUT = 60.0
 Obj = dict[str, Any]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -113,13 +107,8 @@ class Webhook:
             return False
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc is not None:
+            stop(self.proc)
 
     def log_tail(self, lines: int = 60) -> str:
         if not self.log.exists():
