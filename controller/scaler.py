@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller.access import AccessReviews
-from controller.events import EventRecorder, EventType
 from controller.memory import release_free_memory
 from controller.metrics import Metrics
 from controller.settings import Settings
@@ -42,6 +41,7 @@ from zeroscaler.core.decision import Decision, Observed, decide, wake_replicas
 from zeroscaler.core.durations import DURATION_FORM, format_time
 from zeroscaler.core.inference import RBACSnapshot, infer_kinds
 from zeroscaler.core.kinds import KIND_REF_FORM, APIResource, Discovery, KindRef, parse_kind_refs
+from zeroscaler.events import EventRecorder, EventType
 from zeroscaler.kube import Conflict, Kube, KubeError, NotFound, Obj
 from zeroscaler.watching import Informer, WatchEvent
 
@@ -212,7 +212,7 @@ class Scaler:
         self.ready = False
         self.hub: WatchHub[WorkloadKey] = WatchHub(watcher, self._on_object)
         self.access = AccessReviews(kube, settings.access_review_ttl)
-        self.events = EventRecorder(kube, settings.id)
+        self.events = EventRecorder(kube, "zeroscaler-controller", settings.id)
         self.timers: TimerHeap[WorkloadKey] = TimerHeap(self.enqueue)
         self.metrics = Metrics(
             self.count_by_state, lambda: len(self.hub.resources), lambda: self.is_leader
@@ -757,7 +757,7 @@ class Scaler:
         self, obj: Obj, kind: str, type_: EventType, reason: str, message: str
     ) -> None:
         async with self._event_slots:
-            await self.events.emit(obj, kind, type_, reason, message)
+            await self.events.emit(obj, "apps/v1", kind, type_, reason, message)
 
     # ---- acting -----------------------------------------------------------------------------
 

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
@@ -16,6 +15,7 @@ from webhook.state import View
 from zeroscaler.core.annotations import POLICY_LABEL
 from zeroscaler.core.inference import RBACSnapshot
 from zeroscaler.core.kinds import APIResource, Discovery, api_resource_from_crd
+from zeroscaler.events import EventRecorder
 from zeroscaler.kube import Kube, KubeError, Obj
 from zeroscaler.watching import Informer, WatchEvent
 
@@ -64,6 +64,7 @@ class LiveSource:
         self.kube = kube
         self.settings = settings
         self.keeper = PolicyKeeper()
+        self.events = EventRecorder(kube, "zeroscaler-webhook")
         self.rbac_informers = {
             kind: Informer(kube, path, transform=_slim(kind)) for kind, path in RBAC_PATHS.items()
         }
@@ -192,31 +193,16 @@ class LiveSource:
         task.add_done_callback(self._side_tasks.discard)
 
     async def _report(self, rejection: Rejection) -> None:
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        event = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{rejection.name}.", "namespace": rejection.namespace},
-            "involvedObject": {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "name": rejection.name,
+        configmap = {
+            "metadata": {
                 "namespace": rejection.namespace,
+                "name": rejection.name,
                 "uid": rejection.uid,
-            },
-            "reason": "InvalidPolicy",
-            "message": rejection.message[:1024],
-            "type": "Warning",
-            "source": {"component": "zeroscaler-webhook"},
-            "reportingComponent": "zeroscaler-webhook",
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
+            }
         }
-        try:
-            await self.kube.create(f"/api/v1/namespaces/{rejection.namespace}/events", event)
-        except KubeError as e:
-            log.warning("could not record the InvalidPolicy event: %s", e)
+        await self.events.emit(
+            configmap, "v1", "ConfigMap", "Warning", "InvalidPolicy", rejection.message
+        )
 
     async def _refresh_discovery(self) -> None:
         retries = 0

@@ -1,4 +1,4 @@
-"""Kubernetes Events on workloads: what the scaler did and what it could not do."""
+"""Kubernetes Events: what zeroscaler did to an object, or why it could not."""
 
 from __future__ import annotations
 
@@ -12,32 +12,30 @@ from zeroscaler.kube import Kube, KubeError, Obj
 log = logging.getLogger(__name__)
 
 EventType = Literal["Normal", "Warning"]
-COMPONENT = "zeroscaler-controller"
 _MAX_MESSAGE = 1024
 
 
 class EventRecorder:
     """Writes core/v1 Events; a failure to write one is logged and never stops the caller."""
 
-    def __init__(self, kube: Kube, instance: str) -> None:
+    def __init__(self, kube: Kube, component: str, instance: str = "") -> None:
         self._kube = kube
+        self._component = component
         self._instance = instance
 
     async def emit(
-        self, workload: Obj, kind: str, type_: EventType, reason: str, message: str
+        self, obj: Obj, api_version: str, kind: str, type_: EventType, reason: str, message: str
     ) -> None:
-        meta = workload.get("metadata") or {}
+        """Record an Event about `obj` (a `kind` of `api_version`) in its namespace."""
+        meta = obj.get("metadata") or {}
         namespace = str(meta.get("namespace", ""))
         now = format_time(datetime.now(UTC))
         body: Obj = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {
-                "generateName": f"{meta.get('name', 'workload')}.",
-                "namespace": namespace,
-            },
+            "metadata": {"generateName": f"{meta.get('name', 'object')}.", "namespace": namespace},
             "involvedObject": {
-                "apiVersion": "apps/v1",
+                "apiVersion": api_version,
                 "kind": kind,
                 "namespace": namespace,
                 "name": meta.get("name", ""),
@@ -47,8 +45,8 @@ class EventRecorder:
             "type": type_,
             "reason": reason,
             "message": message[:_MAX_MESSAGE],
-            "source": {"component": COMPONENT},
-            "reportingComponent": COMPONENT,
+            "source": {"component": self._component},
+            "reportingComponent": self._component,
             "reportingInstance": self._instance,
             "firstTimestamp": now,
             "lastTimestamp": now,
