@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -143,8 +144,10 @@ def _helm_ldflags(v: Versions) -> str:
 def _record_timings(path: Path, timings: dict[str, float]) -> None:
     """Keep how long each build step took, for the benchmark report; a partial build merges in."""
     old = json.loads(path.read_text()) if path.exists() else {}
+    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # the largest compiler/linker
     recorded = {
         "seconds": {**old.get("seconds", {}), **timings},
+        "peak_child_rss_mb": max(round(peak_kb / 1024), old.get("peak_child_rss_mb", 0)),
         "cores": os.cpu_count(),
         "finished": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
