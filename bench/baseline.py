@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from zeroscaler.kube import Kube, load_access
+from zeroscaler.access import load_access
+from zeroscaler.kube import Kube
 
 
 async def run(kubeconfig: str, watch_path: str, scale_path: str) -> None:

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from certs.rotation import CA_CERT, TLS_CERT, TLS_KEY, Material, plan_certificates
+from zeroscaler.access import load_access
 from zeroscaler.core.durations import DurationError, parse_duration
-from zeroscaler.kube import Kube, KubeError, NotFound, load_access
+from zeroscaler.kube import Kube, KubeError, NotFound
 
 SECRET_TYPE = "kubernetes.io/tls"
 WEBHOOK_CONFIGS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"

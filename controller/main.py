@@ -13,7 +13,8 @@ from controller.logs import setup_logging
 from controller.metrics import Route, serve_http
 from controller.scaler import Scaler
 from controller.settings import Settings, parse_settings
-from zeroscaler.kube import Kube, load_access
+from zeroscaler.access import load_access
+from zeroscaler.kube import Kube
 
 log = logging.getLogger("controller")
 

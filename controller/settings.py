@@ -1,45 +1,101 @@
-"""Controller configuration: command-line flags over `ZEROSCALER_*` environment variables."""
+"""Controller configuration: command-line flags over `ZEROSCALER_*` environment variables.
+
+Plain dataclasses and argparse rather than pydantic-settings: the controller runs all day, and that
+import alone would hold some 20 MB of its memory budget.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import socket
-from collections.abc import Sequence
-from typing import Literal
-
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
 
 LogLevel = Literal["debug", "info", "warning", "error"]
+LOG_LEVELS: tuple[str, ...] = get_args(LogLevel)
+ENV_PREFIX = "ZEROSCALER_"
 
 
 def _default_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
-class Settings(BaseSettings):
+@dataclass(frozen=True, slots=True)
+class Settings:
     """Everything the controller can be told."""
-
-    model_config = SettingsConfigDict(env_prefix="ZEROSCALER_", frozen=True)
 
     kubeconfig: str | None = None
     dry_run: bool = False
     metrics_host: str = "0.0.0.0"
-    metrics_port: int = Field(default=8080, ge=0, le=65535)  # 0: no HTTP endpoints
+    metrics_port: int = 8080  # 0: no HTTP endpoints
     lease_namespace: str = "zeroscaler"
     lease_name: str = "zeroscaler-controller"
-    id: str = Field(default_factory=_default_id)
-    lease_duration: float = Field(default=15.0, gt=0)
-    discovery_interval: float = Field(default=30.0, gt=0)
-    access_review_ttl: float = Field(default=60.0, ge=0)
-    workers: int = Field(default=64, ge=1)  # coroutines; requests queue for 16 connections
-    max_connections: int = Field(default=1024, ge=8)  # for watches: one each
-    request_connections: int = Field(default=16, ge=1, le=16)  # all kept alive
+    id: str = field(default_factory=_default_id)
+    lease_duration: float = 15.0
+    discovery_interval: float = 30.0
+    access_review_ttl: float = 60.0
+    workers: int = 64  # coroutines; requests queue for the request connections
+    max_connections: int = 1024  # for watches: one each
+    request_connections: int = 16  # all kept alive
     log_level: LogLevel = "info"
 
+    def __post_init__(self) -> None:
+        for name, low, high in _BOUNDS:
+            value = getattr(self, name)
+            if not low <= value <= high:
+                raise ValueError(f"{name} must be in [{low}, {high}], not {value}")
+        if self.lease_duration <= 0 or self.discovery_interval <= 0:
+            raise ValueError("lease_duration and discovery_interval must be positive")
+        if self.log_level not in LOG_LEVELS:
+            raise ValueError(f"log_level must be one of {', '.join(LOG_LEVELS)}")
 
-def parse_settings(argv: Sequence[str] | None = None) -> Settings:
+
+_BOUNDS: tuple[tuple[str, float, float], ...] = (
+    ("metrics_port", 0, 65535),
+    ("access_review_ttl", 0, float("inf")),
+    ("workers", 1, 10_000),
+    ("max_connections", 8, 100_000),
+    ("request_connections", 1, 16),
+)
+
+
+def _boolean(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError("expected true or false")
+
+
+_PARSERS: Mapping[str, Callable[[str], Any]] = {
+    "bool": _boolean,
+    "int": int,
+    "float": float,
+}
+
+
+def _from_environment(environ: Mapping[str, str]) -> dict[str, Any]:
+    """Fields set by `ZEROSCALER_<FIELD>` variables, converted to the field's type."""
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(Settings):
+        raw = environ.get(ENV_PREFIX + f.name.upper())
+        if raw is None:
+            continue
+        parse = _PARSERS.get(str(f.type), str)
+        try:
+            values[f.name] = parse(raw)
+        except ValueError as e:
+            raise ValueError(f"{ENV_PREFIX}{f.name.upper()}={raw!r}: {e}") from None
+    return values
+
+
+def parse_settings(
+    argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
+) -> Settings:
     """Settings from the command line, falling back to the environment and defaults."""
     parser = argparse.ArgumentParser(
         prog="zeroscaler-controller",
@@ -65,7 +121,11 @@ def parse_settings(argv: Sequence[str] | None = None) -> Settings:
         "--access-review-ttl", type=float, help="seconds a SubjectAccessReview answer is kept"
     )
     parser.add_argument("--workers", type=int, help="concurrent reconciles")
-    parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--log-level", choices=LOG_LEVELS)
     args = parser.parse_args(argv)
-    given = {k: v for k, v in vars(args).items() if v is not None}
-    return Settings(**given)
+    try:
+        values = _from_environment(os.environ if environ is None else environ)
+        values.update({k: v for k, v in vars(args).items() if v is not None})
+        return Settings(**values)
+    except ValueError as e:
+        parser.error(str(e))

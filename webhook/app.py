@@ -25,8 +25,9 @@ from webhook.caches import LiveSource
 from webhook.review import BadReview, build_response, parse_review
 from webhook.settings import Settings
 from webhook.state import Source
+from zeroscaler.access import load_access
 from zeroscaler.core.admission import decide_patch
-from zeroscaler.kube import Kube, load_access
+from zeroscaler.kube import Kube
 
 log = logging.getLogger(__name__)
 

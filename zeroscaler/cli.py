@@ -11,9 +11,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from certs.command import add_certs
+from zeroscaler.access import load_access
 from zeroscaler.core.annotations import NAMESPACE_ENABLED_LABEL, read_config, read_status
 from zeroscaler.core.durations import format_duration
-from zeroscaler.kube import Kube, KubeError, load_access
+from zeroscaler.kube import Kube, KubeError
 
 Obj = dict[str, Any]
 COLUMNS = (

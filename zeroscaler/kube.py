@@ -1,21 +1,18 @@
 """The one door to the Kubernetes API: config, typed errors, JSON requests, watches, discovery.
 
-Only this module imports the `kubernetes` package (for kubeconfig and in-cluster config); requests
-go through one shared `httpx.AsyncClient`, so objects stay plain JSON dicts and cost little memory.
+Requests go through one shared `httpx.AsyncClient` per Kube, so objects stay plain JSON dicts and
+cost little memory; where the server is and who we are comes from `zeroscaler.access`.
 """
 
 from __future__ import annotations
 
 import json
-import ssl
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import httpx
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
 
+from zeroscaler.access import ClusterAccess
 from zeroscaler.core.kinds import APIResource
 
 Obj = dict[str, Any]
@@ -95,63 +92,17 @@ def error_for(status: int, body: bytes | str) -> KubeError:
     return cls(status, reason, message)
 
 
-@dataclass(frozen=True, slots=True)
-class ClusterAccess:
-    """How to reach and authenticate to one API server."""
-
-    server: str
-    ca_file: str | None = None
-    cert_file: str | None = None
-    key_file: str | None = None
-    token: str | None = None
-    verify: bool = True
-
-
-def load_access(kubeconfig: str | None = None, context: str | None = None) -> ClusterAccess:
-    """Access from a kubeconfig file, else from the in-cluster ServiceAccount."""
-    cfg = k8s_client.Configuration()
-    if kubeconfig:
-        k8s_config.load_kube_config(
-            config_file=kubeconfig, context=context, client_configuration=cfg
-        )
-    else:
-        try:
-            k8s_config.load_incluster_config(client_configuration=cfg)
-        except k8s_config.ConfigException:
-            k8s_config.load_kube_config(context=context, client_configuration=cfg)
-    auth = (cfg.api_key or {}).get("authorization") or (cfg.api_key or {}).get("BearerToken")
-    token = auth.removeprefix("Bearer ").strip() if auth else None
-    return ClusterAccess(
-        server=str(cfg.host).rstrip("/"),
-        ca_file=cfg.ssl_ca_cert or None,
-        cert_file=cfg.cert_file or None,
-        key_file=cfg.key_file or None,
-        token=token,
-        verify=bool(cfg.verify_ssl),
-    )
-
-
-def _ssl_context(access: ClusterAccess) -> ssl.SSLContext | bool:
-    if not access.verify:
-        return False
-    ctx = ssl.create_default_context(cafile=access.ca_file)
-    if access.cert_file and access.key_file:
-        ctx.load_cert_chain(access.cert_file, access.key_file)
-    return ctx
-
-
 class Kube:
     """An async client for the API server speaking plain JSON dicts."""
 
     def __init__(self, access: ClusterAccess, *, timeout: float = 30.0, max_connections: int = 64):
-        headers = {"User-Agent": "zeroscaler"}
-        if access.token:
-            headers["Authorization"] = f"Bearer {access.token}"
         self.access = access
         self._http = httpx.AsyncClient(
             base_url=access.server,
-            verify=_ssl_context(access),
-            headers=headers,
+            verify=access.ssl_context(),
+            auth=access.auth(),
+            proxy=access.proxy,
+            headers={"User-Agent": "zeroscaler"},
             timeout=httpx.Timeout(timeout),
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=16),
         )

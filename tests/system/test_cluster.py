@@ -15,7 +15,8 @@ from localcluster.build import load_versions
 from localcluster.cluster import Cluster
 from tests.support.recording_webhook import RecordingWebhook, recording_webhook
 from tests.support.waiting import wait_for
-from zeroscaler.kube import Kube, load_access
+from zeroscaler.access import load_access
+from zeroscaler.kube import Kube
 from zeroscaler.watching import Informer, WatchEvent
 
 IMAGE = "registry.k8s.io/pause:3.10"  # never pulled: kwok only pretends to run containers

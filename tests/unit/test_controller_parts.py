@@ -38,6 +38,36 @@ def test_environment_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
     assert parse_settings([]).lease_namespace == "ops"
 
 
+def test_environment_values_are_typed_and_flags_win() -> None:
+    env = {
+        "ZEROSCALER_DRY_RUN": "true",
+        "ZEROSCALER_WORKERS": "8",
+        "ZEROSCALER_LEASE_DURATION": "4.5",
+    }
+    settings = parse_settings(["--workers", "9"], env)
+    assert (settings.dry_run, settings.workers, settings.lease_duration) == (True, 9, 4.5)
+    assert parse_settings([], {"ZEROSCALER_DRY_RUN": "off"}).dry_run is False
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "named"),
+    [
+        ([], {"ZEROSCALER_WORKERS": "many"}, "ZEROSCALER_WORKERS='many'"),
+        ([], {"ZEROSCALER_DRY_RUN": "maybe"}, "expected true or false"),
+        (["--metrics-port", "70000"], {}, "metrics_port must be in [0, 65535]"),
+        ([], {"ZEROSCALER_LOG_LEVEL": "loud"}, "log_level must be one of"),
+        (["--lease-duration", "0"], {}, "must be positive"),
+    ],
+)
+def test_bad_settings_stop_with_a_message_naming_them(
+    argv: list[str], env: dict[str, str], named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        parse_settings(argv, env)
+    assert stopped.value.code == 2
+    assert named in capsys.readouterr().err
+
+
 def test_log_lines_are_logfmt_with_extra_fields() -> None:
     record = logging.makeLogRecord(
         {"name": "controller", "levelname": "INFO", "msg": "woken", "workload": "Deployment/a b"}

@@ -1,0 +1,171 @@
+"""Reading kubeconfig files and the in-cluster ServiceAccount, without a cluster."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from certs.issue import new_ca, new_serving_cert
+from zeroscaler.access import (
+    ClusterAccess,
+    ConfigError,
+    TokenFileAuth,
+    from_kubeconfig,
+    in_cluster,
+    load_access,
+)
+
+
+def kubeconfig(
+    path: Path,
+    *,
+    user: dict[str, Any],
+    cluster: dict[str, Any] | None = None,
+    current: str | None = "main",
+) -> Path:
+    doc: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": cluster or {"server": "https://127.0.0.1:6443/"}}],
+        "users": [{"name": "u", "user": user}],
+        "contexts": [{"name": "main", "context": {"cluster": "c", "user": "u"}}],
+    }
+    if current:
+        doc["current-context"] = current
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_token_and_embedded_ca(tmp_path: Path) -> None:
+    ca = new_ca("test")
+    cluster = {
+        "server": "https://127.0.0.1:6443/",
+        "certificate-authority-data": base64.b64encode(ca.cert_pem).decode(),
+    }
+    access = from_kubeconfig([kubeconfig(tmp_path / "k", user={"token": "t0"}, cluster=cluster)])
+    assert access.server == "https://127.0.0.1:6443"
+    assert (access.token, access.ca_data) == ("t0", ca.cert_pem.decode())
+    assert access.ssl_context() is not True  # a real context that trusts only that CA
+
+
+def test_relative_files_are_relative_to_the_kubeconfig(tmp_path: Path) -> None:
+    (tmp_path / "conf").mkdir()
+    user = {"client-certificate": "pki/u.crt", "client-key": "pki/u.key", "tokenFile": "tok"}
+    cluster = {"server": "https://h:1", "certificate-authority": "/abs/ca.crt"}
+    access = from_kubeconfig([kubeconfig(tmp_path / "conf" / "k", user=user, cluster=cluster)])
+    assert access.cert_file == str(tmp_path / "conf" / "pki" / "u.crt")
+    assert access.key_file == str(tmp_path / "conf" / "pki" / "u.key")
+    assert access.token_file == str(tmp_path / "conf" / "tok")
+    assert access.ca_file == "/abs/ca.crt"
+
+
+def test_embedded_client_certificate_is_loaded_without_leaving_files(tmp_path: Path) -> None:
+    ca = new_ca("test")
+    pair = new_serving_cert(ca, ["client"], days=1, client=True)
+    user = {
+        "client-certificate-data": base64.b64encode(pair.cert_pem).decode(),
+        "client-key-data": base64.b64encode(pair.key_pem).decode(),
+    }
+    access = from_kubeconfig([kubeconfig(tmp_path / "k", user=user)])
+    before = set(os.listdir(os.environ.get("TMPDIR", "/tmp")))
+    assert access.ssl_context()
+    assert set(os.listdir(os.environ.get("TMPDIR", "/tmp"))) <= before
+
+
+def test_files_merge_first_one_wins(tmp_path: Path) -> None:
+    first = kubeconfig(tmp_path / "a", user={"token": "from-a"}, current=None)
+    second = kubeconfig(tmp_path / "b", user={"token": "from-b"})
+    access = from_kubeconfig([tmp_path / "missing", first, second])
+    assert access.token == "from-a"  # the user named "u" is first defined in a
+
+
+def test_insecure_and_proxy(tmp_path: Path) -> None:
+    cluster = {
+        "server": "https://h:1",
+        "insecure-skip-tls-verify": True,
+        "proxy-url": "http://127.0.0.1:3128",
+    }
+    access = from_kubeconfig([kubeconfig(tmp_path / "k", user={"token": "t"}, cluster=cluster)])
+    assert access.ssl_context() is False
+    assert access.proxy == "http://127.0.0.1:3128"
+
+
+@pytest.mark.parametrize(
+    ("user", "cluster", "current", "message"),
+    [
+        ({"token": "t"}, None, None, "no current-context"),
+        ({"username": "a", "password": "b"}, None, "main", "basic auth"),
+        ({"token": "t"}, {"server": ""}, "main", "has no server"),
+        ({"token": "t"}, {"server": "https://h", "tls-server-name": "h"}, "main", "server-name"),
+        ({"client-key-data": "%%%"}, None, "main", "client-key-data is not base64"),
+        ({"token": "t"}, None, "other", "no context named 'other'"),
+    ],
+)
+def test_unusable_kubeconfigs_say_why(
+    tmp_path: Path,
+    user: dict[str, Any],
+    cluster: dict[str, Any] | None,
+    current: str | None,
+    message: str,
+) -> None:
+    path = kubeconfig(tmp_path / "k", user=user, cluster=cluster, current=current)
+    with pytest.raises(ConfigError, match=message):
+        from_kubeconfig([path], None if current == "main" else current)
+
+
+def test_a_missing_kubeconfig_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_access(str(tmp_path / "nope"))
+
+
+def test_exec_credentials_go_through_the_kubernetes_package(tmp_path: Path) -> None:
+    user = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "command": sys.executable,
+            "args": [
+                "-c",
+                'import json; print(json.dumps({"apiVersion": "client.authentication.k8s.io/v1",'
+                ' "kind": "ExecCredential", "status": {"token": "from-plugin"}}))',
+            ],
+            "interactiveMode": "Never",
+        }
+    }
+    access = load_access(str(kubeconfig(tmp_path / "k", user=user)))
+    assert (access.server, access.token) == ("https://127.0.0.1:6443", "from-plugin")
+
+
+def test_in_cluster_reads_the_mounted_service_account(tmp_path: Path) -> None:
+    env = {"KUBERNETES_SERVICE_HOST": "fd00::1", "KUBERNETES_SERVICE_PORT": "443"}
+    access = in_cluster(env, tmp_path)
+    assert access == ClusterAccess(
+        server="https://[fd00::1]:443",
+        ca_file=str(tmp_path / "ca.crt"),
+        token_file=str(tmp_path / "token"),
+    )
+    with pytest.raises(ConfigError, match="not in a cluster"):
+        in_cluster({}, tmp_path)
+
+
+def test_a_rotated_token_file_is_read_again_after_a_401(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("old\n")
+    seen: list[str] = []
+
+    def server(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers["Authorization"])
+        return httpx.Response(200 if request.headers["Authorization"] == "Bearer new" else 401)
+
+    client = httpx.Client(transport=httpx.MockTransport(server), auth=TokenFileAuth(str(token)))
+    assert client.get("https://h/api").status_code == 401  # the file still says old
+    token.write_text("new\n")
+    assert client.get("https://h/api").status_code == 200
+    # The second request still sends the cached token; its 401 makes the file be read again.
+    assert seen == ["Bearer old", "Bearer old", "Bearer new"]
