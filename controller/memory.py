@@ -1,4 +1,9 @@
-"""Give freed heap memory back to the operating system after bursts (big lists, relists)."""
+"""Keep the heap small and the garbage collector out of the way of wakes.
+
+Freed memory goes back to the operating system after bursts (big lists, relists); everything alive
+after a full collection is frozen, so routine collections no longer walk 50,000 stored objects and
+stall the event loop for tens of milliseconds (the webhook found the same in its p99).
+"""
 
 from __future__ import annotations
 
@@ -16,7 +21,13 @@ except (OSError, AttributeError):  # not glibc: nothing to trim
 
 
 def release_free_memory() -> None:
-    """Collect garbage, then ask glibc to return free pages (RSS otherwise keeps its peak)."""
+    """Collect everything, freeze what is left, and ask glibc to return free pages.
+
+    Unfreezing first lets each call collect cycles that formed among frozen objects since the
+    last one, so freezing never keeps garbage for more than one period.
+    """
+    gc.unfreeze()
     gc.collect()
+    gc.freeze()
     if _trim is not None:
         _trim(0)

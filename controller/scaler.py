@@ -7,7 +7,7 @@ import contextlib
 import dataclasses
 import functools
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -53,6 +53,7 @@ Warning_ = tuple[str, str]  # Event reason, message
 _TIMEOUT_KEYS = (IDLE_TIMEOUT, *IBM_IDLE_TIMEOUT)
 _KIND_KEYS = (WATCHED_KINDS, OWNED_KINDS, IBM_WATCHED_KINDS, IBM_OWNED_KINDS)
 _RETRY_AFTER = 5.0
+_FOLLOW_UP_PATIENCE = 1.0  # seconds a follow-up write gives way to pending wakes
 RBAC_PATHS = {
     "Role": "/apis/rbac.authorization.k8s.io/v1/roles",
     "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
@@ -225,6 +226,12 @@ class Scaler:
         self._queued: set[WorkloadKey] = set()
         self._running: set[WorkloadKey] = set()
         self._again: set[WorkloadKey] = set()
+        # Wakes noticed whose scale write is not done yet; follow-up writes (annotations, Events)
+        # wait for them, so one write that wakes twenty workloads scales all twenty first.
+        self._wakes_due: set[WorkloadKey] = set()
+        self._no_wakes_due = asyncio.Event()
+        self._no_wakes_due.set()
+        self._follow_ups: dict[WorkloadKey, Coroutine[Any, Any, None]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._event_tasks: set[asyncio.Task[None]] = set()
         self._event_slots = asyncio.Semaphore(4)
@@ -332,10 +339,48 @@ class Scaler:
                 log.exception("reconcile failed", extra={"workload": "/".join(key)})
                 self.timers.schedule(key, loop.time() + _RETRY_AFTER)
             finally:
-                self._running.discard(key)
-                if key in self._again:
-                    self._again.discard(key)
-                    self.enqueue(key)
+                self._wake_done(key)
+                follow_up = self._follow_ups.pop(key, None)
+                if follow_up is None:
+                    self._release(key)
+                else:  # the key stays running: nothing else is decided until it is written
+                    task = asyncio.create_task(self._follow_up(key, follow_up))
+                    self._event_tasks.add(task)
+                    task.add_done_callback(self._event_tasks.discard)
+
+    def _release(self, key: WorkloadKey) -> None:
+        self._running.discard(key)
+        if key in self._again:
+            self._again.discard(key)
+            self.enqueue(key)
+
+    async def _follow_up(self, key: WorkloadKey, write: Coroutine[Any, Any, None]) -> None:
+        """Finish a workload's wake off the worker, once no other wake waits for its scale."""
+        try:
+            await self._after_due_wakes()
+            await write
+        except KubeError as e:
+            log.warning("recording a wake failed: %s", e, extra={"workload": "/".join(key)})
+            self.timers.schedule(key, asyncio.get_running_loop().time() + _RETRY_AFTER)
+        except Exception:
+            log.exception("recording a wake failed", extra={"workload": "/".join(key)})
+            self.timers.schedule(key, asyncio.get_running_loop().time() + _RETRY_AFTER)
+        finally:
+            self._release(key)
+
+    def _wake_due(self, key: WorkloadKey) -> None:
+        self._wakes_due.add(key)
+        self._no_wakes_due.clear()
+
+    def _wake_done(self, key: WorkloadKey) -> None:
+        self._wakes_due.discard(key)
+        if not self._wakes_due:
+            self._no_wakes_due.set()
+
+    async def _after_due_wakes(self) -> None:
+        """Let pending scale writes go first; bounded, so a stream of wakes starves nothing."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._no_wakes_due.wait(), _FOLLOW_UP_PATIENCE)
 
     # ---- watch handlers (synchronous, cheap) ------------------------------------------------
 
@@ -437,6 +482,8 @@ class Scaler:
         if status.state == "asleep" or w.key in self._running:
             if w.activity_at is None:
                 w.activity_at = asyncio.get_running_loop().time()
+            if status.state == "asleep":
+                self._wake_due(w.key)
             self.enqueue(w.key)
 
     # ---- discovery --------------------------------------------------------------------------
@@ -756,6 +803,7 @@ class Scaler:
     async def _write_event(
         self, obj: Obj, kind: str, type_: EventType, reason: str, message: str
     ) -> None:
+        await self._after_due_wakes()
         async with self._event_slots:
             await self.events.emit(obj, "apps/v1", kind, type_, reason, message)
 
@@ -826,15 +874,24 @@ class Scaler:
             self.metrics.wake_latency.observe(loop.time() - w.activity_at)
         self.metrics.wakes.inc()
         w.activity_at = None
+        self._wake_done(w.key)
+        # Recording the wake can wait for other scale writes: a crash before it leaves the
+        # workload scaled up but annotated asleep, which reads as woken (by someone else).
+        self._follow_ups[w.key] = self._record_wake(w, replicas, reason)
+
+    async def _record_wake(self, w: Workload, replicas: int, reason: str) -> None:
         awake = {STATE: "awake", LAST_ACTIVITY: format_time(w.last_activity)}
-        for _ in range(5):
-            try:
-                await self._patch_annotations(w, awake)
-                break
-            except Conflict:
-                await self._refresh(w)
-                if read_status(w.annotations)[0].state != "asleep":
+        try:
+            for _ in range(5):
+                try:
+                    await self._patch_annotations(w, awake)
                     break
+                except Conflict:
+                    await self._refresh(w)
+                    if read_status(w.annotations)[0].state != "asleep":
+                        break
+        except NotFound:
+            w.deleted = True
         message = f"{reason}: scaled from 0 to {replicas} replicas"
         log.info("woken", extra={"workload": "/".join(w.key), "reason": reason})
         await self._event(w, "Normal", "Woken", message)
@@ -894,6 +951,7 @@ class Scaler:
                 self.enqueue(w.key)
 
     def _forget(self, w: Workload) -> None:
+        self._wake_done(w.key)
         self.timers.cancel(w.key)
         self._subscribe(w, set())
         self._account(w, stop=True)

@@ -111,6 +111,25 @@ def test_seed_demo_sleeps_and_wakes_to_the_previous_count(
     assert controller.metric("zeroscaler_replica_seconds_saved_total") > 0
 
 
+def test_one_write_wakes_every_workload_watching_it_to_its_own_count(
+    api: k8s.ApiClient, opted_ns: str, controller: ControllerProcess
+) -> None:
+    # Scale writes of all of them go before any of them is recorded awake: check nothing mixes up.
+    grant_watch(api, opted_ns, [("", ["configmaps"])])
+    config = config_for("3s", "ConfigMap", watch_namespaces=opted_ns)
+    refs = [create_workload(api, opted_ns, f"fan-{i}", config, replicas=i + 1) for i in range(8)]
+    for i, ref in enumerate(refs):
+        wait_asleep(api, ref, i + 1)
+    create_configmap(api, opted_ns, "shared-trigger")
+    for i, ref in enumerate(refs):
+        wait_woken(api, ref, f"ConfigMap {opted_ns}/shared-trigger created", i + 1)
+    for i, ref in enumerate(refs):
+        wait_asleep(api, ref, i + 1)
+        assert reasons(api, ref).count("Woken") == 1
+        assert "WokenExternally" not in reasons(api, ref)
+    assert controller.metric("zeroscaler_wakes_total") == 8
+
+
 def test_owned_object_wakes_only_through_a_controller_reference(
     api: k8s.ApiClient, opted_ns: str, controller: ControllerProcess
 ) -> None:
