@@ -28,6 +28,7 @@ from tests.system.controller_kit import (
     create_configmap,
     create_widget,
     create_workload,
+    events_of,
     grant_watch,
     patch_workload,
     reasons,
@@ -104,6 +105,10 @@ def test_seed_demo_sleeps_and_wakes_to_the_previous_count(
     )
     for ref in refs:
         assert state_of(api, ref)[0] == 0
+        # Four sleeps with the same message are one Event counted four times.
+        sleeping = [e for e in events_of(api, ref) if e.reason == "Sleeping"]
+        assert sum(e.count for e in sleeping) == 4
+        assert len({e.message for e in sleeping}) == len(sleeping)
     assert controller.metric("zeroscaler_managed_workloads", state="asleep") == 2
     assert controller.metric("zeroscaler_sleeps_total") == 8
     assert controller.metric("zeroscaler_wakes_total") == 6
