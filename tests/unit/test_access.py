@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -16,7 +17,6 @@ from certs.issue import new_ca, new_serving_cert
 from zeroscaler.access import (
     ClusterAccess,
     ConfigError,
-    TokenFileAuth,
     from_kubeconfig,
     in_cluster,
     load_access,
@@ -125,21 +125,34 @@ def test_a_missing_kubeconfig_is_named(tmp_path: Path) -> None:
         load_access(str(tmp_path / "nope"))
 
 
-def test_exec_credentials_go_through_the_kubernetes_package(tmp_path: Path) -> None:
+def test_exec_credentials_are_asked_for_again_after_a_401(tmp_path: Path) -> None:
+    source = tmp_path / "issued"
+    source.write_text("first")
+    plugin = (
+        "import json, sys; print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1',"
+        " 'kind': 'ExecCredential', 'status': {'token': open(sys.argv[1]).read()}}))"
+    )
     user = {
         "exec": {
             "apiVersion": "client.authentication.k8s.io/v1",
             "command": sys.executable,
-            "args": [
-                "-c",
-                'import json; print(json.dumps({"apiVersion": "client.authentication.k8s.io/v1",'
-                ' "kind": "ExecCredential", "status": {"token": "from-plugin"}}))',
-            ],
+            "args": ["-c", plugin, str(source)],
             "interactiveMode": "Never",
         }
     }
     access = load_access(str(kubeconfig(tmp_path / "k", user=user)))
-    assert (access.server, access.token) == ("https://127.0.0.1:6443", "from-plugin")
+    assert (access.server, access.token) == ("https://127.0.0.1:6443", "first")
+
+    def server(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200 if request.headers["Authorization"] == "Bearer second" else 401)
+
+    async def call() -> int:
+        transport = httpx.MockTransport(server)
+        async with httpx.AsyncClient(transport=transport, auth=access.auth()) as client:
+            return (await client.get("https://h/api")).status_code
+
+    source.write_text("second")  # the first token expired; the plugin now hands out another
+    assert asyncio.run(call()) == 200
 
 
 def test_in_cluster_reads_the_mounted_service_account(tmp_path: Path) -> None:
@@ -163,7 +176,8 @@ def test_a_rotated_token_file_is_read_again_after_a_401(tmp_path: Path) -> None:
         seen.append(request.headers["Authorization"])
         return httpx.Response(200 if request.headers["Authorization"] == "Bearer new" else 401)
 
-    client = httpx.Client(transport=httpx.MockTransport(server), auth=TokenFileAuth(str(token)))
+    auth = ClusterAccess("https://h", token_file=str(token)).auth()
+    client = httpx.Client(transport=httpx.MockTransport(server), auth=auth)
     assert client.get("https://h/api").status_code == 401  # the file still says old
     token.write_text("new\n")
     assert client.get("https://h/api").status_code == 200
