@@ -173,7 +173,30 @@ def shrink(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     elif meta.get("creationTimestamp"):
         keys.append("creationTimestamp")
         values.append(meta["creationTimestamp"])
-    return Compact(("metadata",), (Compact(tuple(keys), tuple(values)),))
+    return _MetadataOnly(Compact(tuple(keys), tuple(values)))
+
+
+class _MetadataOnly(Mapping[str, Any]):
+    """{"metadata": meta} as one small object (a dict or a Compact would cost twice as much)."""
+
+    __slots__ = ("_meta",)
+
+    def __init__(self, meta: Compact) -> None:
+        self._meta = meta
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "metadata":
+            return self._meta
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        yield "metadata"
+
+    def __len__(self) -> int:
+        return 1
+
+    def __repr__(self) -> str:
+        return repr({"metadata": dict(self._meta)})
 
 
 class Compact(Mapping[str, Any]):
