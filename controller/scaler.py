@@ -283,7 +283,7 @@ class Scaler:
         self._spawn(self.timers.run(), self._discovery_loop(), self._account_loop())
         await asyncio.gather(*(i.synced.wait() for i in essential))
         self._spawn(self._when_rbac_synced())
-        release_free_memory()
+        release_free_memory(full=True)
         self.ready = True
         log.info("synced", extra={"workloads": len(self.workloads)})
         self._spawn(*(self._worker() for _ in range(self.settings.workers)))
@@ -996,8 +996,8 @@ class Scaler:
         while True:
             await asyncio.sleep(10)
             rounds += 1
-            if rounds % 6 == 0:
-                release_free_memory()
+            if rounds % 6 == 0:  # a minute; a full collection every half hour
+                release_free_memory(full=rounds % 180 == 0)
             for w in list(self.workloads.values()):
                 if w.managed and self.is_leader:
                     if w.accounted_at is None:
