@@ -7,7 +7,7 @@ import contextlib
 import dataclasses
 import functools
 import logging
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -233,7 +233,7 @@ class Scaler:
         self._no_wakes_due.set()
         self._follow_ups: dict[WorkloadKey, Coroutine[Any, Any, None]] = {}
         self._tasks: list[asyncio.Task[None]] = []
-        self._event_tasks: set[asyncio.Task[None]] = set()
+        self._background_tasks: set[asyncio.Task[None]] = set()
         self._event_slots = asyncio.Semaphore(4)
         self.namespaces = Informer(
             watcher, "/api/v1/namespaces", metadata_only=True, transform=_trim_namespace
@@ -290,8 +290,8 @@ class Scaler:
         await asyncio.gather(*self._tasks)
 
     async def aclose(self) -> None:
-        if self._event_tasks:
-            await asyncio.wait(self._event_tasks, timeout=5)
+        if self._background_tasks:
+            await asyncio.wait(self._background_tasks, timeout=5)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -322,7 +322,6 @@ class Scaler:
             self._queue.put_nowait(key)
 
     async def _worker(self) -> None:
-        loop = asyncio.get_running_loop()
         while True:
             key = await self._queue.get()
             self._queued.discard(key)
@@ -331,22 +330,31 @@ class Scaler:
                 continue
             self._running.add(key)
             try:
-                await self.reconcile(key)
-            except KubeError as e:
-                log.warning("reconcile failed: %s", e, extra={"workload": "/".join(key)})
-                self.timers.schedule(key, loop.time() + _RETRY_AFTER)
-            except Exception:
-                log.exception("reconcile failed", extra={"workload": "/".join(key)})
-                self.timers.schedule(key, loop.time() + _RETRY_AFTER)
+                await self._retrying(key, "reconcile", self.reconcile(key))
             finally:
                 self._wake_done(key)
                 follow_up = self._follow_ups.pop(key, None)
                 if follow_up is None:
                     self._release(key)
                 else:  # the key stays running: nothing else is decided until it is written
-                    task = asyncio.create_task(self._follow_up(key, follow_up))
-                    self._event_tasks.add(task)
-                    task.add_done_callback(self._event_tasks.discard)
+                    self._background(self._follow_up(key, follow_up))
+
+    async def _retrying(self, key: WorkloadKey, what: str, work: Awaitable[None]) -> None:
+        """Run `work` for a workload; a failure is logged and the workload looked at again."""
+        try:
+            await work
+        except KubeError as e:
+            log.warning("%s failed: %s", what, e, extra={"workload": "/".join(key)})
+            self.timers.schedule(key, asyncio.get_running_loop().time() + _RETRY_AFTER)
+        except Exception:
+            log.exception("%s failed", what, extra={"workload": "/".join(key)})
+            self.timers.schedule(key, asyncio.get_running_loop().time() + _RETRY_AFTER)
+
+    def _background(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run `work` beside the workers; shutdown waits a little for it (Events, follow-ups)."""
+        task = asyncio.create_task(work)
+        self._background_tasks.add(task)
+        task.add_done_callback(self._background_tasks.discard)
 
     def _release(self, key: WorkloadKey) -> None:
         self._running.discard(key)
@@ -358,13 +366,7 @@ class Scaler:
         """Finish a workload's wake off the worker, once no other wake waits for its scale."""
         try:
             await self._after_due_wakes()
-            await write
-        except KubeError as e:
-            log.warning("recording a wake failed: %s", e, extra={"workload": "/".join(key)})
-            self.timers.schedule(key, asyncio.get_running_loop().time() + _RETRY_AFTER)
-        except Exception:
-            log.exception("recording a wake failed", extra={"workload": "/".join(key)})
-            self.timers.schedule(key, asyncio.get_running_loop().time() + _RETRY_AFTER)
+            await self._retrying(key, "recording a wake", write)
         finally:
             self._release(key)
 
@@ -607,7 +609,6 @@ class Scaler:
         found = infer_kinds(
             self._rbac, w.namespace, w.service_account, self.discovery, ignore=INFERENCE_IGNORE
         )
-        w.names = {}
         for canonical, names in found.resource_names.items():
             resolved = self.discovery.resolve(parse_kind_refs(canonical)[0][0])
             if resolved is not None:
@@ -796,9 +797,7 @@ class Scaler:
     async def _event(self, w: Workload, type_: EventType, reason: str, message: str) -> None:
         # Events are written in the background, a few at a time: a burst of wakes must not queue
         # its scale writes behind the Events of the workloads woken just before.
-        task = asyncio.create_task(self._write_event(dict(w.obj), w.kind, type_, reason, message))
-        self._event_tasks.add(task)
-        task.add_done_callback(self._event_tasks.discard)
+        self._background(self._write_event(dict(w.obj), w.kind, type_, reason, message))
 
     async def _write_event(
         self, obj: Obj, kind: str, type_: EventType, reason: str, message: str
