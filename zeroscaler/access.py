@@ -3,7 +3,7 @@
 The common cases (ServiceAccount, bearer token, token file, client certificate, CA, insecure,
 proxy) are read here with the standard library and PyYAML; credentials that need a plugin (`exec`,
 `auth-provider`) fall back to the `kubernetes` package, imported only then: importing it costs the
-long-running controller some 10 MB of memory it would otherwise hold all day.
+long-running controller memory it would otherwise hold all day (`bench/bench_memory.py`).
 """
 
 from __future__ import annotations
@@ -101,35 +101,43 @@ class BearerAuth(httpx.Auth):
     def _stale(self) -> bool:
         return time.monotonic() - self._loaded_at >= self._max_age
 
-    def _take(self, loaded: Callable[[], str]) -> str:
+    def _keep(self, loaded: str) -> str:
+        self._token, self._loaded_at = loaded.strip(), time.monotonic()
+        return self._token
+
+    def _sync_load(self) -> str:
         try:
-            self._token = loaded().strip()
-            self._loaded_at = time.monotonic()
+            loaded = self._load()
         except (OSError, ConfigError):
             if not self._token:
                 raise
-        return self._token
+            return self._token  # keep the one we had; the next request tries again
+        return self._keep(loaded)
+
+    async def _async_load(self) -> str:
+        try:  # loading may run a plugin for a second: not on the event loop
+            loaded = await asyncio.to_thread(self._load)
+        except (OSError, ConfigError):
+            if not self._token:
+                raise
+            return self._token
+        return self._keep(loaded)
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        token = self._take(self._load) if self._stale() else self._token
+        token = self._sync_load() if self._stale() else self._token
         request.headers["Authorization"] = f"Bearer {token}"
         response = yield request
-        if response.status_code == 401 and self._take(self._load) != token:
+        if response.status_code == 401 and self._sync_load() != token:
             request.headers["Authorization"] = f"Bearer {self._token}"
             yield request
 
     async def async_auth_flow(
         self, request: httpx.Request
     ) -> AsyncGenerator[httpx.Request, httpx.Response]:
-        # Loading may run a plugin for a second: not on the event loop.
-        async def load() -> str:
-            loaded = await asyncio.to_thread(self._load)
-            return self._take(lambda: loaded)
-
-        token = await load() if self._stale() else self._token
+        token = await self._async_load() if self._stale() else self._token
         request.headers["Authorization"] = f"Bearer {token}"
         response = yield request
-        if response.status_code == 401 and await load() != token:
+        if response.status_code == 401 and await self._async_load() != token:
             request.headers["Authorization"] = f"Bearer {self._token}"
             yield request
 
@@ -248,7 +256,7 @@ def _data(section: Mapping[str, Any], key: str, kind: type[str] | type[bytes]) -
 
 
 def _from_kubernetes_package(kubeconfig: Path | None, context: str) -> ClusterAccess:
-    from kubernetes import client, config  # slow and large: only for plugins and basic auth
+    from kubernetes import client, config  # slow and large: only for credential plugins
 
     cfg = client.Configuration()
     config.load_kube_config(

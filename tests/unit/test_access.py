@@ -15,6 +15,7 @@ import pytest
 
 from certs.issue import new_ca, new_serving_cert
 from zeroscaler.access import (
+    BearerAuth,
     ClusterAccess,
     ConfigError,
     from_kubeconfig,
@@ -183,3 +184,22 @@ def test_a_rotated_token_file_is_read_again_after_a_401(tmp_path: Path) -> None:
     assert client.get("https://h/api").status_code == 200
     # The second request still sends the cached token; its 401 makes the file be read again.
     assert seen == ["Bearer old", "Bearer old", "Bearer new"]
+
+
+def test_a_failing_reload_keeps_the_token_it_had() -> None:
+    def broken() -> str:
+        raise ConfigError("credential plugin failed: exit 1")
+
+    sent: list[str] = []
+
+    def server(request: httpx.Request) -> httpx.Response:
+        sent.append(request.headers["Authorization"])
+        return httpx.Response(401)
+
+    async def call() -> int:
+        auth = BearerAuth(broken, initial="held")
+        async with httpx.AsyncClient(transport=httpx.MockTransport(server), auth=auth) as c:
+            return (await c.get("https://h/api")).status_code
+
+    assert asyncio.run(call()) == 401  # the 401 comes back; the reload's failure does not
+    assert sent == ["Bearer held"]
