@@ -320,11 +320,20 @@ async def _time_wake(
 ) -> float:
     """Create one watched object once `targets` sleep; seconds until the last of them woke."""
     await watch.wait(lambda: watch.asleep(targets), limit=60)
+    path = f"/apis/{GROUP}/v1/namespaces/{namespace}/{plural}"
+    return await _time_scale_up(kube, watch, targets, path, kind, gap)
+
+
+async def _time_scale_up(
+    kube: Kube, watch: DeploymentWatch, targets: list[str], path: str, kind: str, gap: float
+) -> float:
+    """After `gap`, create a `kind` object at `path`: seconds from the API server's answer until
+    the last of `targets` is seen scaled up."""
     await asyncio.sleep(gap)  # one wake at a time: latency, not throughput
     for name in targets:
         watch.seen_at.pop(name, None)
     body = {"apiVersion": f"{GROUP}/v1", "kind": kind, "metadata": {"generateName": "s-"}}
-    await kube.create(f"/apis/{GROUP}/v1/namespaces/{namespace}/{plural}", body)
+    await kube.create(path, body)
     acked = time.perf_counter()
     await watch.wait(lambda: all(n in watch.seen_at for n in targets), limit=30)
     return max(watch.seen_at[n] for n in targets) - acked
@@ -358,13 +367,8 @@ class Baseline:
         """Scale to zero, wait `gap`, write a watched object: seconds until it is scaled up."""
         await self.kube.patch(self.scale, {"spec": {"replicas": 0}})
         await self.watch.wait(lambda: self.watch.replicas.get("baseline") == 0, limit=30)
-        await asyncio.sleep(gap)
-        self.watch.seen_at.pop("baseline", None)
-        body = {"apiVersion": f"{GROUP}/v1", "kind": "Thing0", "metadata": {"generateName": "b-"}}
-        await self.kube.create(self.watched, body)
-        acked = time.perf_counter()
-        await self.watch.wait(lambda: "baseline" in self.watch.seen_at, limit=30)
-        return self.watch.seen_at["baseline"] - acked
+        watched, kind = self.watched, "Thing0"
+        return await _time_scale_up(self.kube, self.watch, ["baseline"], watched, kind, gap)
 
 
 def _creator(kube: Kube, path: str, body: dict[str, Any]) -> Callable[[], Awaitable[None]]:
