@@ -6,7 +6,12 @@ import subprocess
 import sys
 import time
 
-BENCHMARKS = ("bench.bench_cluster", "bench.bench_webhook", "bench.bench_controller")
+BENCHMARKS = (
+    "bench.bench_cluster",
+    "bench.bench_webhook",
+    "bench.bench_controller",
+    "bench.bench_memory",
+)
 
 
 def main() -> int:

@@ -24,8 +24,8 @@ def release_free_memory(*, full: bool = False) -> None:
     """Collect young garbage, freeze the survivors, and ask glibc to return free pages.
 
     With `full`, frozen objects are unfrozen first and everything is collected: that frees cycles
-    that formed among frozen objects, but walks every stored object (85 ms with 50,000 of them,
-    a stall a wake would feel), so callers ask for it rarely.
+    that formed among frozen objects, but walks every stored object (57 ms with 50,000 of them in
+    `bench/bench_memory.py`, a stall a wake would feel), so callers ask for it rarely.
     """
     if full:
         gc.unfreeze()
