@@ -513,7 +513,7 @@ async def bench(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> Res
             for count in [] if args.idle_only else args.workloads:
                 await ensure_workloads(kube, count)
                 label = f"zeroscaler, {count} workload{'s' if count > 1 else ''}"
-                samples = args.samples // 2 if count > 1 else max(5, args.samples // 4)
+                samples = args.samples // 2
                 results.latency[label], results.paired[label] = await measure_controller(
                     kube, watch, baseline, count, samples, args.gap, churn=False
                 )

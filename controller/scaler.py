@@ -218,6 +218,7 @@ class Scaler:
         self.metrics = Metrics(
             self.count_by_state, lambda: len(self.hub.resources), lambda: self.is_leader
         )
+        self._discovery_resources: list[APIResource] | None = None
         self._discovery_signature: frozenset[APIResource] = frozenset()
         self._discovery_generation = 0
         self._discovery_poke = asyncio.Event()
@@ -492,6 +493,9 @@ class Scaler:
 
     async def refresh_discovery(self) -> None:
         resources = await self.kube.discover()
+        if resources is self._discovery_resources:
+            return  # the server answered 304: nothing changed, nothing parsed
+        self._discovery_resources = resources
         signature = frozenset(resources)
         if signature == self._discovery_signature:
             return

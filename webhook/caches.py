@@ -77,6 +77,7 @@ class LiveSource:
         )
         self._rbac: RBACSnapshot | None = None
         self._discovery: Discovery | None = None
+        self._discovery_source: list[APIResource] | None = None
         self._merged: Discovery | None = None  # discovery plus CRDs it does not serve yet
         self._crd_names: frozenset[str] = frozenset()
         self._wake_discovery = asyncio.Event()
@@ -213,11 +214,14 @@ class LiveSource:
             except KubeError as e:
                 log.warning("discovery failed, keeping the last snapshot: %s", e)
                 found = None
-            if found is not None:
+            if found is not None and found is not self._discovery_source:
+                # A new list means the server's answer changed; the same list means a 304.
+                self._discovery_source = found
                 self._discovery = Discovery(found)
                 self._merged = None
-                self._discovered.set()
                 self.discovery_kinds.set(len(found))
+            if found is not None:
+                self._discovered.set()
                 served = {r.group_resource for r in found}
                 missing = self._crd_names - served
                 retries = retries + 1 if missing and retries < _DISCOVERY_RETRIES else 0

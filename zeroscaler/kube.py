@@ -106,6 +106,9 @@ class Kube:
             timeout=httpx.Timeout(timeout),
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=16),
         )
+        # Discovery answers by root (ETag, types), and the last combined list with its parts.
+        self._etags: dict[str, tuple[str, list[APIResource]]] = {}
+        self._discovered: tuple[list[list[APIResource]], list[APIResource]] | None = None
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -132,18 +135,29 @@ class Kube:
         if body is not None:
             headers["Content-Type"] = content_type
             content = json.dumps(body, separators=(",", ":")).encode()
-        try:
-            resp = await self._http.request(
-                method, path, params=_params(params), content=content, headers=headers
-            )
-        except httpx.TransportError as e:
-            raise Transient(0, type(e).__name__, str(e) or repr(e)) from e
+        resp = await self._send(method, path, params=params, content=content, headers=headers)
         if resp.status_code >= 300:
             raise error_for(resp.status_code, resp.content)
         if not resp.content:
             return {}
         result: Obj = resp.json()
         return result
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        headers: dict[str, str],
+        params: Mapping[str, str | int | bool] | None = None,
+        content: bytes | None = None,
+    ) -> httpx.Response:
+        try:
+            return await self._http.request(
+                method, path, params=_params(params), content=content, headers=headers
+            )
+        except httpx.TransportError as e:
+            raise Transient(0, type(e).__name__, str(e) or repr(e)) from e
 
     async def get(
         self,
@@ -231,13 +245,35 @@ class Kube:
             raise Transient(0, type(e).__name__, str(e) or repr(e)) from e
 
     async def discover(self) -> list[APIResource]:
-        """Every served resource type at its group's preferred version (aggregated discovery)."""
-        found: list[APIResource] = []
-        for root in ("/api", "/apis"):
-            doc = await self.get(root, accept=_ACCEPT_DISCOVERY)
-            for group in doc.get("items") or []:
-                found.extend(_group_resources(group))
+        """Every served resource type at its group's preferred version (aggregated discovery).
+
+        Each root is asked again with the ETag of its last answer; when neither changed the server
+        answers 304 and this returns the same list object as last time, with nothing parsed.
+        """
+        roots = [await self._discover_root(root) for root in ("/api", "/apis")]
+        if self._discovered is not None and all(
+            a is b for a, b in zip(roots, self._discovered[0], strict=True)
+        ):
+            return self._discovered[1]
+        found = [r for resources in roots for r in resources]
+        self._discovered = (roots, found)
         return found
+
+    async def _discover_root(self, root: str) -> list[APIResource]:
+        headers = {"Accept": _ACCEPT_DISCOVERY}
+        cached = self._etags.get(root)
+        if cached is not None:
+            headers["If-None-Match"] = cached[0]
+        resp = await self._send("GET", root, headers=headers)
+        if resp.status_code == 304 and cached is not None:
+            return cached[1]
+        if resp.status_code >= 300:
+            raise error_for(resp.status_code, resp.content)
+        groups = resp.json().get("items") or []
+        resources = [r for group in groups for r in _group_resources(group)]
+        if etag := resp.headers.get("ETag"):
+            self._etags[root] = (etag, resources)
+        return resources
 
 
 def _group_resources(group: Obj) -> list[APIResource]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import secrets
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -183,24 +184,25 @@ def test_custom_resources_are_served_and_watched(
     group = f"g{secrets.token_hex(3)}.test.zeroscaler.io"
     ext = k8s.ApiextensionsV1Api(api)
     schema = k8s.V1JSONSchemaProps(type="object", x_kubernetes_preserve_unknown_fields=True)
-    ext.create_custom_resource_definition(
-        k8s.V1CustomResourceDefinition(
-            metadata=k8s.V1ObjectMeta(name=f"widgets.{group}"),
-            spec=k8s.V1CustomResourceDefinitionSpec(
-                group=group,
-                scope="Namespaced",
-                names=k8s.V1CustomResourceDefinitionNames(plural="widgets", kind="Widget"),
-                versions=[
-                    k8s.V1CustomResourceDefinitionVersion(
-                        name="v1",
-                        served=True,
-                        storage=True,
-                        schema=k8s.V1CustomResourceValidation(open_apiv3_schema=schema),
-                        subresources=k8s.V1CustomResourceSubresources(status={}),
-                    )
-                ],
-            ),
-        )
+    crd = k8s.V1CustomResourceDefinition(
+        metadata=k8s.V1ObjectMeta(name=f"widgets.{group}"),
+        spec=k8s.V1CustomResourceDefinitionSpec(
+            group=group,
+            scope="Namespaced",
+            names=k8s.V1CustomResourceDefinitionNames(plural="widgets", kind="Widget"),
+            versions=[
+                k8s.V1CustomResourceDefinitionVersion(
+                    name="v1",
+                    served=True,
+                    storage=True,
+                    schema=k8s.V1CustomResourceValidation(open_apiv3_schema=schema),
+                    subresources=k8s.V1CustomResourceSubresources(status={}),
+                )
+            ],
+        ),
+    )
+    asyncio.run(
+        _discovery_around(cluster, group, lambda: ext.create_custom_resource_definition(crd))
     )
     try:
         wait_for(
@@ -223,6 +225,24 @@ def test_custom_resources_are_served_and_watched(
         assert not events[1].old["metadata"].get("labels")
     finally:
         ext.delete_custom_resource_definition(f"widgets.{group}")
+
+
+async def _discovery_around(cluster: Cluster, group: str, create: Callable[[], object]) -> None:
+    async with Kube(load_access(str(cluster.kubeconfig))) as kube:
+        before = await kube.discover()
+        assert before
+        assert not any(r.group == group for r in before)
+        # Unchanged, the server answers the ETag with 304 and the same list comes back unparsed.
+        assert await kube.discover() is before
+        await asyncio.to_thread(create)
+        deadline = time.monotonic() + 60
+        after = await kube.discover()
+        while not any(r.group == group for r in after):
+            assert time.monotonic() < deadline, "discovery never served the new CRD"
+            await asyncio.sleep(0.2)
+            after = await kube.discover()
+        assert after is not before
+        assert set(before) <= set(after)
 
 
 async def _watch_widget_lifecycle(cluster: Cluster, group: str, ns: str) -> list[WatchEvent]:
