@@ -1,9 +1,10 @@
 """Where the API server is and how to prove who we are: in-cluster config or a kubeconfig.
 
 The common cases (ServiceAccount, bearer token, token file, client certificate, CA, insecure,
-proxy) are read here with the standard library and PyYAML; credentials that need a plugin (`exec`,
-`auth-provider`) fall back to the `kubernetes` package, imported only then: importing it costs the
-long-running controller memory it would otherwise hold all day (`bench/bench_memory.py`).
+proxy, TLS server name) are read here with the standard library and PyYAML; credentials that need
+a plugin (`exec`, `auth-provider`) fall back to the `kubernetes` package, imported only then:
+importing it costs the long-running controller memory it would otherwise hold all day
+(`bench/bench_memory.py`).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class ClusterAccess:
     token_file: str | None = None  # read again now and then: projected tokens rotate
     verify: bool = True
     proxy: str | None = None
+    tls_server_name: str | None = None  # the name to ask for and verify, when not the server's
     refresh_token: Callable[[], str] | None = None  # a plugin's tokens expire: ask it again
 
     def ssl_context(self) -> ssl.SSLContext | bool:
@@ -199,11 +201,6 @@ def from_kubeconfig(paths: list[Path], context: str | None = None) -> ClusterAcc
             f"kubeconfig user {ctx.get('user')!r}: basic auth (username/password) is not "
             "supported (Kubernetes removed it); use a token or a client certificate"
         )
-    if cluster.get("tls-server-name"):
-        raise ConfigError(
-            f"kubeconfig cluster {ctx.get('cluster')!r}: tls-server-name is not supported; "
-            "use a server address that the API server's certificate names"
-        )
     if {"exec", "auth-provider"} & user.keys():
         return _from_kubernetes_package(paths[0] if len(paths) == 1 else None, name)
     server = str(cluster.get("server") or "")
@@ -221,6 +218,7 @@ def from_kubeconfig(paths: list[Path], context: str | None = None) -> ClusterAcc
         token_file=_file(user, "tokenFile", user_dir) if not user.get("token") else None,
         verify=not cluster.get("insecure-skip-tls-verify", False),
         proxy=str(cluster["proxy-url"]) if cluster.get("proxy-url") else None,
+        tls_server_name=str(cluster["tls-server-name"]) if cluster.get("tls-server-name") else None,
     )
 
 
@@ -281,5 +279,6 @@ def _from_kubernetes_package(kubeconfig: Path | None, context: str) -> ClusterAc
         token=token,
         verify=bool(cfg.verify_ssl),
         proxy=cfg.proxy or None,
+        tls_server_name=getattr(cfg, "tls_server_name", None) or None,
         refresh_token=refresh if token else None,
     )

@@ -106,6 +106,10 @@ class Kube:
             timeout=httpx.Timeout(timeout),
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=16),
         )
+        # SNI and certificate check against this name instead of the server's host (a tunnel).
+        self._extensions = (
+            {"sni_hostname": access.tls_server_name} if access.tls_server_name else None
+        )
         # Discovery answers by root (ETag, types), and the last combined list with its parts.
         self._etags: dict[str, tuple[str, list[APIResource]]] = {}
         self._discovered: tuple[list[list[APIResource]], list[APIResource]] | None = None
@@ -154,7 +158,12 @@ class Kube:
     ) -> httpx.Response:
         try:
             return await self._http.request(
-                method, path, params=_params(params), content=content, headers=headers
+                method,
+                path,
+                params=_params(params),
+                content=content,
+                headers=headers,
+                extensions=self._extensions,
             )
         except httpx.TransportError as e:
             raise Transient(0, type(e).__name__, str(e) or repr(e)) from e
@@ -229,7 +238,12 @@ class Kube:
         timeout = httpx.Timeout(30.0, read=timeout_seconds + 30.0)
         try:
             async with self._http.stream(
-                "GET", path, params=_params(query), headers={"Accept": accept}, timeout=timeout
+                "GET",
+                path,
+                params=_params(query),
+                headers={"Accept": accept},
+                timeout=timeout,
+                extensions=self._extensions,
             ) as resp:
                 if resp.status_code >= 300:
                     raise error_for(resp.status_code, await resp.aread())

@@ -96,6 +96,13 @@ def test_insecure_and_proxy(tmp_path: Path) -> None:
     access = from_kubeconfig([kubeconfig(tmp_path / "k", user={"token": "t"}, cluster=cluster)])
     assert access.ssl_context() is False
     assert access.proxy == "http://127.0.0.1:3128"
+    assert access.tls_server_name is None
+
+
+def test_tls_server_name(tmp_path: Path) -> None:
+    cluster = {"server": "https://127.0.0.1:6443", "tls-server-name": "api.internal"}
+    access = from_kubeconfig([kubeconfig(tmp_path / "k", user={"token": "t"}, cluster=cluster)])
+    assert (access.server, access.tls_server_name) == ("https://127.0.0.1:6443", "api.internal")
 
 
 @pytest.mark.parametrize(
@@ -104,7 +111,6 @@ def test_insecure_and_proxy(tmp_path: Path) -> None:
         ({"token": "t"}, None, None, "no current-context"),
         ({"username": "a", "password": "b"}, None, "main", "basic auth"),
         ({"token": "t"}, {"server": ""}, "main", "has no server"),
-        ({"token": "t"}, {"server": "https://h", "tls-server-name": "h"}, "main", "server-name"),
         ({"client-key-data": "%%%"}, None, "main", "client-key-data is not base64"),
         ({"token": "t"}, None, "other", "no context named 'other'"),
     ],
