@@ -873,16 +873,19 @@ class Scaler:
         loop = asyncio.get_running_loop()
         self._account(w, stop=True)
         await self._patch_scale(w, replicas)
-        if w.activity_at is not None:
-            self.metrics.wake_latency.observe(loop.time() - w.activity_at)
+        latency = None if w.activity_at is None else loop.time() - w.activity_at
+        if latency is not None:
+            self.metrics.wake_latency.observe(latency)
         self.metrics.wakes.inc()
         w.activity_at = None
         self._wake_done(w.key)
         # Recording the wake can wait for other scale writes: a crash before it leaves the
         # workload scaled up but annotated asleep, which reads as woken (by someone else).
-        self._follow_ups[w.key] = self._record_wake(w, replicas, reason)
+        self._follow_ups[w.key] = self._record_wake(w, replicas, reason, latency)
 
-    async def _record_wake(self, w: Workload, replicas: int, reason: str) -> None:
+    async def _record_wake(
+        self, w: Workload, replicas: int, reason: str, latency: float | None = None
+    ) -> None:
         awake = {STATE: "awake", LAST_ACTIVITY: format_time(w.last_activity)}
         try:
             for _ in range(5):
@@ -896,7 +899,10 @@ class Scaler:
         except NotFound:
             w.deleted = True
         message = f"{reason}: scaled from 0 to {replicas} replicas"
-        log.info("woken", extra={"workload": "/".join(w.key), "reason": reason})
+        extra: dict[str, object] = {"workload": "/".join(w.key), "reason": reason}
+        if latency is not None:  # from the watch event to the scale write's answer
+            extra["latency_ms"] = round(latency * 1000, 1)
+        log.info("woken", extra=extra)
         await self._event(w, "Normal", "Woken", message)
         self.enqueue(w.key)
 
