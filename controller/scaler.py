@@ -408,7 +408,8 @@ class Scaler:
             return
         changed = _essence(event.obj) != _essence(w.obj) or w.deleted
         w.obj, w.deleted = event.obj, False
-        if changed or w.managed:
+        # Status-only updates (pods going away after a sleep) keep the precondition fresh, no more.
+        if changed:
             self.enqueue(key)
 
     def _on_namespace(self, event: WatchEvent) -> None:
