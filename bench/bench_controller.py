@@ -506,23 +506,22 @@ async def bench(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> Res
                 Baseline(kube, watch).running(kubeconfig, workdir)
             )
             if not args.idle_only:
-                alone = [await baseline.sample(args.gap) for _ in range(args.samples // 2)]
+                alone = [await baseline.sample(args.gap) for _ in range(args.samples)]
                 results.latency["baseline (raw watch), no controller"] = alone
             proc = stack.enter_context(running(controller, workdir / "controller.log"))
             await _wait_http_ok(f"http://127.0.0.1:{port}/readyz")
             for count in [] if args.idle_only else args.workloads:
                 await ensure_workloads(kube, count)
                 label = f"zeroscaler, {count} workload{'s' if count > 1 else ''}"
-                samples = args.samples // 2
                 results.latency[label], results.paired[label] = await measure_controller(
-                    kube, watch, baseline, count, samples, args.gap, churn=False
+                    kube, watch, baseline, count, args.samples, args.gap, churn=False
                 )
                 print(f"{label}: done", flush=True)
             if args.churn and not args.idle_only:
                 count = max(args.workloads)
                 label = f"zeroscaler, {count} workloads, sleeps around"
                 results.latency[label], results.paired[label] = await measure_controller(
-                    kube, watch, baseline, count, args.samples // 2, args.gap, churn=True
+                    kube, watch, baseline, count, args.samples, args.gap, churn=True
                 )
                 print(f"{label}: done", flush=True)
             if args.fan_out and not args.idle_only:
@@ -558,7 +557,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--kubeconfig", help="use this cluster instead of starting a local one")
     parser.add_argument("--workloads", type=int, nargs="+", default=[1, 100, 1000])
-    parser.add_argument("--samples", type=int, default=200)
+    parser.add_argument(
+        "--samples", type=int, default=200, help="wakes timed per row (the fan-out row: a quarter)"
+    )
     parser.add_argument("--objects", type=int, default=50_000)
     parser.add_argument(
         "--churn",
