@@ -218,7 +218,6 @@ class Scaler:
         self.metrics = Metrics(
             self.count_by_state, lambda: len(self.hub.resources), lambda: self.is_leader
         )
-        self._discovery_resources: list[APIResource] | None = None
         self._discovery_signature: frozenset[APIResource] = frozenset()
         self._discovery_generation = 0
         self._discovery_poke = asyncio.Event()
@@ -493,10 +492,7 @@ class Scaler:
     # ---- discovery --------------------------------------------------------------------------
 
     async def refresh_discovery(self) -> None:
-        resources = await self.kube.discover()
-        if resources is self._discovery_resources:
-            return  # the server answered 304: nothing changed, nothing parsed
-        self._discovery_resources = resources
+        resources = await self.kube.discover()  # a 304 costs no parsing; this check is cheap
         signature = frozenset(resources)
         if signature == self._discovery_signature:
             return
@@ -885,7 +881,7 @@ class Scaler:
         self._follow_ups[w.key] = self._record_wake(w, replicas, reason, latency)
 
     async def _record_wake(
-        self, w: Workload, replicas: int, reason: str, latency: float | None = None
+        self, w: Workload, replicas: int, reason: str, latency: float | None
     ) -> None:
         awake = {STATE: "awake", LAST_ACTIVITY: format_time(w.last_activity)}
         try:

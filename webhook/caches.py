@@ -214,13 +214,12 @@ class LiveSource:
             except KubeError as e:
                 log.warning("discovery failed, keeping the last snapshot: %s", e)
                 found = None
-            if found is not None and found is not self._discovery_source:
-                # A new list means the server's answer changed; the same list means a 304.
-                self._discovery_source = found
-                self._discovery = Discovery(found)
-                self._merged = None
-                self.discovery_kinds.set(len(found))
             if found is not None:
+                if found is not self._discovery_source:  # the same list: the server said 304
+                    self._discovery_source = found
+                    self._discovery = Discovery(found)  # a new one misses every inference memo
+                    self._merged = None
+                    self.discovery_kinds.set(len(found))
                 self._discovered.set()
                 served = {r.group_resource for r in found}
                 missing = self._crd_names - served

@@ -110,9 +110,9 @@ class Kube:
         self._extensions = (
             {"sni_hostname": access.tls_server_name} if access.tls_server_name else None
         )
-        # Discovery answers by root (ETag, types), and the last combined list with its parts.
+        # Discovery: each root's last answer (ETag, types), and the last combined list.
         self._etags: dict[str, tuple[str, list[APIResource]]] = {}
-        self._discovered: tuple[list[list[APIResource]], list[APIResource]] | None = None
+        self._discovered: list[APIResource] | None = None
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -264,30 +264,27 @@ class Kube:
         Each root is asked again with the ETag of its last answer; when neither changed the server
         answers 304 and this returns the same list object as last time, with nothing parsed.
         """
-        roots = [await self._discover_root(root) for root in ("/api", "/apis")]
-        if self._discovered is not None and all(
-            a is b for a, b in zip(roots, self._discovered[0], strict=True)
-        ):
-            return self._discovered[1]
-        found = [r for resources in roots for r in resources]
-        self._discovered = (roots, found)
-        return found
+        answers = [await self._discover_root(root) for root in ("/api", "/apis")]
+        if self._discovered is None or any(fresh for _, fresh in answers):
+            self._discovered = [r for resources, _ in answers for r in resources]
+        return self._discovered
 
-    async def _discover_root(self, root: str) -> list[APIResource]:
+    async def _discover_root(self, root: str) -> tuple[list[APIResource], bool]:
+        """A root's resource types, and whether they were read afresh (not a 304)."""
         headers = {"Accept": _ACCEPT_DISCOVERY}
         cached = self._etags.get(root)
         if cached is not None:
             headers["If-None-Match"] = cached[0]
         resp = await self._send("GET", root, headers=headers)
         if resp.status_code == 304 and cached is not None:
-            return cached[1]
+            return cached[1], False
         if resp.status_code >= 300:
             raise error_for(resp.status_code, resp.content)
         groups = resp.json().get("items") or []
         resources = [r for group in groups for r in _group_resources(group)]
         if etag := resp.headers.get("ETag"):
             self._etags[root] = (etag, resources)
-        return resources
+        return resources, True
 
 
 def _group_resources(group: Obj) -> list[APIResource]:
