@@ -117,13 +117,7 @@ class BearerAuth(httpx.Auth):
         return self._keep(loaded)
 
     async def _async_load(self) -> str:
-        try:  # loading may run a plugin for a second: not on the event loop
-            loaded = await asyncio.to_thread(self._load)
-        except (OSError, ConfigError):
-            if not self._token:
-                raise
-            return self._token
-        return self._keep(loaded)
+        return await asyncio.to_thread(self._sync_load)  # a plugin may run for a second
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         token = self._sync_load() if self._stale() else self._token
