@@ -417,6 +417,10 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
+def p99_ratio(values: list[float], baseline: list[float]) -> float:
+    return percentile(values, 0.99) / max(percentile(baseline, 0.99), 1e-9)
+
+
 def print_table(results: Results) -> None:
     head = f"{'wake latency (ms)':<42}{'n':>5}{'p50':>8}{'p99':>8}{'max':>8}"
     print(f"\n{head}{'baseline beside p50':>22}{'p99':>8}{'p99 ratio':>11}")
@@ -429,10 +433,9 @@ def print_table(results: Results) -> None:
         )
         base = results.paired.get(label)
         if base:
-            ratio = percentile(values, 0.99) / max(percentile(base, 0.99), 1e-9)
             line += (
                 f"{percentile(base, 0.5) * 1000:>22.1f}{percentile(base, 0.99) * 1000:>8.1f}"
-                f"{ratio:>10.2f}x"
+                f"{p99_ratio(values, base):>10.2f}x"
             )
         print(line)
     print(
@@ -539,7 +542,7 @@ async def bench(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> Res
                 # The fill woke every workload; their sleeps' Events trail the scale writes.
                 await asyncio.sleep(args.idle_settle)
                 before, started = _cpu_seconds(proc.pid), time.monotonic()
-                window = (_cpu_seconds(proc.pid), time.monotonic())
+                window = (before, started)
                 while time.monotonic() - started < args.idle_seconds:
                     await asyncio.sleep(10)
                     now = (_cpu_seconds(proc.pid), time.monotonic())
@@ -604,7 +607,7 @@ def main() -> None:
         results.latency = previous.get("latency", {})
         results.paired = previous.get("paired", {})
     ratios = [
-        f"{label.split(', ', 1)[1]} {percentile(v, 0.99) / max(percentile(b, 0.99), 1e-9):.2f}x"
+        f"{label.split(', ', 1)[1]} {p99_ratio(v, b):.2f}x"
         for label, v in results.latency.items()
         if (b := results.paired.get(label)) and v
     ]
