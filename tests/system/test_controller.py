@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 import subprocess
 import sys
 import threading
@@ -11,12 +10,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-import yaml
 from kubernetes import client as k8s
 
 from localcluster.cluster import Cluster
 from tests.support.crds import create_crd
-from tests.support.testdata import operators_dir
+from tests.support.operators import ibm_annotated_deployment, ibm_readme_annotate_args
 from tests.support.waiting import wait_for
 from tests.system.controller_kit import (
     WIDGET,
@@ -41,8 +39,6 @@ from tests.system.controller_kit import (
 )
 
 pytestmark = pytest.mark.cluster
-
-IBM = operators_dir() / "controller-zero-scaler"
 
 
 @pytest.fixture(scope="session")
@@ -211,18 +207,6 @@ def test_renewing_a_leader_lock_does_not_keep_an_operator_awake(
         renewer.join()
 
 
-def _readme_annotate_args(namespace: str) -> list[str]:
-    """The `kubectl annotate` command of IBM's README, unchanged but for the namespace."""
-    text = (IBM / "readme_annotate_example.txt").read_text()
-    lines = [line for line in text.splitlines() if not line.startswith("#")]
-    words = shlex.split(" ".join(line.rstrip("\\") for line in lines))
-    assert words[:2] == ["kubectl", "annotate"]
-    args = words[1:]
-    at = args.index("-n")
-    args[at + 1] = namespace
-    return args
-
-
 def test_ibm_annotated_manifests_work_unchanged(
     api: k8s.ApiClient, cluster: Cluster, opted_ns: str, controller: ControllerProcess
 ) -> None:
@@ -231,8 +215,8 @@ def test_ibm_annotated_manifests_work_unchanged(
     grant_watch(api, opted_ns, [("apps", ["deployments"])], sa="default", name="default-watch")
     sts = create_workload(api, opted_ns, "istio-operator", {}, kind="StatefulSet", replicas=2)
     patch_workload(api, sts, {"metadata": {"labels": {"controller-tools.k8s.io": "1.0"}}})
-    cluster.kubectl(*_readme_annotate_args(opted_ns))
-    manifest = yaml.safe_load((IBM / "annotated_deployment.yaml").read_text())
+    cluster.kubectl(*ibm_readme_annotate_args(opted_ns))
+    manifest = ibm_annotated_deployment(opted_ns)
     k8s.AppsV1Api(api).create_namespaced_deployment(opted_ns, manifest)
 
     wait_asleep(api, sts, 2)

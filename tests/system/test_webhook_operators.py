@@ -1,4 +1,4 @@
-"""Real operators' shipped RBAC and workloads, come back annotated."""
+"""Real operators' RBAC and workloads (tests/fixtures/operators), come back annotated."""
 
 from __future__ import annotations
 
@@ -26,7 +26,6 @@ from tests.unit.test_inference import OPERATOR_EXPECTED
 
 pytestmark = pytest.mark.cluster
 
-SKIPPED_KINDS = {"Namespace", "Service", "ConfigMap", "Secret"}  # not needed to infer or admit
 Obj = dict[str, Any]
 
 
@@ -37,8 +36,6 @@ def localise(objects: list[Obj], namespace: str, prefix: str) -> tuple[list[Obj]
     for original in objects:
         obj = copy.deepcopy(original)
         kind, meta = obj.get("kind"), obj.setdefault("metadata", {})
-        if kind in SKIPPED_KINDS:
-            continue
         if kind in ("ClusterRole", "ClusterRoleBinding"):
             meta.pop("namespace", None)
             meta["name"] = f"{prefix}-{meta['name']}"

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import yaml
-
-from tests.support.testdata import operators_dir
+from tests.support.operators import load_operators
 from zeroscaler.core.kinds import APIResource, Discovery
 
 WATCHABLE = frozenset({"create", "delete", "get", "list", "patch", "update", "watch"})
@@ -106,17 +103,7 @@ class Operator:
         return frozenset(c.group_resource for c in self.crds)
 
 
-def read_crds(path: Path) -> list[APIResource]:
-    out = []
-    for line in path.read_text().splitlines():
-        text = line.split("#", 1)[0].split()
-        if len(text) >= 4:
-            group, kind, plural, scope = text[:4]
-            out.append(crd_resource(group, kind, plural, scope == "Namespaced"))
-    return out
-
-
 def operators() -> Iterator[Operator]:
-    for folder in sorted(p for p in operators_dir().iterdir() if p.is_dir()):
-        docs = [d for d in yaml.safe_load_all((folder / "manifests.yaml").read_text()) if d]
-        yield Operator(folder.name, docs, read_crds(folder / "crds.txt"))
+    for op in load_operators():
+        crds = [crd_resource(c.group, c.kind, c.plural, c.namespaced) for c in op.crds]
+        yield Operator(op.name, op.objects, crds)
