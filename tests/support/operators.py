@@ -22,7 +22,7 @@ _ROLE = {"labels", "aggregateFrom", "rules"}
 _RULE = {"verbs": "verbs", "groups": "apiGroups", "resources": "resources"}
 _RULE |= {"names": "resourceNames", "urls": "nonResourceURLs"}
 _BINDING = {"role", "subjects"}
-_CRD = {"group", "kind", "plural", "scope"}
+_CRD = {"group", "kind", "plural", "scope", "version"}
 _ANNOTATE = {"namespace", "resource", "selector", "annotations", "overwrite"}
 
 
@@ -36,6 +36,7 @@ class CRD:
     kind: str
     plural: str
     namespaced: bool
+    version: str = "v1"
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,8 @@ def load_operator(path: Path) -> OperatorFacts:
     crds = []
     for i, c in enumerate(doc.get("crds") or []):
         c = _fields(c, _CRD, f"{where}: crds[{i}]")
-        crds.append(CRD(c["group"], c["kind"], c["plural"], c["scope"] == "Namespaced"))
+        namespaced = c["scope"] == "Namespaced"
+        crds.append(CRD(c["group"], c["kind"], c["plural"], namespaced, c.get("version", "v1")))
     return OperatorFacts(path.stem, source, objects, crds, doc.get("examples") or {})
 
 

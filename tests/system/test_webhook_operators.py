@@ -79,7 +79,14 @@ def hook(cluster: Cluster, api: k8s.ApiClient, tmp_path: Path, opted_ns: str) ->
 
 def crds_of(op: Operator, api: k8s.ApiClient) -> None:
     for crd in op.crds:
-        create_crd(api, crd.group, crd.kind, crd.resource, namespaced=crd.namespaced)
+        create_crd(
+            api,
+            crd.group,
+            crd.kind,
+            crd.resource,
+            namespaced=crd.namespaced,
+            version_name=crd.version,
+        )
 
 
 @pytest.mark.parametrize("op", list(operators()), ids=lambda op: op.name)

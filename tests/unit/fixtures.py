@@ -79,9 +79,17 @@ def builtin_resources() -> list[APIResource]:
     return out
 
 
-def crd_resource(group: str, kind: str, plural: str, namespaced: bool = True) -> APIResource:
+def crd_resource(
+    group: str, kind: str, plural: str, namespaced: bool = True, version: str = "v1"
+) -> APIResource:
     return APIResource(
-        group, "v1", plural, kind, namespaced, verbs=WATCHABLE, subresources=frozenset({"status"})
+        group,
+        version,
+        plural,
+        kind,
+        namespaced,
+        verbs=WATCHABLE,
+        subresources=frozenset({"status"}),
     )
 
 
@@ -105,5 +113,5 @@ class Operator:
 
 def operators() -> Iterator[Operator]:
     for op in load_operators():
-        crds = [crd_resource(c.group, c.kind, c.plural, c.namespaced) for c in op.crds]
+        crds = [crd_resource(c.group, c.kind, c.plural, c.namespaced, c.version) for c in op.crds]
         yield Operator(op.name, op.objects, crds)

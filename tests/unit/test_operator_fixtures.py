@@ -36,6 +36,7 @@ clusterRoleBindings:
   op: {role: ClusterRole op-manager, subjects: [ServiceAccount ops/op, Group system:masters]}
 crds:
   - {group: example.com, kind: Widget, plural: widgets, scope: Cluster}
+  - {group: example.com, kind: Gadget, plural: gadgets, scope: Namespaced, version: v1alpha1}
 """
 RBAC = "rbac.authorization.k8s.io"
 
@@ -95,8 +96,9 @@ def test_a_fixture_builds_the_kubernetes_objects_it_describes(tmp_path: Path) ->
         "serviceAccountName": "op",
         "containers": [{"name": "manager", "image": "example/op:1"}],
     }
-    assert [(c.group, c.kind, c.plural, c.namespaced) for c in op.crds] == [
-        ("example.com", "Widget", "widgets", False)
+    assert [(c.group, c.kind, c.plural, c.namespaced, c.version) for c in op.crds] == [
+        ("example.com", "Widget", "widgets", False, "v1"),
+        ("example.com", "Gadget", "gadgets", True, "v1alpha1"),
     ]
 
 
