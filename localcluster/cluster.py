@@ -415,7 +415,10 @@ def _start_containerd(
     cluster.real_node = node  # from here on stop() removes its cgroups, whatever fails next
     b = cluster.binaries
     init = _launch(cluster, "real-node-init", [], detach, argv=realnode.init_argv(node, b))
-    node.init_pid = realnode.find_init(init.pid)
+    try:
+        node.init_pid = realnode.find_init(init.pid)
+    except realnode.RealNodeError as e:
+        raise ClusterError(str(e)) from e
     _launch(
         cluster,
         "containerd",
@@ -425,7 +428,10 @@ def _start_containerd(
         env=realnode.containerd_env(b),
     )
     _wait(cluster, "containerd", lambda _c: node.containerd_ready(), timeout=30)
-    node.import_image(b["pause.tar"])
+    try:
+        node.import_image(b["pause.tar"])
+    except realnode.RealNodeError as e:
+        raise ClusterError(f"the pause image: {e}") from e
     return node
 
 
