@@ -109,17 +109,17 @@ class Cluster:
         return "\n".join(parts)
 
     def stop(self) -> None:
-        """Stop every component we started, newest first, then remove our directory."""
+        """Stop every component we started, newest first; remove the real node's cgroups and our
+        directory."""
         for c in reversed(self.components):
             _terminate(c)
         self.components.clear()
-        if self.real_node is not None:
-            left = realnode.cleanup(self.real_node)
-            self.real_node = None
-            if left:
-                raise ClusterError(f"could not remove the real node's cgroups: {', '.join(left)}")
+        left = realnode.cleanup(self.real_node) if self.real_node is not None else []
+        self.real_node = None
         if self.owns_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
+        if left:
+            raise ClusterError(f"could not remove the real node's cgroups: {', '.join(left)}")
 
     def state(self) -> dict[str, Any]:
         """What a later process needs to reach or stop this cluster."""
