@@ -194,12 +194,11 @@ def ensure_node_parts(
     if missing:
         say(f"real node: preparing {', '.join(p.directory for p in missing)} in {node_root()}")
         started = time.monotonic()
-        timings: dict[str, float] = {}
         for part in missing:
             began = time.monotonic()
             _fill_part(part)
-            timings[part.directory] = round(time.monotonic() - began, 1)
-        _record_timings(node_root() / "build-times.json", timings)
+            seconds = round(time.monotonic() - began, 1)
+            _record_timings(node_root() / "build-times.json", {part.directory: seconds})
         say(f"real node parts ready in {_elapsed(started)}")
     found: dict[str, Path] = {}
     for part in parts:
