@@ -8,7 +8,7 @@ ISOLATE := $(PY) -m localcluster isolate --
 NETNS ?= zeroscaler-dev
 PYTEST_ARGS ?=
 
-.PHONY: help install controlplane lint format test unit demo bench cluster cluster-down clean
+.PHONY: help install controlplane image lint format test unit demo bench cluster cluster-down clean
 
 help:
 	@echo "make demo          start a local Kubernetes and show zeroscaler at work"
@@ -18,6 +18,7 @@ help:
 	@echo "make cluster       start a local control plane in the background; prints its kubeconfig"
 	@echo "make cluster-down  stop it"
 	@echo "make controlplane  build (or reuse) the control-plane binaries"
+	@echo "make image         build zeroscaler's container image archive (dist/zeroscaler-image.tar)"
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit("Python 3.11+ is needed" if sys.version_info < (3, 11) else 0)'
@@ -31,6 +32,10 @@ install: $(STAMP)
 # Builds need the Go module proxy, so they run outside the loopback-only namespace.
 controlplane: install
 	@$(PY) -m localcluster build
+
+# Debian packages and PyPI: outside the loopback-only namespace too. No Docker daemon needed.
+image: install
+	@$(PY) -m image build
 
 lint: install
 	$(VENV)/bin/ruff check .
