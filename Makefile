@@ -34,8 +34,15 @@ controlplane: install
 	@$(PY) -m localcluster build
 
 # Debian packages and PyPI: outside the loopback-only namespace too. No Docker daemon needed.
-image: install
-	@$(PY) -m image build
+# Rebuilt when the pins or the code in it change.
+IMAGE_TAR := dist/zeroscaler-image.tar
+IMAGE_INPUTS := pyproject.toml image/debian.lock image/requirements.lock \
+	$(shell find image zeroscaler webhook controller certs -name '*.py' 2>/dev/null)
+
+$(IMAGE_TAR): $(STAMP) $(IMAGE_INPUTS)
+	@$(PY) -m image build --out $@ >/dev/null
+
+image: $(IMAGE_TAR)
 
 lint: install
 	$(VENV)/bin/ruff check .
@@ -47,7 +54,8 @@ format: install
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-test: install controlplane
+# The system tests install the chart from the image, on the real node.
+test: install controlplane $(IMAGE_TAR)
 	$(ISOLATE) $(PY) -m pytest $(PYTEST_ARGS)
 
 unit: install

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -11,7 +12,6 @@ from pathlib import Path
 from image import build, debian, python
 
 DEFAULT_OUT = build.REPO / "dist" / "zeroscaler-image.tar"
-REPOSITORY = "docker.io/library/zeroscaler"  # the chart's default image.repository, "zeroscaler"
 
 
 def _cache() -> Path:
@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument(
         "--name",
         action="append",
-        help=f"image reference to load it as (repeatable; default {REPOSITORY}:{build.version()})",
+        help=f"image reference to load it as (repeatable; default {build.default_name()})",
     )
     r = sub.add_parser("rootfs", help="only assemble the root filesystem (the Dockerfile's step)")
     r.add_argument("dir", type=Path)
@@ -55,16 +55,29 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         root = _cache() / "rootfs"
         build.assemble(root, _cache(), say)
-        names = args.name or [f"{REPOSITORY}:{build.version()}"]
+        names = args.name or [build.default_name()]
         result = build.pack(root, args.out, names, say)
     except (debian.PackageError, python.LockError, build.BuildError) as e:
         say(f"failed: {e}")
         return 1
     compressed = sum(layer.size for layer in result.layers)
+    seconds = time.monotonic() - started
     say(
         f"wrote {result.archive} ({', '.join(result.names)}): {result.unpacked_bytes / 1e6:.1f} MB "
         f"unpacked, {compressed / 1e6:.1f} MB compressed, digest {result.digest}"
     )
+    # Beside the archive, what the build took and made, for `python -m bench chart` to report.
+    record = {
+        "seconds": round(seconds, 1),
+        "digest": result.digest,
+        "names": result.names,
+        "unpacked_bytes": result.unpacked_bytes,
+        "compressed_bytes": compressed,
+        "layers": [
+            {"comment": layer.comment, "compressed_bytes": layer.size} for layer in result.layers
+        ],
+    }
+    args.out.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
     print(result.archive)
     return 0
 

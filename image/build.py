@@ -25,6 +25,8 @@ SCRIPTS = {
     "zeroscaler-webhook": ("webhook.main", "main"),
     "zeroscaler-controller": ("controller.main", "main"),
 }
+# The chart's default image.repository; with the chart's appVersion as tag.
+REPOSITORY = "zeroscaler"
 PYTHON = "/usr/bin/python3.11"
 SITE = "usr/local/lib/python3.11/dist-packages"  # on Debian's sys.path
 BIN = "usr/local/bin"
@@ -99,6 +101,11 @@ def version() -> str:
     return str(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"])
 
 
+def default_name() -> str:
+    """The reference the archive is loaded as, in full (containerd's form of zeroscaler:TAG)."""
+    return f"docker.io/library/{REPOSITORY}:{version()}"
+
+
 def assemble(root: Path, cache: Path, progress: Callable[[str], None]) -> None:
     """Build the root filesystem in root (emptied first)."""
     if root.exists():
@@ -114,7 +121,7 @@ def assemble(root: Path, cache: Path, progress: Callable[[str], None]) -> None:
     progress("installing the locked wheels (image/requirements.lock)")
     site = root / SITE
     python.install(site)
-    shutil.rmtree(site / "bin", ignore_errors=True)  # the dependencies' own scripts
+    _drop_dependency_scripts(site)
     progress("adding zeroscaler's packages and console scripts")
     _install_project(root)
     progress("compiling bytecode with the image's own interpreter")
@@ -220,6 +227,15 @@ def _write_etc(root: Path) -> None:
     home.chmod(0o700)
     if os.geteuid() == 0:  # the Dockerfile copies the tree as it is; pack() sets owners itself
         os.chown(home, USER, USER)
+
+
+def _drop_dependency_scripts(site: Path) -> None:
+    # pip writes the dependencies' scripts with the build's own interpreter in their first line,
+    # and their hashes into RECORD: both go, so the image depends on the pins, not the builder.
+    shutil.rmtree(site / "bin", ignore_errors=True)
+    for record in sorted(site.glob("*.dist-info/RECORD")):
+        lines = record.read_text().splitlines(keepends=True)
+        record.write_text("".join(line for line in lines if not line.startswith("../../bin/")))
 
 
 def _install_project(root: Path) -> None:
