@@ -64,7 +64,7 @@ unit: install
 demo: install controlplane
 	$(ISOLATE) $(PY) -m demo
 
-bench: install controlplane
+bench: install controlplane $(IMAGE_TAR)
 	$(ISOLATE) $(PY) -m bench
 
 # A long-lived cluster for a developer lives in a named loopback-only namespace (root) or, where
