@@ -8,7 +8,7 @@ etcd through a tiny main package of ours; kwok and helm with `go install`. Binar
 The real node's parts: the kubelet from the same wrapper module; containerd, ctr and the runc shim
 with `go install`; runc and the CNI plugins from Debian packages (`apt-get download` and
 `dpkg-deb -x` into the cache, never installed system-wide); the pause image from a C program of ours
-(`gcc -static`) and a test image from Debian's static busybox, both written by `localcluster.image`.
+(`gcc -static`) and a test image from Debian's static busybox, both written by `image.archive`.
 
 Cache layout under the cache root: `controlplane/<Versions.key>/bin` holds the control-plane
 binaries, keyed by the four control-plane versions only, so pinning node parts leaves a built
