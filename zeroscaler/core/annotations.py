@@ -1,4 +1,4 @@
-"""Annotation and label keys, and reading a workload's zeroscaler annotations into typed values."""
+"""Annotation and label keys (here alone), reading them into typed values, and what is written."""
 
 from __future__ import annotations
 
