@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 
+from controller.clock import Clock, LoopClock
 from zeroscaler.core.kinds import APIResource
 from zeroscaler.kube import Kube
 
@@ -24,16 +24,17 @@ class AccessKey:
 class AccessReviews:
     """Answers `may this ServiceAccount watch this`, remembering answers for `ttl` seconds."""
 
-    def __init__(self, kube: Kube, ttl: float) -> None:
+    def __init__(self, kube: Kube, ttl: float, clock: Clock | None = None) -> None:
         self._kube = kube
         self._ttl = ttl
+        self._clock = clock or LoopClock()
         self._answers: dict[AccessKey, tuple[bool, float]] = {}
 
     def epoch(self) -> int:
         """Changes every `ttl` seconds, so callers know when their answers may be stale."""
         if self._ttl <= 0:
             return 0
-        return int(asyncio.get_running_loop().time() // self._ttl)
+        return int(self._clock.monotonic() // self._ttl)
 
     async def may_watch(
         self,
@@ -44,7 +45,7 @@ class AccessReviews:
         name: str = "",
     ) -> bool:
         key = AccessKey(namespace, service_account, resource.group, resource.resource, scope, name)
-        now = asyncio.get_running_loop().time()
+        now = self._clock.monotonic()
         cached = self._answers.get(key)
         if cached is not None and cached[1] > now:
             return cached[0]

@@ -7,8 +7,8 @@ import logging
 import pytest
 
 from controller.logs import LogfmtFormatter
-from controller.scaler import trim_workload
 from controller.settings import parse_settings
+from controller.workload import trim_workload
 
 
 def test_flags_override_defaults() -> None:

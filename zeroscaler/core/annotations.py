@@ -1,9 +1,9 @@
-"""Annotation and label keys, and reading a workload's zeroscaler annotations into typed values."""
+"""Annotation and label keys (here alone), reading them into typed values, and what is written."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
@@ -12,10 +12,16 @@ from zeroscaler.core.durations import (
     DURATION_FORM,
     DurationError,
     _short,
+    format_time,
     parse_duration,
     parse_time,
 )
-from zeroscaler.core.kinds import KindRef, kind_ref_from_api_version, parse_kind_refs
+from zeroscaler.core.kinds import (
+    KIND_REF_FORM,
+    KindRef,
+    kind_ref_from_api_version,
+    parse_kind_refs,
+)
 
 PREFIX = "zeroscaler.io/"
 
@@ -52,6 +58,9 @@ REPLICAS_FORM = "a whole number of replicas, 1 or more"
 IBM_KINDS_FORM = '[{"apiVersion": "group/version", "kind": "Kind"}]'
 
 State = Literal["awake", "asleep"]
+Notice = tuple[str, str]  # an Event reason and its message
+_TIMEOUT_KEYS = (IDLE_TIMEOUT, *IBM_IDLE_TIMEOUT)
+_KIND_KEYS = (WATCHED_KINDS, OWNED_KINDS, IBM_WATCHED_KINDS, IBM_OWNED_KINDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +140,67 @@ def read_status(annotations: Mapping[str, str]) -> tuple[WorkloadStatus, list[Pr
         ),
         problems,
     )
+
+
+def has_kinds_annotated(annotations: Mapping[str, str]) -> bool:
+    """Whether any watched or owned kinds key is present (ours or IBM's), valid or not."""
+    return any(k in annotations for k in _KIND_KEYS)
+
+
+def kind_list_keys(annotations: Mapping[str, str]) -> tuple[str, str]:
+    """The keys the watched and the owned kinds were read from, for messages about them."""
+    watched = WATCHED_KINDS if WATCHED_KINDS in annotations else IBM_WATCHED_KINDS
+    owned = OWNED_KINDS if OWNED_KINDS in annotations else IBM_OWNED_KINDS
+    return watched, owned
+
+
+def missing_settings(annotations: Mapping[str, str]) -> list[Notice]:
+    """What an incomplete workload lacks: a timeout without kinds, or kinds without a timeout."""
+    has_timeout = any(k in annotations for k in _TIMEOUT_KEYS)
+    has_kinds = has_kinds_annotated(annotations)
+    found: list[Notice] = []
+    if has_timeout and not has_kinds:
+        found.append(
+            (
+                "NoKindToWakeOn",
+                f"{WATCHED_KINDS} is missing ({KIND_REF_FORM}); without a kind to wake "
+                "on it is never put to sleep",
+            )
+        )
+    if has_kinds and not has_timeout:
+        found.append(("NoIdleTimeout", f"{IDLE_TIMEOUT} is missing (use {DURATION_FORM})"))
+    return found
+
+
+def kinds_inferred(account: str, watched: Sequence[str], owned: Sequence[str]) -> Notice:
+    """The notice that kinds were inferred from a ServiceAccount's (`namespace/name`) RBAC."""
+    message = (
+        f"{WATCHED_KINDS} is missing; inferred from the RBAC of ServiceAccount {account}: "
+        f"watched {', '.join(watched)}" + (f"; owned {', '.join(owned)}" if owned else "")
+    )
+    return "KindsInferred", message
+
+
+def is_namespace_enabled(labels: Mapping[str, str]) -> bool:
+    """Whether a namespace's labels opt its workloads in."""
+    return labels.get(NAMESPACE_ENABLED_LABEL) == "true"
+
+
+def asleep_annotations(
+    restore_replicas: int, since: datetime, last_activity: datetime
+) -> dict[str, str]:
+    """The status a sleep records, before the scale write."""
+    return {
+        STATE: "asleep",
+        RESTORE_REPLICAS: str(restore_replicas),
+        ASLEEP_SINCE: format_time(since),
+        LAST_ACTIVITY: format_time(last_activity),
+    }
+
+
+def awake_annotations(last_activity: datetime) -> dict[str, str]:
+    """The status a wake records, after the scale write."""
+    return {STATE: "awake", LAST_ACTIVITY: format_time(last_activity)}
 
 
 def _too_long(key: str, value: str, problems: list[Problem]) -> bool:

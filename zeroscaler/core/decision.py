@@ -23,11 +23,12 @@ class Observed:
     last_activity: datetime  # newest activity seen, or when watching began
     hpa_targeted: bool = False
     can_wake: bool = True  # at least one watched or owned kind is resolved and permitted
+    wake_reason: str = ""  # what the newest activity was, in an Event's words
 
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """What to do now; `replicas` is the count to remember (sleep) or to scale to (wake)."""
+    """What to do and why; `replicas` is the count to remember (sleep) or to scale to (wake)."""
 
     action: Action
     replicas: int | None = None
@@ -73,5 +74,5 @@ def _decide_asleep(observed: Observed, config: WorkloadConfig, status: WorkloadS
         )
     since = status.asleep_since
     if since is None or observed.last_activity > since:
-        return Decision("wake", replicas=wake_replicas(config, status))
+        return Decision("wake", replicas=wake_replicas(config, status), reason=observed.wake_reason)
     return Decision("none")

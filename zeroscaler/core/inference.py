@@ -6,6 +6,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from zeroscaler.core.annotations import WATCHED_KINDS
 from zeroscaler.core.kinds import APIResource, Discovery
 from zeroscaler.core.selectors import Selector, SelectorError, parse_selector
 
@@ -221,7 +222,7 @@ def _infer(
                     warnings=(
                         f"{service_account} may watch every resource ({binding.label}), which says "
                         "nothing about what it watches: no kinds inferred (name them in "
-                        "zeroscaler.io/watched-kinds or in a policy rule)",
+                        f"{WATCHED_KINDS} or in a policy rule)",
                     )
                 )
             for api in _expand(rule, discovery, max_kinds, binding, warnings, unserved, ignored):

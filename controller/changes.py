@@ -1,0 +1,151 @@
+"""Watch events in: workload records kept, activity noted, wakes made due, reconciles asked for.
+
+Every handler is synchronous and cheap: it runs inside a watch's loop, and deciding is left to the
+reconcile that it asks for.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from datetime import datetime
+
+from controller.clock import Clock
+from controller.metrics import Metrics
+from controller.workload import Workload, WorkloadKey, essence, idle_since, is_newer
+from zeroscaler.core.activity import Activity, Change, find_activity
+from zeroscaler.core.kinds import APIResource
+from zeroscaler.kube import Obj
+from zeroscaler.watching import WatchEvent
+
+log = logging.getLogger(__name__)
+
+Enqueue = Callable[[WorkloadKey], None]
+
+
+def trim_hpa(obj: Obj) -> Obj:
+    """Keep an HPA's name and the workload it targets."""
+    meta = obj.get("metadata") or {}
+    target = (obj.get("spec") or {}).get("scaleTargetRef") or {}
+    return {
+        "metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion") if k in meta},
+        "target": (str(target.get("kind", "")), str(target.get("name", ""))),
+    }
+
+
+class ChangeFeed:
+    """Keeps the workload table and the HPA targets from watches, and enqueues what they touch."""
+
+    def __init__(
+        self,
+        workloads: dict[WorkloadKey, Workload],
+        *,
+        clock: Clock,
+        metrics: Metrics,
+        enqueue: Enqueue,
+        is_running: Callable[[WorkloadKey], bool],
+        wake_due: Enqueue,
+        users: Callable[[APIResource], Iterable[WorkloadKey]],
+    ) -> None:
+        self._workloads = workloads
+        self._clock = clock
+        self._metrics = metrics
+        self._enqueue = enqueue
+        self._is_running = is_running
+        self._wake_due = wake_due
+        self._users = users
+        self._hpa_targets: dict[WorkloadKey, set[str]] = {}
+
+    def hpa_names(self, key: WorkloadKey) -> list[str]:
+        """The HorizontalPodAutoscalers that target a workload, sorted."""
+        return sorted(self._hpa_targets.get(key, ()))
+
+    def enqueue_all(self) -> None:
+        for key in list(self._workloads):
+            self._enqueue(key)
+
+    def enqueue_inferred(self) -> None:
+        """RBAC changed: look again at every workload whose kinds come from it."""
+        for key, w in self._workloads.items():
+            if w.inferred:
+                self._enqueue(key)
+
+    def on_workload(self, kind: str, event: WatchEvent) -> None:
+        meta = event.obj.get("metadata") or {}
+        key = (kind, str(meta.get("namespace", "")), str(meta.get("name", "")))
+        w = self._workloads.get(key)
+        if event.type == "DELETED":
+            if w is not None:
+                w.deleted = True
+                self._enqueue(key)
+            return
+        if w is None:
+            start = idle_since(meta.get("annotations") or {}, self._clock.now())
+            self._workloads[key] = Workload(key, event.obj, last_activity=start)
+            self._enqueue(key)
+            return
+        if not is_newer(event.obj, w.obj):
+            return
+        changed = essence(event.obj) != essence(w.obj) or w.deleted
+        w.obj, w.deleted = event.obj, False
+        # Status-only updates (pods going away after a sleep) keep the precondition fresh, no more.
+        if changed:
+            self._enqueue(key)
+
+    def on_namespace(self, event: WatchEvent) -> None:
+        if event.initial:
+            return
+        name = str((event.obj.get("metadata") or {}).get("name", ""))
+        for key in [k for k in self._workloads if k[1] == name]:
+            self._enqueue(key)
+
+    def on_hpa(self, event: WatchEvent) -> None:
+        name = str(event.obj["metadata"].get("name", ""))
+        namespace = str(event.obj["metadata"].get("namespace", ""))
+        for obj, present in ((event.old, False), (event.obj, event.type != "DELETED")):
+            if obj is not None:
+                self._count_hpa(obj, namespace, name, present)
+
+    def _count_hpa(self, obj: Obj, namespace: str, name: str, present: bool) -> None:
+        kind, target = obj["target"]
+        key = (kind, namespace, target)
+        names = self._hpa_targets.setdefault(key, set())
+        if present:
+            names.add(name)
+        else:
+            names.discard(name)
+        if not names:
+            del self._hpa_targets[key]
+        if key in self._workloads:
+            self._enqueue(key)
+
+    def on_object(self, resource: APIResource, event: WatchEvent) -> None:
+        """A watched object changed: note it for every workload it is activity for."""
+        self._metrics.watch_events.labels(resource.group_resource).inc()
+        users = self._users(resource)
+        if not users:
+            return
+        change = Change(event.type, event.obj, event.old, event.initial)
+        now: datetime | None = None
+        for key in users:
+            w = self._workloads.get(key)
+            if w is None or w.interest is None:
+                continue
+            found = find_activity(change, resource, w.interest)
+            if found is not None:
+                now = now or self._clock.now()
+                self.note_activity(w, found, now)
+
+    def note_activity(self, w: Workload, found: Activity, now: datetime) -> None:
+        """Restart the idle clock; an asleep workload's wake is due, a running one looks again."""
+        self._metrics.activity.inc()
+        w.last_activity = now
+        w.activity_reason = found.reason
+        log.debug("activity", extra={"workload": w.label, "reason": found.reason})
+        asleep = w.shown_status.state == "asleep"
+        if asleep or self._is_running(w.key):
+            if w.activity_at is None:
+                w.activity_at = self._clock.monotonic()
+            if asleep:
+                self._wake_due(w.key)
+            self._enqueue(w.key)

@@ -1,0 +1,55 @@
+"""A workload's kinds: as annotated, or inferred from its ServiceAccount's RBAC when none are."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from controller.workload import Workload
+from zeroscaler.cluster import ClusterView
+from zeroscaler.core.annotations import (
+    Notice,
+    WorkloadConfig,
+    has_kinds_annotated,
+    kinds_inferred,
+)
+from zeroscaler.core.inference import infer_kinds
+from zeroscaler.core.kinds import parse_kind_refs
+from zeroscaler.core.policy import DEFAULT_POLICY
+
+
+def settle_kinds(
+    w: Workload, config: WorkloadConfig, cluster: ClusterView
+) -> tuple[WorkloadConfig, list[Notice]]:
+    """The config with its kinds; without kinds annotated, those its RBAC says it watches."""
+    w.inferred, w.names = False, {}
+    if config.idle_timeout is None or has_kinds_annotated(w.annotations):
+        return config, []
+    w.inferred = True  # RBAC changes now concern this workload
+    if not cluster.is_rbac_synced():
+        return config, [("InferenceUnavailable", "RBAC is not readable; no kinds inferred")]
+    discovery = cluster.discovery
+    found = infer_kinds(
+        cluster.rbac(),
+        w.namespace,
+        w.service_account,
+        discovery,
+        ignore=DEFAULT_POLICY.inference.ignore,
+    )
+    for canonical, names in found.resource_names.items():
+        resolved = discovery.resolve(parse_kind_refs(canonical)[0][0])
+        if resolved is not None:
+            w.names[(resolved.group, resolved.kind)] = frozenset(names)
+    warnings: list[Notice] = [("InferenceLimited", message) for message in found.warnings]
+    if not found.watched:
+        return config, warnings
+    watched, _ = parse_kind_refs(",".join(found.watched))
+    owned, _ = parse_kind_refs(",".join(found.owned))
+    namespaces = config.watch_namespaces
+    if namespaces is None and found.namespaces:
+        namespaces = tuple(found.namespaces)
+    account = f"{w.namespace}/{w.service_account}"
+    warnings.append(kinds_inferred(account, found.watched, found.owned))
+    inferred = dataclasses.replace(
+        config, watched=tuple(watched), owned=tuple(owned), watch_namespaces=namespaces
+    )
+    return inferred, warnings

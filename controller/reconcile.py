@@ -1,0 +1,214 @@
+"""The reconcile loop: workers take one workload at a time, read it, ask `decide`, and act."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from datetime import datetime
+from typing import Any
+
+from controller.accounting import Accounting
+from controller.clock import Clock
+from controller.kinds import settle_kinds
+from controller.queue import KeyedQueue, WakeGate
+from controller.reporting import Reporter
+from controller.scaling import Scaling
+from controller.subscription import Subscriptions
+from controller.timers import TimerHeap
+from controller.workload import EPOCH, Workload, WorkloadKey
+from zeroscaler.cluster import ClusterView
+from zeroscaler.core.annotations import (
+    Notice,
+    WorkloadConfig,
+    WorkloadStatus,
+    is_namespace_enabled,
+    missing_settings,
+    read_config,
+    read_status,
+)
+from zeroscaler.core.decision import Decision, Observed, decide
+from zeroscaler.kube import KubeError
+
+log = logging.getLogger(__name__)
+
+RETRY_AFTER = 5.0  # seconds before a failed reconcile is tried again
+
+
+class Reconciler:
+    """Decides for one workload at a time; the queue keeps two workers off the same one."""
+
+    def __init__(
+        self,
+        workloads: dict[WorkloadKey, Workload],
+        cluster: ClusterView,
+        subscriptions: Subscriptions,
+        scaling: Scaling,
+        reporter: Reporter,
+        accounting: Accounting,
+        *,
+        queue: KeyedQueue[WorkloadKey],
+        gate: WakeGate[WorkloadKey],
+        timers: TimerHeap[WorkloadKey],
+        clock: Clock,
+        hpa_names: Callable[[WorkloadKey], list[str]],
+        is_leader: Callable[[], bool],
+        background: Callable[[Coroutine[Any, Any, None]], None],
+        dry_run: bool,
+    ) -> None:
+        self._workloads = workloads
+        self._cluster = cluster
+        self._subscriptions = subscriptions
+        self._scaling = scaling
+        self._reporter = reporter
+        self._accounting = accounting
+        self._queue = queue
+        self._gate = gate
+        self._timers = timers
+        self._clock = clock
+        self._hpa_names = hpa_names
+        self._is_leader = is_leader
+        self._background = background
+        self._dry_run = dry_run
+
+    async def work(self) -> None:
+        """One worker: reconcile keys from the queue until cancelled."""
+        while True:
+            key = await self._queue.take()
+            try:
+                await self._retrying(key, "reconcile", self.reconcile(key))
+            finally:
+                self._gate.done(key)
+                follow_up = self._scaling.take_follow_up(key)
+                if follow_up is None:
+                    self._queue.release(key)
+                else:  # the key stays running: nothing else is decided until it is written
+                    self._background(self._follow_up(key, follow_up))
+
+    async def _retrying(self, key: WorkloadKey, what: str, work: Awaitable[None]) -> None:
+        """Run `work` for a workload; a failure is logged and the workload looked at again."""
+        try:
+            await work
+        except KubeError as e:
+            log.warning("%s failed: %s", what, e, extra={"workload": "/".join(key)})
+            self._timers.schedule(key, self._clock.monotonic() + RETRY_AFTER)
+        except Exception:
+            log.exception("%s failed", what, extra={"workload": "/".join(key)})
+            self._timers.schedule(key, self._clock.monotonic() + RETRY_AFTER)
+
+    async def _follow_up(self, key: WorkloadKey, write: Coroutine[Any, Any, None]) -> None:
+        """Finish a workload's wake off the worker, once no other wake waits for its scale."""
+        try:
+            await self._gate.wait()
+            await self._retrying(key, "recording a wake", write)
+        finally:
+            self._queue.release(key)
+
+    async def reconcile(self, key: WorkloadKey) -> None:
+        """Look at one workload and do what its state asks."""
+        w = self._workloads.get(key)
+        if w is None:
+            return
+        if w.deleted:
+            self._forget(w)
+            return
+        config, status, warnings = self._read(w)
+        if not self._is_candidate(w, config):
+            await self._unmanage(w, "not opted in", restore=not self._is_terminating(w))
+            return
+        config, inference_warnings = settle_kinds(w, config, self._cluster)
+        warnings += inference_warnings
+        if config.idle_timeout is None or not config.has_kinds:
+            await self._unmanage(w, "annotations incomplete")
+            self._reporter.warn(w, warnings + missing_settings(w.annotations))
+            return
+        self._manage(w, status)
+        await self._subscriptions.prepare(w, config)
+        hpa = self._hpa_names(key)
+        warnings += w.kind_warnings + self._hpa_warnings(hpa, status)
+        self._reporter.warn(w, warnings)
+        decision, now = self._decide(w, config, status, bool(hpa))
+        if decision.next_check is not None:
+            delay = (decision.next_check - now).total_seconds()
+            self._timers.schedule(key, self._clock.monotonic() + max(delay, 0.0))
+        if decision.action != "none":
+            await self._scaling.act(w, decision, now)
+
+    def _read(self, w: Workload) -> tuple[WorkloadConfig, WorkloadStatus, list[Notice]]:
+        """The workload's annotations, parsed; the malformed ones become warnings."""
+        config, problems = read_config(w.annotations)
+        status, status_problems = read_status(w.annotations)
+        w.config, w.status = config, status
+        warnings = [("InvalidAnnotation", f"{p}; ignored") for p in [*problems, *status_problems]]
+        return config, status, warnings
+
+    def _decide(
+        self, w: Workload, config: WorkloadConfig, status: WorkloadStatus, hpa_targeted: bool
+    ) -> tuple[Decision, datetime]:
+        if self._dry_run and w.pretend is not None:
+            status, replicas = w.pretend
+        else:
+            replicas = w.replicas
+        self._subscriptions.set_interest(w, status)
+        now = self._clock.now()
+        observed = Observed(
+            replicas=replicas,
+            last_activity=w.last_activity,
+            hpa_targeted=hpa_targeted,
+            can_wake=bool(w.scopes[0]),
+            wake_reason=w.activity_reason,
+        )
+        return decide(observed, config, status, now), now
+
+    @staticmethod
+    def _hpa_warnings(hpa: list[str], status: WorkloadStatus) -> list[Notice]:
+        if not hpa or status.state == "asleep":
+            return []
+        message = f"targeted by HorizontalPodAutoscaler {', '.join(hpa)}; never put to sleep"
+        return [("HPATargeted", message)]
+
+    def _namespace_meta(self, w: Workload) -> dict[str, Any]:
+        ns = self._cluster.namespaces.store.get(("", w.namespace)) or {}
+        return dict(ns.get("metadata") or {})
+
+    def _is_terminating(self, w: Workload) -> bool:
+        return bool(self._namespace_meta(w).get("deletionTimestamp"))
+
+    def _is_candidate(self, w: Workload, config: WorkloadConfig) -> bool:
+        meta = self._namespace_meta(w)
+        if meta.get("deletionTimestamp"):  # a namespace being deleted: waking there helps no one
+            return False
+        return is_namespace_enabled(meta.get("labels") or {}) and not config.opted_out
+
+    def _manage(self, w: Workload, status: WorkloadStatus) -> None:
+        """From now on its idle clock counts (asleep: from when it fell asleep)."""
+        if w.managed:
+            return
+        w.managed = True
+        self._accounting.start(w)
+        w.last_activity = (
+            (status.asleep_since or EPOCH)
+            if status.state == "asleep"
+            else max(w.last_activity, self._clock.now())
+        )
+        log.info("managing", extra={"workload": w.label})
+
+    async def _unmanage(self, w: Workload, why: str, *, restore: bool = True) -> None:
+        """Stop watching for a workload; one we put to sleep is woken, not left at zero."""
+        self._timers.cancel(w.key)
+        self._subscriptions.subscribe(w, set())
+        w.interest, w.signature, w.scopes, w.pretend = None, None, ({}, {}), None
+        asleep_at_zero = w.status.state == "asleep" and w.replicas == 0
+        if not w.managed and not asleep_at_zero:
+            return
+        if w.managed:
+            log.info("no longer managed", extra={"workload": w.label, "why": why})
+        w.managed = False
+        if asleep_at_zero and self._is_leader() and restore:
+            await self._scaling.restore(w, why)
+
+    def _forget(self, w: Workload) -> None:
+        self._gate.done(w.key)
+        self._timers.cancel(w.key)
+        self._subscriptions.subscribe(w, set())
+        self._accounting.account(w, stop=True)
+        self._workloads.pop(w.key, None)

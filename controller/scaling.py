@@ -1,0 +1,211 @@
+"""Sleep and wake: the scale and annotation writes, their retries on conflict, and their Events."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Coroutine
+from datetime import datetime
+from typing import Any
+
+from controller.accounting import Accounting
+from controller.clock import Clock
+from controller.metrics import Metrics
+from controller.queue import WakeGate
+from controller.reporting import Reporter
+from controller.workload import Workload, WorkloadKey, trim_workload
+from zeroscaler.core.annotations import (
+    WorkloadStatus,
+    asleep_annotations,
+    awake_annotations,
+    read_status,
+)
+from zeroscaler.core.decision import Decision, wake_replicas
+from zeroscaler.kube import Conflict, Kube, NotFound
+
+log = logging.getLogger(__name__)
+
+FollowUp = Coroutine[Any, Any, None]
+
+
+class Scaling:
+    """Carries out decisions through the `scale` subresource; a 409 means "look again"."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        reporter: Reporter,
+        accounting: Accounting,
+        gate: WakeGate[WorkloadKey],
+        metrics: Metrics,
+        clock: Clock,
+        *,
+        dry_run: bool,
+        enqueue: Callable[[WorkloadKey], None],
+        is_leader: Callable[[], bool],
+    ) -> None:
+        self._kube = kube
+        self._reporter = reporter
+        self._accounting = accounting
+        self._gate = gate
+        self._metrics = metrics
+        self._clock = clock
+        self._dry_run = dry_run
+        self._enqueue = enqueue
+        self._is_leader = is_leader
+        self._follow_ups: dict[WorkloadKey, FollowUp] = {}
+
+    def take_follow_up(self, key: WorkloadKey) -> FollowUp | None:
+        """The write that finishes a wake of `key`, to be run off the worker; None if none."""
+        return self._follow_ups.pop(key, None)
+
+    async def act(self, w: Workload, decision: Decision, now: datetime) -> None:
+        """Do what the decision says, when leading."""
+        if not self._is_leader():
+            return
+        try:
+            if self._dry_run:
+                self._pretend(w, decision, now)
+            elif decision.action == "sleep":
+                await self._sleep(w, decision, now)
+            elif decision.action == "wake":
+                await self.wake(w, decision.replicas or 1, decision.reason or "activity")
+            elif decision.action == "mark-awake":
+                await self._mark_awake(w, decision, now)
+        except Conflict:
+            log.debug("conflict; looking again", extra={"workload": w.label})
+            await self.refresh(w)
+            self._enqueue(w.key)
+        except NotFound:
+            w.deleted = True
+            self._enqueue(w.key)
+
+    async def restore(self, w: Workload, why: str) -> None:
+        """Wake a workload that is no longer managed, to the replicas it would wake to."""
+        if self._dry_run:
+            return
+        try:
+            await self.wake(w, wake_replicas(w.config, w.status), f"no longer managed ({why})")
+        except Conflict:
+            await self.refresh(w)
+            self._enqueue(w.key)
+
+    async def _sleep(self, w: Workload, decision: Decision, now: datetime) -> None:
+        replicas = decision.replicas or w.replicas
+        # Annotations first: a crash before the scale leaves a workload awake, never lost at zero.
+        await self._patch_annotations(w, asleep_annotations(replicas, now, w.last_activity))
+        if not await self._scale_to_zero(w, replicas):
+            self._enqueue(w.key)
+            return
+        w.activity_at = None
+        self._accounting.start(w)
+        self._metrics.sleeps.inc()
+        kinds = ", ".join(sorted(w.kind_names()))
+        message = (
+            f"{decision.reason}: scaled from {replicas} to 0 replicas; wakes on a change to {kinds}"
+        )
+        log.info("sleeping", extra={"workload": w.label, "reason": decision.reason})
+        self._reporter.event(w, "Normal", "Sleeping", message)
+        self._enqueue(w.key)
+
+    async def _scale_to_zero(self, w: Workload, replicas: int) -> bool:
+        """Scale to zero, retrying a conflict while the sleep still holds; False if it did not."""
+        asleep_since = w.status.asleep_since
+        for _ in range(3):
+            try:
+                await self._patch_scale(w, 0)
+                return True
+            except Conflict:
+                await self.refresh(w)
+                status, _ = read_status(w.annotations)
+                if status.asleep_since != asleep_since or w.replicas != replicas:
+                    return False
+        return False
+
+    async def wake(self, w: Workload, replicas: int, reason: str) -> None:
+        """Scale up now; recording the wake is left as a follow-up (`take_follow_up`)."""
+        self._accounting.account(w, stop=True)
+        await self._patch_scale(w, replicas)
+        latency = None if w.activity_at is None else self._clock.monotonic() - w.activity_at
+        if latency is not None:
+            self._metrics.wake_latency.observe(latency)
+        self._metrics.wakes.inc()
+        w.activity_at = None
+        self._gate.done(w.key)
+        # Recording the wake can wait for other scale writes: a crash before it leaves the
+        # workload scaled up but annotated asleep, which reads as woken (by someone else).
+        self._follow_ups[w.key] = self._record_wake(w, replicas, reason, latency)
+
+    async def _record_wake(
+        self, w: Workload, replicas: int, reason: str, latency: float | None
+    ) -> None:
+        awake = awake_annotations(w.last_activity)
+        try:
+            for _ in range(5):
+                try:
+                    await self._patch_annotations(w, awake)
+                    break
+                except Conflict:
+                    await self.refresh(w)
+                    if read_status(w.annotations)[0].state != "asleep":
+                        break
+        except NotFound:
+            w.deleted = True
+        message = f"{reason}: scaled from 0 to {replicas} replicas"
+        extra: dict[str, object] = {"workload": w.label, "reason": reason}
+        if latency is not None:  # from the watch event to the scale write's answer
+            extra["latency_ms"] = round(latency * 1000, 1)
+        log.info("woken", extra=extra)
+        self._reporter.event(w, "Normal", "Woken", message)
+        self._enqueue(w.key)
+
+    async def _mark_awake(self, w: Workload, decision: Decision, now: datetime) -> None:
+        w.last_activity = now
+        self._accounting.account(w, stop=True)
+        w.activity_at = None
+        await self._patch_annotations(w, awake_annotations(now))
+        message = (
+            f"scaled to {decision.replicas} replicas by someone else while asleep; "
+            "now awake, idle clock restarted"
+        )
+        log.info("woken externally", extra={"workload": w.label})
+        self._reporter.event(w, "Normal", "WokenExternally", message)
+        self._enqueue(w.key)
+
+    def _pretend(self, w: Workload, decision: Decision, now: datetime) -> None:
+        if decision.action == "sleep":
+            replicas = decision.replicas or w.replicas
+            status = WorkloadStatus("asleep", replicas, now, w.last_activity)
+            w.pretend = (status, 0)
+            message = f"dry run: would sleep ({decision.reason}), scaling {replicas} to 0"
+            reason = "WouldSleep"
+        elif decision.action == "wake":
+            replicas = decision.replicas or 1
+            w.pretend = (WorkloadStatus("awake", last_activity=w.last_activity), replicas)
+            message = f"dry run: would wake ({decision.reason}), scaling 0 to {replicas}"
+            reason = "WouldWake"
+        else:
+            w.pretend = None
+            return
+        w.activity_at = None
+        log.info(message, extra={"workload": w.label})
+        self._reporter.event(w, "Normal", reason, message)
+        self._enqueue(w.key)
+
+    async def _patch_annotations(self, w: Workload, annotations: dict[str, str]) -> None:
+        body = {"metadata": {"resourceVersion": w.resource_version, "annotations": annotations}}
+        w.take(trim_workload(await self._kube.patch(w.path, body)))
+
+    async def _patch_scale(self, w: Workload, replicas: int) -> None:
+        body = {"metadata": {"resourceVersion": w.resource_version}, "spec": {"replicas": replicas}}
+        scale = await self._kube.patch(w.path + "/scale", body)
+        spec = dict(w.obj.get("spec") or {}, replicas=replicas)
+        meta = dict(w.obj["metadata"])
+        meta["resourceVersion"] = (scale.get("metadata") or {}).get("resourceVersion", "")
+        w.take({**w.obj, "metadata": meta, "spec": spec})
+
+    async def refresh(self, w: Workload) -> None:
+        """Read the workload again; gone, it is marked deleted."""
+        try:
+            w.take(trim_workload(await self._kube.get(w.path)))
+        except NotFound:
+            w.deleted = True

@@ -1,0 +1,175 @@
+"""What each workload subscribes to: its kinds resolved to served types, the scopes its
+ServiceAccount may watch them in, and the shared watches it holds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any
+
+from controller.access import AccessReviews
+from controller.clock import Clock
+from controller.watches import WatchHub
+from controller.workload import Scopes, Workload, WorkloadKey
+from zeroscaler.cluster import ClusterView
+from zeroscaler.core.activity import Activity, Change, Interest, find_activity
+from zeroscaler.core.annotations import Notice, WorkloadConfig, WorkloadStatus, kind_list_keys
+from zeroscaler.core.kinds import KIND_REF_FORM, APIResource, KindRef
+from zeroscaler.core.scope import Ask, Grant, resolve_scope
+from zeroscaler.kube import Obj
+
+OnActivity = Callable[[Workload, Activity, datetime], None]
+
+
+class Subscriptions:
+    """Resolves kinds and scopes for a workload and (un)subscribes its shared watches."""
+
+    def __init__(
+        self,
+        hub: WatchHub[WorkloadKey],
+        access: AccessReviews,
+        cluster: ClusterView,
+        *,
+        clock: Clock,
+        on_activity: OnActivity,
+    ) -> None:
+        self._hub = hub
+        self._access = access
+        self._cluster = cluster
+        self._clock = clock
+        self._on_activity = on_activity
+
+    def _signature(self, w: Workload, config: WorkloadConfig) -> tuple[Any, ...]:
+        """What the resolution depends on; the access answers' age comes last."""
+        return (
+            config.watched,
+            config.owned,
+            config.watch_namespaces,
+            self._cluster.discovery_generation,
+            w.service_account,
+            self._cluster.rbac_generation if w.inferred else 0,
+            tuple(sorted(w.names.items())),
+            self._access.epoch(),
+        )
+
+    async def prepare(self, w: Workload, config: WorkloadConfig) -> None:
+        """Resolve kinds, check the ServiceAccount may watch them, and (un)subscribe watches."""
+        signature = self._signature(w, config)
+        if signature == w.signature:
+            return
+        if w.signature is not None and signature[:-1] == w.signature[:-1] and w.activity_at:
+            return  # only the access answers aged: a pending wake does not wait to ask again
+        scopes, wanted, warnings = await self._resolve(w, config)
+        if not scopes[0]:
+            warnings.append(
+                (
+                    "NoKindToWakeOn",
+                    "no watched kind can be watched (owned kinds count only through a watched "
+                    "kind), so it is never put to sleep",
+                )
+            )
+        w.signature, w.scopes, w.kind_warnings = signature, scopes, warnings
+        self.set_interest(w, w.status)
+        self.subscribe(w, wanted)
+
+    async def _resolve(
+        self, w: Workload, config: WorkloadConfig
+    ) -> tuple[Scopes, set[APIResource], list[Notice]]:
+        warnings: list[Notice] = []
+        scopes: Scopes = ({}, {})
+        wanted: set[APIResource] = set()
+        lists = zip((config.watched, config.owned), kind_list_keys(w.annotations), strict=True)
+        for (refs, key), target in zip(lists, scopes, strict=True):
+            for ref in refs:
+                resource = self._served(ref, key, warnings)
+                if resource is None:
+                    continue
+                grant = await self._grant(w, ref, resource, config, warnings)
+                if grant.permitted:
+                    target[(resource.group, resource.kind)] = grant.scope
+                    wanted.add(resource)
+        return scopes, wanted, warnings
+
+    def _served(self, ref: KindRef, key: str, warnings: list[Notice]) -> APIResource | None:
+        resource = self._cluster.discovery.resolve(ref)
+        if resource is None:
+            warnings.append(
+                (
+                    "UnknownKind",
+                    f"{key}: {ref} is not served by the API server ({KIND_REF_FORM}); "
+                    "retried when API discovery changes",
+                )
+            )
+            return None
+        if "watch" not in resource.verbs or "list" not in resource.verbs:
+            warnings.append(("UnknownKind", f"{key}: {ref} cannot be listed and watched; ignored"))
+            return None
+        return resource
+
+    async def _grant(
+        self,
+        w: Workload,
+        ref: KindRef,
+        resource: APIResource,
+        config: WorkloadConfig,
+        warnings: list[Notice],
+    ) -> Grant:
+        """Ask the reviews the scope rules need, in their order; warn where watching is denied."""
+        names = sorted(w.names.get((resource.group, resource.kind), ()))
+        answers: dict[str, bool] = {}
+        wanted = config.watch_namespaces
+        while isinstance(
+            step := resolve_scope(resource.namespaced, w.namespace, wanted, answers), Ask
+        ):
+            answers[step.namespace] = await self._may_watch(w, resource, step.namespace, names)
+        account = f"{w.namespace}/{w.service_account}"
+        for where in step.denied:
+            warnings.append(
+                (
+                    "NotPermitted",
+                    f"ServiceAccount {account} may not watch {resource.group_resource} {where}; "
+                    f"changes to {ref} there are ignored",
+                )
+            )
+        return step
+
+    async def _may_watch(
+        self, w: Workload, resource: APIResource, scope: str, names: list[str]
+    ) -> bool:
+        account = (w.namespace, w.service_account, resource, scope)
+        if not names:
+            return await self._access.may_watch(*account)
+        return all([await self._access.may_watch(*account, name) for name in names])
+
+    def set_interest(self, w: Workload, status: WorkloadStatus) -> None:
+        """What wakes it now: its scopes, and since when a listed object counts as news."""
+        since = status.asleep_since if status.state == "asleep" else status.last_activity
+        interest = Interest(
+            watched=w.scopes[0],
+            owned=w.scopes[1],
+            self_ref=("apps", w.kind, w.namespace, w.name),
+            since=since,
+            names=w.names,
+        )
+        if interest != w.interest:
+            w.interest = interest
+
+    def subscribe(self, w: Workload, wanted: set[APIResource]) -> None:
+        """Hold exactly the watches in `wanted`; a warm one is replayed to an asleep workload."""
+        for resource in w.resources - wanted:
+            self._hub.release(resource, w.key)
+        for resource in wanted - w.resources:
+            informer = self._hub.acquire(resource, w.key)
+            warm = informer is not None and informer.synced.is_set()
+            if warm and informer is not None and w.status.state == "asleep":
+                self._replay(w, resource, informer.store.values())
+        w.resources = wanted
+
+    def _replay(self, w: Workload, resource: APIResource, objects: Iterable[Obj]) -> None:
+        """A warm watch's store, seen as an initial list by a workload that joins it late."""
+        assert w.interest is not None
+        for obj in list(objects):
+            found = find_activity(Change("ADDED", obj, initial=True), resource, w.interest)
+            if found is not None:
+                self._on_activity(w, found, self._clock.now())
+                return

@@ -1,0 +1,148 @@
+"""One Deployment or StatefulSet as the controller knows it, and what it keeps of the object."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from zeroscaler.core.activity import GroupKind, Interest, Scope
+from zeroscaler.core.annotations import Notice, WorkloadConfig, WorkloadStatus, read_status
+from zeroscaler.core.kinds import APIResource
+from zeroscaler.kube import Obj
+
+WORKLOAD_RESOURCES = {"Deployment": "deployments", "StatefulSet": "statefulsets"}
+WorkloadKey = tuple[str, str, str]  # kind, namespace, name
+Scopes = tuple[dict[GroupKind, Scope], dict[GroupKind, Scope]]  # watched, owned
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def trim_workload(obj: Obj) -> Obj:
+    """Keep what the scaler reads of a Deployment or StatefulSet."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    pod_spec = (spec.get("template") or {}).get("spec") or {}
+    return {
+        "metadata": {
+            k: meta[k]
+            for k in ("name", "namespace", "uid", "resourceVersion", "generation", "annotations")
+            if k in meta
+        },
+        "spec": {
+            "replicas": spec.get("replicas", 1),
+            "serviceAccountName": pod_spec.get("serviceAccountName")
+            or pod_spec.get("serviceAccount")
+            or "default",
+        },
+    }
+
+
+def is_newer(new: Obj, old: Obj) -> bool:
+    """Whether `new` is the same or a later version of the object than `old`."""
+    a = str((new.get("metadata") or {}).get("resourceVersion", ""))
+    b = str((old.get("metadata") or {}).get("resourceVersion", ""))
+    if a.isdigit() and b.isdigit():
+        return int(a) >= int(b)
+    return True
+
+
+def essence(obj: Obj) -> tuple[Any, ...]:
+    """What a reconcile reads; an update that leaves it alone (status only) decides nothing."""
+    meta = obj.get("metadata") or {}
+    return meta.get("generation"), meta.get("annotations"), obj.get("spec")
+
+
+def idle_since(annotations: Mapping[str, str], now: datetime) -> datetime:
+    """Where a newly seen workload's idle clock starts: when it fell asleep, else now."""
+    status, _ = read_status(annotations)
+    if status.state == "asleep":
+        return status.asleep_since or EPOCH
+    return now
+
+
+@dataclass
+class Workload:
+    """One Deployment or StatefulSet as the scaler knows it."""
+
+    key: WorkloadKey
+    obj: Obj
+    last_activity: datetime
+    activity_reason: str = ""  # the newest activity, in an Event's words
+    deleted: bool = False
+    managed: bool = False
+    config: WorkloadConfig = field(default_factory=WorkloadConfig)
+    status: WorkloadStatus = field(default_factory=WorkloadStatus)
+    signature: tuple[Any, ...] | None = None
+    scopes: Scopes = ({}, {})
+    kind_warnings: list[Notice] = field(default_factory=list)
+    resources: set[APIResource] = field(default_factory=set)
+    interest: Interest | None = None
+    activity_at: float | None = None  # loop time the waking event arrived
+    warned: set[Notice] = field(default_factory=set)
+    accounted_at: float | None = None  # loop time replica-seconds were last counted
+    pretend: tuple[WorkloadStatus, int] | None = None  # dry run: the status we would have made
+    inferred: bool = False  # no kinds annotated: they come from the ServiceAccount's RBAC
+    names: dict[GroupKind, frozenset[str]] = field(default_factory=dict)  # inferred resourceNames
+
+    @property
+    def kind(self) -> str:
+        return self.key[0]
+
+    @property
+    def namespace(self) -> str:
+        return self.key[1]
+
+    @property
+    def name(self) -> str:
+        return self.key[2]
+
+    @property
+    def label(self) -> str:
+        """`kind/namespace/name`, as log lines name a workload."""
+        return "/".join(self.key)
+
+    @property
+    def annotations(self) -> dict[str, str]:
+        return dict((self.obj.get("metadata") or {}).get("annotations") or {})
+
+    @property
+    def replicas(self) -> int:
+        return int((self.obj.get("spec") or {}).get("replicas") or 0)
+
+    @property
+    def resource_version(self) -> str:
+        return str(self.obj["metadata"].get("resourceVersion", ""))
+
+    @property
+    def service_account(self) -> str:
+        return str((self.obj.get("spec") or {}).get("serviceAccountName") or "default")
+
+    @property
+    def path(self) -> str:
+        resource = WORKLOAD_RESOURCES[self.kind]
+        return f"/apis/apps/v1/namespaces/{self.namespace}/{resource}/{self.name}"
+
+    @property
+    def shown_status(self) -> WorkloadStatus:
+        """The status it has, or in a dry run the one it would have."""
+        return self.pretend[0] if self.pretend else self.status
+
+    def take(self, obj: Obj) -> None:
+        """Adopt a fresher copy of the object, and the status its annotations record."""
+        self.obj = obj
+        self.status, _ = read_status(self.annotations)
+
+    def kind_names(self) -> Iterable[str]:
+        """The watched and owned kinds resolved for it, as `Kind.group`."""
+        for group, kind in (*self.scopes[0], *self.scopes[1]):
+            yield f"{kind}.{group}" if group else kind
+
+
+def count_by_state(workloads: Iterable[Workload]) -> dict[str, int]:
+    """Managed workloads by state (a dry run counts the state it would have made)."""
+    counts = {"awake": 0, "asleep": 0}
+    for w in workloads:
+        if w.managed:
+            counts[w.shown_status.state or "awake"] += 1
+    return counts

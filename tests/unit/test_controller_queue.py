@@ -1,0 +1,131 @@
+"""The keyed queue hands a key to one worker at a time; the wake gate lets wakes write first."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from datetime import UTC, datetime
+from typing import TypeVar
+
+import pytest
+
+from controller.changes import ChangeFeed
+from controller.metrics import Metrics
+from controller.queue import KeyedQueue, WakeGate
+from controller.workload import Workload
+from zeroscaler.core.activity import Activity
+from zeroscaler.core.annotations import WorkloadStatus
+
+T = TypeVar("T")
+KEY = ("Deployment", "ops", "op")
+
+
+async def taken(waiting: Awaitable[T]) -> T | None:
+    """What `waiting` gives within a few milliseconds, or None."""
+    try:
+        return await asyncio.wait_for(waiting, 0.01)
+    except TimeoutError:
+        return None
+
+
+def test_a_key_added_twice_is_taken_once() -> None:
+    async def run() -> list[str | None]:
+        queue: KeyedQueue[str] = KeyedQueue()
+        for key in ("a", "b", "a"):
+            queue.add(key)
+        return [await taken(queue.take()) for _ in range(3)]
+
+    assert asyncio.run(run()) == ["a", "b", None]
+
+
+def test_a_running_key_is_not_handed_out_again_until_released() -> None:
+    async def run() -> list[str | None]:
+        queue: KeyedQueue[str] = KeyedQueue()
+        queue.add("a")
+        first = await taken(queue.take())
+        queue.add("a")  # asked for while it runs
+        queue.add("b")
+        second = await taken(queue.take())  # "a" is skipped: it is running
+        nothing = await taken(queue.take())
+        queue.release("a")  # done: it was asked for meanwhile, so it waits again
+        third = await taken(queue.take())
+        queue.release("a")
+        return [first, second, nothing, third, await taken(queue.take())]
+
+    assert asyncio.run(run()) == ["a", "b", None, "a", None]
+
+
+async def finishes(waiting: Awaitable[None]) -> bool:
+    """Whether `waiting` is done within a few milliseconds."""
+    try:
+        await asyncio.wait_for(waiting, 0.01)
+    except TimeoutError:
+        return False
+    return True
+
+
+def test_the_gate_holds_while_a_wake_is_due() -> None:
+    async def run() -> list[bool]:
+        gate: WakeGate[str] = WakeGate(patience=60.0)
+        seen = [await finishes(gate.wait())]  # nothing due: open
+        gate.due("a")
+        gate.due("b")
+        gate.done("a")
+        seen.append(await finishes(gate.wait()))  # "b" is still due
+        gate.done("b")
+        seen.append(await finishes(gate.wait()))
+        return seen
+
+    assert asyncio.run(run()) == [True, False, True]
+
+
+def test_the_gate_gives_way_after_its_patience() -> None:
+    async def run() -> bool:
+        gate: WakeGate[str] = WakeGate(patience=0.001)
+        gate.due("a")
+        return await finishes(gate.wait())
+
+    assert asyncio.run(run())
+
+
+class FakeClock:
+    def __init__(self, now: datetime, monotonic: float) -> None:
+        self._now, self._monotonic = now, monotonic
+
+    def now(self) -> datetime:
+        return self._now
+
+    def monotonic(self) -> float:
+        return self._monotonic
+
+
+NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("state", "running", "due", "enqueued", "activity_at"),
+    [
+        ("asleep", False, [KEY], [KEY], 7.5),  # a wake is due, from the clock's loop time
+        ("awake", True, [], [KEY], 7.5),  # a running reconcile looks again
+        ("awake", False, [], [], None),  # the idle clock restarts; its timer stands
+    ],
+)
+def test_activity_restarts_the_clock_and_makes_a_wake_due(
+    state: str, running: bool, due: list[object], enqueued: list[object], activity_at: float | None
+) -> None:
+    queued: list[object] = []
+    woken: list[object] = []
+    feed = ChangeFeed(
+        {},
+        clock=FakeClock(NOW, 7.5),
+        metrics=Metrics(dict, lambda: 0, lambda: True),
+        enqueue=queued.append,
+        is_running=lambda _: running,
+        wake_due=woken.append,
+        users=lambda _: (),
+    )
+    w = Workload(KEY, {"metadata": {}}, last_activity=datetime(2026, 1, 1, tzinfo=UTC))
+    w.status = WorkloadStatus(state="asleep" if state == "asleep" else "awake")
+    feed.note_activity(w, Activity("ConfigMap", "ops", "c", "ConfigMap ops/c created"), NOW)
+    assert (w.last_activity, w.activity_reason) == (NOW, "ConfigMap ops/c created")
+    assert (woken, queued, w.activity_at) == (due, enqueued, activity_at)

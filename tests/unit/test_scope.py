@@ -1,0 +1,65 @@
+"""The scope rules: which questions are asked, in what order, and the scope the answers give."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pytest
+
+from zeroscaler.core.scope import Ask, Grant, resolve_scope
+
+
+def walk(
+    namespaced: bool, wanted: tuple[str, ...] | None, allowed: Mapping[str, bool]
+) -> tuple[list[str], Grant]:
+    """Answer every Ask from `allowed` (unlisted: no); return the questions asked and the grant."""
+    answers: dict[str, bool] = {}
+    asked: list[str] = []
+    while isinstance(step := resolve_scope(namespaced, "home", wanted, answers), Ask):
+        assert step.namespace not in answers, "asked twice"
+        asked.append(step.namespace)
+        answers[step.namespace] = allowed.get(step.namespace, False)
+    return asked, step
+
+
+ALL = "in all namespaces (zeroscaler.io/watch-namespaces: *)"
+
+
+@pytest.mark.parametrize(
+    ("namespaced", "wanted", "allowed", "asked", "grant"),
+    [
+        # Absent watch-namespaces: everywhere if allowed, else the workload's own namespace.
+        (True, None, {"": True}, [""], Grant(True)),
+        (True, None, {"home": True}, ["", "home"], Grant(True, frozenset({"home"}))),
+        (True, None, {}, ["", "home"], Grant(False, denied=("in any namespace",))),
+        (True, ("*",), {"": True}, [""], Grant(True)),
+        (True, ("*",), {"home": True}, [""], Grant(False, denied=(ALL,))),
+        # A list: each namespace asked in order, the denied ones named, in order.
+        (True, ("a", "b"), {"a": True, "b": True}, ["a", "b"], Grant(True, frozenset({"a", "b"}))),
+        (
+            True,
+            ("a", "b", "c"),
+            {"b": True},
+            ["a", "b", "c"],
+            Grant(True, frozenset({"b"}), ("in namespace a", "in namespace c")),
+        ),
+        (
+            True,
+            ("a", "b"),
+            {"": True},
+            ["a", "b"],
+            Grant(False, denied=("in namespace a", "in namespace b")),
+        ),
+        # Cluster-scoped types: one question, whatever watch-namespaces says.
+        (False, ("a",), {"": True}, [""], Grant(True)),
+        (False, None, {"home": True}, [""], Grant(False, denied=("(cluster-scoped)",))),
+    ],
+)
+def test_scope_rules(
+    namespaced: bool,
+    wanted: tuple[str, ...] | None,
+    allowed: Mapping[str, bool],
+    asked: list[str],
+    grant: Grant,
+) -> None:
+    assert walk(namespaced, wanted, allowed) == (asked, grant)
