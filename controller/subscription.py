@@ -12,7 +12,14 @@ from controller.clock import Clock
 from controller.watches import WatchHub
 from controller.workload import Scopes, Workload, WorkloadKey
 from zeroscaler.cluster import ClusterView
-from zeroscaler.core.activity import Activity, Change, Interest, find_activity
+from zeroscaler.core.activity import (
+    Activity,
+    Change,
+    Interest,
+    definitions_of,
+    find_activity,
+    working_namespaces,
+)
 from zeroscaler.core.annotations import Notice, WorkloadConfig, WorkloadStatus, kind_list_keys
 from zeroscaler.core.kinds import KIND_REF_FORM, APIResource, KindRef
 from zeroscaler.core.scope import Ask, Grant, resolve_scope
@@ -69,6 +76,10 @@ class Subscriptions:
                 )
             )
         w.signature, w.scopes, w.kind_warnings = signature, scopes, warnings
+        watched = [
+            (r, scopes[0][(r.group, r.kind)]) for r in wanted if (r.group, r.kind) in scopes[0]
+        ]
+        w.reach = working_namespaces(watched), definitions_of(r for r, _ in watched)
         self.set_interest(w, w.status)
         self.subscribe(w, wanted)
 
@@ -150,6 +161,8 @@ class Subscriptions:
             self_ref=("apps", w.kind, w.namespace, w.name),
             since=since,
             names=w.names,
+            namespaces=w.reach[0],
+            definitions=w.reach[1],
         )
         if interest != w.interest:
             w.interest = interest

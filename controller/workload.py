@@ -84,6 +84,7 @@ class Workload:
     pretend: tuple[WorkloadStatus, int] | None = None  # dry run: the status we would have made
     inferred: bool = False  # no kinds annotated: they come from the ServiceAccount's RBAC
     names: dict[GroupKind, frozenset[str]] = field(default_factory=dict)  # inferred resourceNames
+    reach: tuple[Scope, frozenset[str]] = (None, frozenset())  # working namespaces, own CRDs
 
     @property
     def kind(self) -> str:
