@@ -18,7 +18,16 @@ from controller.metrics import Metrics
 from controller.settings import Settings
 from controller.timers import TimerHeap
 from controller.watches import WatchHub
-from zeroscaler.core.activity import Activity, Change, GroupKind, Interest, Scope, find_activity
+from zeroscaler.core.activity import (
+    Activity,
+    Change,
+    GroupKind,
+    Interest,
+    Scope,
+    definitions_of,
+    find_activity,
+    working_namespaces,
+)
 from zeroscaler.core.annotations import (
     ASLEEP_SINCE,
     IBM_IDLE_TIMEOUT,
@@ -156,6 +165,7 @@ class Workload:
     pretend: tuple[WorkloadStatus, int] | None = None  # dry run: the status we would have made
     inferred: bool = False  # no kinds annotated: they come from the ServiceAccount's RBAC
     names: dict[GroupKind, frozenset[str]] = field(default_factory=dict)  # inferred resourceNames
+    reach: tuple[Scope, frozenset[str]] = (None, frozenset())  # working namespaces, own CRDs
 
     @property
     def kind(self) -> str:
@@ -655,6 +665,8 @@ class Scaler:
             self_ref=("apps", w.kind, w.namespace, w.name),
             since=since,
             names=w.names,
+            namespaces=w.reach[0],
+            definitions=w.reach[1],
         )
         if interest != w.interest:
             w.interest = interest
@@ -714,6 +726,10 @@ class Scaler:
                 )
             )
         w.signature, w.scopes, w.kind_warnings = signature, scopes, warnings
+        watched = [
+            (r, scopes[0][(r.group, r.kind)]) for r in wanted if (r.group, r.kind) in scopes[0]
+        ]
+        w.reach = working_namespaces(watched), definitions_of(r for r, _ in watched)
         self._set_interest(w, w.status)
         self._subscribe(w, wanted)
 

@@ -68,6 +68,15 @@ def opted_ns(api: k8s.ApiClient, request: pytest.FixtureRequest) -> Iterator[str
     k8s.CoreV1Api(api).delete_namespace(name)
 
 
+@pytest.fixture
+def policy_ns(api: k8s.ApiClient) -> Iterator[str]:
+    """A fresh namespace for a webhook's policy ConfigMaps."""
+    name = f"zs-policy-{secrets.token_hex(3)}"
+    k8s.CoreV1Api(api).create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name)))
+    yield name
+    k8s.CoreV1Api(api).delete_namespace(name)
+
+
 @pytest.fixture(scope="session")
 def kubeconfig(cluster: Cluster) -> Path:
     return cluster.kubeconfig

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import secrets
 import socket
 import ssl
 import subprocess
@@ -24,6 +23,7 @@ from tests.system.webhook_kit import (
     create_workload,
     deployment,
     events_for,
+    put_policy,
     running_webhook,
     served_serial,
     wait_injected,
@@ -43,14 +43,6 @@ SCOPE = "zeroscaler.io/watch-namespaces"
 @pytest.fixture(scope="session")
 def gadgets(api: k8s.ApiClient) -> None:
     create_crd(api, GROUP, "Gadget", "gadgets")
-
-
-@pytest.fixture
-def policy_ns(api: k8s.ApiClient) -> Iterator[str]:
-    name = f"zs-policy-{secrets.token_hex(3)}"
-    k8s.CoreV1Api(api).create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name)))
-    yield name
-    k8s.CoreV1Api(api).delete_namespace(name)
 
 
 @pytest.fixture
@@ -160,20 +152,6 @@ def test_invalid_annotation_gets_a_warning(cluster: Cluster, hook: Webhook, opte
         w.startswith(f"{TIMEOUT_KEY}: 'ten minutes' is not a duration") for w in admitted.warnings
     ), admitted.warnings
     assert admitted.annotations[TIMEOUT_KEY] == "ten minutes"
-
-
-def put_policy(api: k8s.ApiClient, namespace: str, name: str, text: str) -> None:
-    core = k8s.CoreV1Api(api)
-    body = {
-        "metadata": {"name": name, "labels": {"zeroscaler.io/policy": "true"}},
-        "data": {"policy.yaml": text},
-    }
-    try:
-        core.replace_namespaced_config_map(name, namespace, body)
-    except k8s.ApiException as e:
-        if e.status != 404:
-            raise
-        core.create_namespaced_config_map(namespace, body)
 
 
 def timeout_is(value: str) -> Callable[[Admitted], bool]:

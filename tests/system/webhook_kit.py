@@ -266,6 +266,21 @@ def apply_objects(api: k8s.ApiClient, objects: Sequence[Obj]) -> None:
                 raise
 
 
+def put_policy(api: k8s.ApiClient, namespace: str, name: str, text: str) -> None:
+    """Create or replace a policy ConfigMap."""
+    core = k8s.CoreV1Api(api)
+    body = {
+        "metadata": {"name": name, "labels": {"zeroscaler.io/policy": "true"}},
+        "data": {"policy.yaml": text},
+    }
+    try:
+        core.replace_namespaced_config_map(name, namespace, body)
+    except k8s.ApiException as e:
+        if e.status != 404:
+            raise
+        core.create_namespaced_config_map(namespace, body)
+
+
 def events_for(api: k8s.ApiClient, namespace: str, kind: str, name: str) -> list[Any]:
     events = k8s.CoreV1Api(api).list_namespaced_event(namespace).items
     return [e for e in events if e.involved_object.kind == kind and e.involved_object.name == name]

@@ -10,9 +10,11 @@ from zeroscaler.core.activity import (
     Activity,
     Change,
     Interest,
+    definitions_of,
     find_activity,
     newest_change_time,
     shrink,
+    working_namespaces,
 )
 from zeroscaler.core.durations import parse_time
 from zeroscaler.core.kinds import APIResource
@@ -362,3 +364,123 @@ def test_rbac_resource_names_limit_what_counts() -> None:
     other = Change("ADDED", meta(name="someone-else"))
     assert find_activity(named, CONFIGMAP, interest) is not None
     assert find_activity(other, CONFIGMAP, interest) is None
+
+
+NAMESPACE = APIResource("", "v1", "namespaces", "Namespace", namespaced=False)
+CRD = APIResource(
+    "apiextensions.k8s.io",
+    "v1",
+    "customresourcedefinitions",
+    "CustomResourceDefinition",
+    namespaced=False,
+    subresources=frozenset({"status"}),
+)
+NODE = APIResource("", "v1", "nodes", "Node", namespaced=False, subresources=frozenset({"status"}))
+CLUSTER_WATCHED: dict[tuple[str, str], frozenset[str] | None] = {
+    ("", "Namespace"): None,
+    ("apiextensions.k8s.io", "CustomResourceDefinition"): None,
+    ("", "Node"): None,
+}
+# A kopf operator run with --namespace=acc-kopf: its own kind there, Namespaces and CRDs everywhere.
+KOPF = Interest(
+    watched={**CLUSTER_WATCHED, ("acc.example.com", "Backup"): frozenset({"acc-kopf"})},
+    owned={},
+    namespaces=frozenset({"acc-kopf"}),
+    definitions=frozenset({"backups.acc.example.com"}),
+)
+# prometheus-operator: every namespace, so every Namespace counts.
+EVERYWHERE = Interest(watched={**CLUSTER_WATCHED}, owned={})
+
+
+def cluster_object(name: str, **fields: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name, "generation": 1, **fields}}
+
+
+@pytest.mark.parametrize(
+    ("interest", "resource", "change", "counts"),
+    [
+        (KOPF, NAMESPACE, Change("ADDED", cluster_object("ci-run-42")), False),
+        (KOPF, NAMESPACE, Change("DELETED", cluster_object("ci-run-42")), False),
+        (
+            KOPF,
+            NAMESPACE,
+            Change(
+                "MODIFIED", cluster_object("tenant", labels={"a": "b"}), cluster_object("tenant")
+            ),
+            False,
+        ),
+        (KOPF, NAMESPACE, Change("ADDED", cluster_object("acc-kopf")), True),
+        (
+            KOPF,
+            NAMESPACE,
+            Change(
+                "MODIFIED",
+                cluster_object("acc-kopf", labels={"a": "b"}),
+                cluster_object("acc-kopf"),
+            ),
+            True,
+        ),
+        (KOPF, CRD, Change("ADDED", cluster_object("widgets.other.example.com")), False),
+        (KOPF, CRD, Change("DELETED", cluster_object("backups.acc.example.com")), True),
+        (KOPF, NODE, Change("ADDED", cluster_object("node-7")), True),
+        (EVERYWHERE, NAMESPACE, Change("ADDED", cluster_object("ci-run-42")), True),
+        (
+            EVERYWHERE,
+            NAMESPACE,
+            Change(
+                "MODIFIED", cluster_object("team-a", labels={"x": "y"}), cluster_object("team-a")
+            ),
+            True,
+        ),
+        (EVERYWHERE, CRD, Change("ADDED", cluster_object("widgets.other.example.com")), True),
+    ],
+    ids=[
+        "listed: another namespace created",
+        "listed: another namespace deleted",
+        "listed: another namespace labelled",
+        "listed: its own namespace created",
+        "listed: its own namespace labelled",
+        "listed: a CRD of someone else's kind",
+        "listed: the CRD of its own kind deleted",
+        "listed: a Node still counts",
+        "everywhere: any namespace created",
+        "everywhere: any namespace labelled",
+        "everywhere: any CRD",
+    ],
+)
+def test_cluster_scoped_objects_for_a_list_of_namespaces(
+    interest: Interest, resource: APIResource, change: Change, counts: bool
+) -> None:
+    assert (find_activity(change, resource, interest) is not None) is counts
+
+
+@pytest.mark.parametrize(
+    ("watched", "expected"),
+    [
+        ([], None),
+        ([(WIDGET, frozenset({"a"}))], frozenset({"a"})),
+        ([(WIDGET, frozenset({"a"})), (CONFIGMAP, frozenset({"b", "a"}))], frozenset({"a", "b"})),
+        ([(WIDGET, frozenset({"a"})), (CONFIGMAP, None)], None),
+        ([(WIDGET, frozenset({"a"})), (NAMESPACE, None), (NODE, None)], frozenset({"a"})),
+        ([(NAMESPACE, None)], None),
+    ],
+    ids=[
+        "nothing",
+        "one",
+        "a union",
+        "one everywhere",
+        "cluster-scoped kinds left out",
+        "only those",
+    ],
+)
+def test_working_namespaces(
+    watched: list[tuple[APIResource, frozenset[str] | None]], expected: frozenset[str] | None
+) -> None:
+    assert working_namespaces(watched) == expected
+
+
+def test_definitions_of_name_the_crds_of_custom_kinds() -> None:
+    assert definitions_of([WIDGET, CONFIGMAP, DEPLOYMENT]) == {
+        "widgets.example.com",
+        "deployments.apps",
+    }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -16,6 +16,7 @@ MANAGER = "zeroscaler"  # our field manager: changes written only by us are neve
 
 ChangeType = Literal["ADDED", "MODIFIED", "DELETED"]
 GroupKind = tuple[str, str]
+CRD_KIND: GroupKind = ("apiextensions.k8s.io", "CustomResourceDefinition")
 Scope = frozenset[str] | None  # namespaces an interest covers; None: every namespace
 Meta = Mapping[str, Any]
 
@@ -42,6 +43,8 @@ class Interest:
     self_ref: tuple[str, str, str, str] = ("", "", "", "")  # group, kind, namespace, name
     since: datetime | None = None  # objects of an initial list changed after this are news
     names: Mapping[GroupKind, frozenset[str]] = field(default_factory=dict)  # RBAC resourceNames
+    namespaces: Scope = None  # where the workload works: see `working_namespaces`
+    definitions: frozenset[str] = frozenset()  # CRD names (plural.group) of its watched kinds
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +77,8 @@ def find_activity(change: Change, resource: APIResource, interest: Interest) -> 
     else:
         return None
     if resource.namespaced and not is_in_scope(namespace, scope):
+        return None
+    if not resource.namespaced and not concerns_namespaces(resource, name, interest):
         return None
     allowed_names = interest.names.get(group_kind)
     if allowed_names is not None and name not in allowed_names:
@@ -128,6 +133,38 @@ def is_leader_lock(resource: APIResource, meta: Meta) -> bool:
 
 def is_in_scope(namespace: str, scope: Scope) -> bool:
     return scope is None or namespace in scope
+
+
+def working_namespaces(watched: Iterable[tuple[APIResource, Scope]]) -> Scope:
+    """The namespaces a workload works in: the union of its namespaced watched kinds' scopes."""
+    union: set[str] = set()
+    for resource, scope in watched:
+        if not resource.namespaced:
+            continue
+        if scope is None:
+            return None
+        union |= scope
+    return frozenset(union) if union else None
+
+
+def definitions_of(watched: Iterable[APIResource]) -> frozenset[str]:
+    """The CRD names (plural.group) that would define these kinds."""
+    return frozenset(r.group_resource for r in watched if r.group)
+
+
+def concerns_namespaces(resource: APIResource, name: str, interest: Interest) -> bool:
+    """Whether a cluster-scoped object matters to a workload that works in a list of namespaces.
+
+    Frameworks such as kopf watch every Namespace and CRD only to learn where to work; for them a
+    Namespace counts when it is one they work in, a CRD when it defines one of their watched kinds.
+    """
+    if interest.namespaces is None:
+        return True
+    if (resource.group, resource.kind) == ("", "Namespace"):
+        return name in interest.namespaces
+    if (resource.group, resource.kind) == CRD_KIND:
+        return name in interest.definitions
+    return True  # Nodes, ClusterRoles…: no namespace to narrow them by
 
 
 def controller_owner(meta: Meta) -> GroupKind | None:
