@@ -55,18 +55,19 @@ bench: install controlplane
 	$(ISOLATE) $(PY) -m bench
 
 # A long-lived cluster for a developer lives in a named loopback-only namespace (root) or, where
-# that cannot be made, on the host's loopback.
+# that cannot be made, on the host's loopback. nsenter, unlike `ip netns exec`, keeps /sys and so the
+# cgroup hierarchies the real node needs.
 cluster: install controlplane
 	@if [ "$$(id -u)" = 0 ] && command -v ip >/dev/null; then \
 	  ip netns add $(NETNS) 2>/dev/null || true; ip netns exec $(NETNS) ip link set lo up; \
-	  ip netns exec $(NETNS) $(PY) -m localcluster up; \
+	  nsenter --net=/run/netns/$(NETNS) $(PY) -m localcluster up; \
 	  echo "clients run inside its network namespace, e.g.:"; \
 	  echo "  ip netns exec $(NETNS) $$($(PY) -m localcluster build 2>/dev/null)/kubectl --kubeconfig <path above> get nodes"; \
 	else $(PY) -m localcluster up; fi
 
 cluster-down: install
 	@if [ "$$(id -u)" = 0 ] && ip netns list 2>/dev/null | grep -qw $(NETNS); then \
-	  ip netns exec $(NETNS) $(PY) -m localcluster down; ip netns del $(NETNS); \
+	  nsenter --net=/run/netns/$(NETNS) $(PY) -m localcluster down; ip netns del $(NETNS); \
 	else $(PY) -m localcluster down; fi
 
 clean:

@@ -2,7 +2,9 @@
 
 Starts the control plane several times from cached binaries and reports how long each start took
 until a Ready node and the `default` ServiceAccount existed; then samples every component's resident
-memory and CPU while idle. The cold build figures are the step durations the last build recorded.
+memory and CPU while idle. Then starts it with the real node (where this machine can run one): how
+long the node took to be Ready, and the kubelet's and containerd's memory and CPU while idle. The
+cold build figures are the step durations the last builds recorded.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from localcluster import build
-from localcluster.cluster import Cluster, start
+from localcluster import build, realnode
+from localcluster.cluster import start
 
 RESULTS = Path(__file__).parent / "results"
 TICKS = 100  # USER_HZ on Linux
@@ -28,6 +30,12 @@ class Results:
     rss_mb: dict[str, float] = field(default_factory=dict)
     idle_cpu_percent: dict[str, float] = field(default_factory=dict)
     build_seconds: dict[str, float] = field(default_factory=dict)
+    real_node_starts: list[float] = field(default_factory=list)  # whole cluster, with the node
+    real_node_ready: list[float] = field(default_factory=list)  # the node alone, to Ready
+    real_node_rss_mb: dict[str, float] = field(default_factory=dict)
+    real_node_idle_cpu_percent: dict[str, float] = field(default_factory=dict)
+    node_build_seconds: dict[str, float] = field(default_factory=dict)
+    real_node_absent: str = ""
 
 
 def _rss_mb(pid: int) -> float:
@@ -42,20 +50,52 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
 
 
-def _sample_idle(cluster: Cluster, seconds: float, results: Results) -> None:
-    before = {c.name: _cpu_seconds(c.pid) for c in cluster.components}
+def _sample_idle(
+    pids: dict[str, int], seconds: float, rss: dict[str, float], cpu: dict[str, float]
+) -> None:
+    before = {name: _cpu_seconds(pid) for name, pid in pids.items()}
     time.sleep(seconds)
-    for c in cluster.components:
-        used = _cpu_seconds(c.pid) - before[c.name]
-        results.idle_cpu_percent[c.name] = round(100 * used / seconds, 2)
-        results.rss_mb[c.name] = round(_rss_mb(c.pid), 1)
+    for name, pid in pids.items():
+        cpu[name] = round(100 * (_cpu_seconds(pid) - before[name]) / seconds, 2)
+        rss[name] = round(_rss_mb(pid), 1)
+
+
+def _real_node(
+    results: Results, binaries: dict[str, Path], starts: int, settle: float, idle: float
+) -> None:
+    for i in range(starts):
+        began = time.monotonic()
+        cluster = start(binaries, nodes=2, real_node=True)
+        try:
+            if cluster.real_node is None:
+                results.real_node_absent = cluster.real_node_absent
+                return
+            results.real_node_starts.append(round(time.monotonic() - began, 2))
+            results.real_node_ready.append(cluster.real_node_seconds)
+            if i == starts - 1:
+                time.sleep(settle)
+                pids = {
+                    c.name: realnode.inner_pid(c.pid)
+                    for c in cluster.components
+                    if c.name in ("kubelet", "containerd")
+                }
+                _sample_idle(
+                    pids, idle, results.real_node_rss_mb, results.real_node_idle_cpu_percent
+                )
+        finally:
+            cluster.stop()
+        print(
+            f"real node start {i + 1}/{starts}: {results.real_node_ready[-1]:.1f}s", file=sys.stderr
+        )
 
 
 def run(starts: int, settle: float, idle: float) -> Results:
     results = Results()
-    binaries = build.ensure_binaries()
+    binaries = build.ensure_binaries(node=True)
     recorded = build.read_timings().get("seconds", {})
     results.build_seconds = dict(recorded) if isinstance(recorded, dict) else {}
+    node_recorded = build.read_node_timings().get("seconds", {})
+    results.node_build_seconds = dict(node_recorded) if isinstance(node_recorded, dict) else {}
     for i in range(starts):
         began = time.monotonic()
         cluster = start(binaries, nodes=2)
@@ -64,10 +104,12 @@ def run(starts: int, settle: float, idle: float) -> Results:
             if i == starts - 1:
                 print(f"settling {settle:.0f}s, then sampling {idle:.0f}s idle", file=sys.stderr)
                 time.sleep(settle)
-                _sample_idle(cluster, idle, results)
+                pids = {c.name: c.pid for c in cluster.components}
+                _sample_idle(pids, idle, results.rss_mb, results.idle_cpu_percent)
         finally:
             cluster.stop()
         print(f"start {i + 1}/{starts}: {results.starts[-1]:.1f}s", file=sys.stderr)
+    _real_node(results, binaries, starts, settle, idle)
     return results
 
 
@@ -85,6 +127,20 @@ def print_table(r: Results) -> None:
         total = sum(r.build_seconds.values())
         steps = ", ".join(f"{k} {v / 60:.1f} min" for k, v in r.build_seconds.items())
         print(f"  recorded build: {total / 60:.1f} min ({steps})")
+    if r.real_node_absent:
+        print(f"  real node: not measured: {r.real_node_absent}")
+    elif r.real_node_ready:
+        print(
+            f"  real node to Ready (n={len(r.real_node_ready)}): median "
+            f"{statistics.median(r.real_node_ready):.1f}s; whole start with it: median "
+            f"{statistics.median(r.real_node_starts):.1f}s"
+        )
+        for name, rss in r.real_node_rss_mb.items():
+            cpu = r.real_node_idle_cpu_percent[name]
+            print(f"  {name:26} {rss:8.1f} {cpu:11.2f}")
+    if r.node_build_seconds:
+        steps = ", ".join(f"{k} {v:.0f} s" for k, v in r.node_build_seconds.items())
+        print(f"  recorded node-part builds: {steps}")
 
 
 def plot(r: Results, path: Path) -> None:

@@ -24,16 +24,22 @@ def _state_file() -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m localcluster", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("build", help="build or reuse the control-plane binaries; print their directory")
+    sub.add_parser(
+        "build",
+        help="build or reuse the control-plane binaries and node parts; print their directory",
+    )
     up = sub.add_parser("up", help="start a control plane in the background; print its kubeconfig")
-    up.add_argument("--nodes", type=int, default=2)
+    up.add_argument("--nodes", type=int, default=2, help="kwok nodes")
+    up.add_argument(
+        "--no-real-node", action="store_true", help="no real kubelet beside the kwok nodes"
+    )
     sub.add_parser("down", help="stop the control plane started by `up`")
     iso = sub.add_parser("isolate", help="run a command in a loopback-only network namespace")
     iso.add_argument("cmd", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
 
     if args.command == "build":
-        binaries = build.ensure_binaries(progress=lambda m: _say(m))
+        binaries = build.ensure_binaries(progress=_say, node=True)
         print(Path(binaries["kube-apiserver"]).parent)
         return 0
     if args.command == "isolate":
@@ -43,11 +49,11 @@ def main(argv: list[str] | None = None) -> int:
         netns.exec_isolated(cmd)
         return 0  # not reached: exec replaced us
     if args.command == "up":
-        return _up(args.nodes)
+        return _up(args.nodes, not args.no_real_node)
     return _down()
 
 
-def _up(nodes: int) -> int:
+def _up(nodes: int, real_node: bool) -> int:
     state_file = _state_file()
     if state_file.exists():
         old = cluster.Cluster.from_state(json.loads(state_file.read_text()))
@@ -55,12 +61,14 @@ def _up(nodes: int) -> int:
             _say(f"already running; kubeconfig: {old.kubeconfig}")
             print(old.kubeconfig)
             return 0
-    binaries = build.ensure_binaries(progress=_say)
+    binaries = build.ensure_binaries(progress=_say, node=real_node)
     started = time.monotonic()
     workdir = build.cache_root() / "run" / "cluster"
     if workdir.exists():
         shutil.rmtree(workdir)
-    running = cluster.start(binaries, workdir=workdir, nodes=nodes, progress=_say, detach=True)
+    running = cluster.start(
+        binaries, workdir=workdir, nodes=nodes, progress=_say, detach=True, real_node=real_node
+    )
     state_file.write_text(json.dumps(running.state(), indent=2))
     _say(f"up in {time.monotonic() - started:.1f}s; stop it with `make cluster-down`")
     print(running.kubeconfig)

@@ -1,13 +1,26 @@
-"""Build (or find) the control-plane binaries from pinned Go module versions, cached by version.
+"""Build (or find) the control-plane binaries and the real node's parts from pinned versions.
 
 kube-apiserver, kube-controller-manager, kube-scheduler and kubectl come from `k8s.io/kubernetes`
 through a generated wrapper module that replaces each staging module with its published version;
 etcd through a tiny main package of ours; kwok and helm with `go install`. Binaries found under
 `KUBEBUILDER_ASSETS` (envtest's convention) are used instead of building them.
+
+The real node's parts: the kubelet from the same wrapper module; containerd, ctr and the runc shim
+with `go install`; runc and the CNI plugins from Debian packages (`apt-get download` and
+`dpkg-deb -x` into the cache, never installed system-wide); the pause image from a C program of ours
+(`gcc -static`) and a test image from Debian's static busybox, both written by `localcluster.image`.
+
+Cache layout under the cache root: `controlplane/<Versions.key>/bin` holds the control-plane
+binaries, keyed by the four control-plane versions only, so pinning node parts leaves a built
+control plane valid; each node part has a directory `node/<part>-<version>/` of its own, filled
+in a scratch directory and renamed into place when complete, so changing one version rebuilds only
+that part.
 """
 
 from __future__ import annotations
 
+import glob
+import hashlib
 import json
 import os
 import re
@@ -24,12 +37,19 @@ from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 
+from localcluster import image
+
 KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
 ALL_BINARIES = (*KUBE_BINARIES, "etcd", "kwok", "helm")
 # kwok does nothing without Stage objects; we use the stage sets its module ships, unchanged.
 KWOK_STAGES_FILE = "kwok-stages.yaml"
 KWOK_STAGE_SETS = ("node/fast", "node/heartbeat-with-lease", "pod/fast")
 ARTIFACTS = (*ALL_BINARIES, KWOK_STAGES_FILE)
+CONTAINERD_COMMANDS = ("containerd", "ctr", "containerd-shim-runc-v2")
+CONTAINERD_TAGS = "no_btrfs,osusergo,netgo"
+# Image names of our own: no registry serves them, each real node imports them from archives.
+PAUSE_IMAGE = "zeroscaler.local/pause:1"
+BUSYBOX_IMAGE = "zeroscaler.local/busybox:1"
 
 Progress = Callable[[str], None]
 
@@ -45,9 +65,14 @@ class Versions:
     kwok: str
     helm: str
     go_minimum: str
+    containerd: str
+    runc: str
+    cni_plugins: str
+    busybox: str
 
     @property
     def key(self) -> str:
+        """The control plane's cache directory name; node parts are keyed one by one."""
         return f"k8s-{self.kubernetes}_etcd-{self.etcd}_kwok-{self.kwok}_helm-{self.helm}"
 
 
@@ -86,11 +111,26 @@ def find_binaries(versions: Versions) -> dict[str, Path]:
 
 
 def ensure_binaries(
-    versions: Versions | None = None, progress: Progress | None = None
+    versions: Versions | None = None, progress: Progress | None = None, *, node: bool = False
 ) -> dict[str, Path]:
-    """Every control-plane binary, building the missing ones; returns name → path."""
+    """Every control-plane binary (and with `node`, the real node's parts); returns name → path.
+
+    A node part that cannot be built here leaves the node out, saying why, unless CI=true.
+    """
     versions = versions or load_versions()
     say = progress or _stderr
+    found = _ensure_control_plane(versions, say)
+    if node:
+        try:
+            found.update(ensure_node_parts(versions, say))
+        except BuildError as e:
+            if os.environ.get("CI") == "true":
+                raise
+            say(f"real node: cannot be built here, clusters get kwok nodes only: {e}")
+    return found
+
+
+def _ensure_control_plane(versions: Versions, say: Progress) -> dict[str, Path]:
     found = find_binaries(versions)
     missing = [name for name in ARTIFACTS if name not in found]
     if not missing:
@@ -114,13 +154,13 @@ def ensure_binaries(
         step("etcd", lambda: _build_etcd(go, versions, out, say))
     if "kwok" in missing:
         kwok = f"sigs.k8s.io/kwok/cmd/kwok@v{versions.kwok}"
-        step("kwok", lambda: _go_install(go, kwok, out, "kwok", say, ldflags=""))
+        step("kwok", lambda: _go_install(go, [kwok], out, "kwok", say, ldflags=""))
     if KWOK_STAGES_FILE in missing:
         step("kwok-stages", lambda: _write_kwok_stages(go, versions, out / KWOK_STAGES_FILE))
     if "helm" in missing:
         helm = f"helm.sh/helm/v3/cmd/helm@v{versions.helm}"
         flags = _helm_ldflags(versions)
-        step("helm", lambda: _go_install(go, helm, out, "helm", say, ldflags=flags))
+        step("helm", lambda: _go_install(go, [helm], out, "helm", say, ldflags=flags))
     say(f"control plane ready in {_elapsed(started)}")
     _record_timings(out.parent / "build-times.json", timings)
     found = find_binaries(versions)
@@ -128,6 +168,201 @@ def ensure_binaries(
     if still:
         raise BuildError(f"built, but these binaries are still missing: {', '.join(still)}")
     return found
+
+
+@dataclass(frozen=True, slots=True)
+class _Part:
+    """One node part: its cache directory, the artifacts in it, and how to fill a scratch copy."""
+
+    directory: str
+    files: dict[str, str]  # artifact name -> path inside the directory
+    fill: Callable[[Path], None]
+
+
+def node_root() -> Path:
+    return cache_root() / "node"
+
+
+def ensure_node_parts(
+    versions: Versions | None = None, progress: Progress | None = None
+) -> dict[str, Path]:
+    """The real node's parts, building or fetching the missing ones; returns name -> path."""
+    v = versions or load_versions()
+    say = progress or _stderr
+    parts = _node_parts(v, say)
+    missing = [p for p in parts if _part_files(p) is None]
+    if missing:
+        say(f"real node: preparing {', '.join(p.directory for p in missing)} in {node_root()}")
+        timings: dict[str, float] = {}
+        for part in missing:
+            began = time.monotonic()
+            _fill_part(part)
+            timings[part.directory] = round(time.monotonic() - began, 1)
+        _record_timings(node_root() / "build-times.json", timings)
+    found: dict[str, Path] = {}
+    for part in parts:
+        files = _part_files(part)
+        if files is None:
+            raise BuildError(f"{part.directory}: prepared, but its files are still missing")
+        found.update(files)
+    return found
+
+
+def read_node_timings() -> dict[str, object]:
+    """The recorded durations of the node parts built here, by part directory."""
+    path = node_root() / "build-times.json"
+    result: dict[str, object] = json.loads(path.read_text()) if path.exists() else {}
+    return result
+
+
+def _node_parts(v: Versions, say: Progress) -> list[_Part]:
+    pause_src = resources.files("localcluster").joinpath("c/pause.c").read_bytes()
+    pause_hash = hashlib.sha256(pause_src).hexdigest()[:12]
+    containerd = [
+        f"github.com/containerd/containerd/v2/cmd/{c}@v{v.containerd}" for c in CONTAINERD_COMMANDS
+    ]
+    containerd_flags = f"-X github.com/containerd/containerd/v2/version.Version=v{v.containerd}"
+
+    def kubelet(out: Path) -> None:
+        go = _check_go(v.go_minimum)
+        _build_kubernetes(go, v, out / "kubelet", ["kubelet"], say, label="kubelet")
+
+    def containerd_commands(out: Path) -> None:
+        go = _check_go(v.go_minimum)
+        label = f"containerd {v.containerd}"
+        _go_install(go, containerd, out, label, say, ldflags=containerd_flags, tags=CONTAINERD_TAGS)
+
+    return [
+        _Part(f"kubelet-{v.kubernetes}", {"kubelet": "kubelet"}, kubelet),
+        _Part(
+            f"containerd-{v.containerd}",
+            {c: c for c in CONTAINERD_COMMANDS},
+            containerd_commands,
+        ),
+        _Part(
+            _part_name("runc", v.runc),
+            {"runc": "root/usr/sbin/runc"},
+            lambda out: _debian_unpack("runc", v.runc, out / "root", say),
+        ),
+        _Part(
+            _part_name("cni-plugins", v.cni_plugins),
+            {"cni-loopback": "root/usr/lib/cni/loopback"},
+            lambda out: _debian_unpack(
+                "containernetworking-plugins", v.cni_plugins, out / "root", say
+            ),
+        ),
+        _Part(
+            f"pause-{pause_hash}",
+            {"pause": "pause", "pause.tar": "pause.tar"},
+            lambda out: _build_pause(pause_src, out, say),
+        ),
+        _Part(
+            _part_name("busybox", v.busybox),
+            {"busybox.tar": "busybox.tar"},
+            lambda out: _build_busybox_image(v.busybox, out, say),
+        ),
+    ]
+
+
+def _part_name(stem: str, debian_version: str) -> str:
+    return f"{stem}-{debian_version.replace(':', '_')}"  # an epoch's colon is awkward in paths
+
+
+def _part_files(part: _Part) -> dict[str, Path] | None:
+    base = node_root() / part.directory
+    files = {name: base / rel for name, rel in part.files.items()}
+    return files if all(f.is_file() for f in files.values()) else None
+
+
+def _fill_part(part: _Part) -> None:
+    """Fill the part in a scratch directory and move it into place only once complete."""
+    final = node_root() / part.directory
+    scratch = node_root() / f".{part.directory}.partial"
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    part.fill(scratch)
+    absent = [rel for rel in part.files.values() if not (scratch / rel).is_file()]
+    if absent:
+        raise BuildError(f"{part.directory}: the build made no {', '.join(absent)}")
+    shutil.rmtree(final, ignore_errors=True)
+    scratch.rename(final)
+
+
+def _debian_unpack(package: str, version: str, dest: Path, say: Progress) -> None:
+    deb = _debian_package(package, version, say)
+    dpkg_deb = shutil.which("dpkg-deb")
+    if dpkg_deb is None:
+        raise BuildError(f"{package}: dpkg-deb is needed to unpack {deb.name}")
+    _check([dpkg_deb, "-x", str(deb), str(dest)], f"unpacking {deb.name}")
+
+
+def _debian_package(package: str, version: str, say: Progress) -> Path:
+    """The package file from the cache, else from `apt-get download` (refreshing the lists once)."""
+    debs = cache_root() / "debs"
+    debs.mkdir(parents=True, exist_ok=True)
+    pattern = f"{package}_{glob.escape(version.replace(':', '%3a'))}_*.deb"
+    if found := sorted(debs.glob(pattern)):
+        return found[0]
+    apt = shutil.which("apt-get")
+    if apt is None:
+        raise BuildError(f"{package} {version}: apt-get is needed to fetch it (a Debian system)")
+    say(f"{package} {version}: apt-get download")
+    cmd = [apt, "download", "-q", f"{package}={version}"]
+    first = subprocess.run(cmd, cwd=debs, capture_output=True, text=True)
+    if first.returncode != 0:
+        # A fresh machine may have no package lists yet: fetch them, then try once more.
+        if os.geteuid() != 0:
+            raise BuildError(
+                f"`apt-get download {package}={version}` failed and refreshing the package lists "
+                f"needs root (run `apt-get update` once): {first.stderr.strip()[-500:]}"
+            )
+        say(f"{package} {version}: not in the package lists; apt-get update")
+        _check([apt, "update", "-q"], "apt-get update")
+        _check(cmd, f"apt-get download {package}={version}", cwd=debs)
+    if found := sorted(debs.glob(pattern)):
+        return found[0]
+    raise BuildError(f"apt-get download {package}={version} wrote no {pattern} in {debs}")
+
+
+def _build_pause(source: bytes, out: Path, say: Progress) -> None:
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        raise BuildError("the pause image needs gcc with static libc (Debian: gcc, libc6-dev)")
+    say("pause: gcc -static")
+    (out / "pause.c").write_bytes(source)
+    _check([gcc, "-static", "-Os", "-s", "-o", str(out / "pause"), str(out / "pause.c")], "gcc")
+    layer = out / "layer.tar"
+    image.write_layer(layer, [image.Entry("pause", source=out / "pause", mode=0o755)])
+    image.write_archive(
+        out / "pause.tar", PAUSE_IMAGE, [layer], image.ImageConfig(entrypoint=["/pause"])
+    )
+    layer.unlink()
+
+
+def _build_busybox_image(version: str, out: Path, say: Progress) -> None:
+    root = out / "root"
+    _debian_unpack("busybox-static", version, root, say)
+    busybox = root / "bin" / "busybox"
+    applets = _check([str(busybox), "--list"], "busybox --list").split()
+    entries = [
+        image.Entry("bin", mode=0o755),
+        image.Entry("tmp", mode=0o1777),
+        image.Entry("bin/busybox", source=busybox, mode=0o755),
+        *(image.Entry(f"bin/{a}", target="busybox") for a in applets if a != "busybox"),
+    ]
+    layer = out / "layer.tar"
+    image.write_layer(layer, entries)
+    config = image.ImageConfig(cmd=["sh"], env=["PATH=/bin"])
+    image.write_archive(out / "busybox.tar", BUSYBOX_IMAGE, [layer], config)
+    layer.unlink()
+    shutil.rmtree(root)
+
+
+def _check(cmd: list[str], what: str, cwd: Path | None = None) -> str:
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BuildError(f"{what} failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}")
+    return proc.stdout
 
 
 def _helm_ldflags(v: Versions) -> str:
@@ -188,10 +423,12 @@ def _go_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return {**env, **(extra or {})}
 
 
-def _build_kubernetes(go: str, v: Versions, out: Path, names: list[str], say: Progress) -> None:
+def _build_kubernetes(
+    go: str, v: Versions, out: Path, names: list[str], say: Progress, label: str = "kubernetes"
+) -> None:
     src = cache_root() / "src" / f"kubernetes-{v.kubernetes}"
     src.mkdir(parents=True, exist_ok=True)
-    say(f"kubernetes {v.kubernetes}: resolving the release's go.mod")
+    say(f"{label} {v.kubernetes}: resolving the release's go.mod")
     info = _run_json([go, "mod", "download", "-json", f"k8s.io/kubernetes@v{v.kubernetes}"], src)
     release_mod = Path(info["GoMod"]).read_text()
     (src / "go.mod").write_text(wrapper_go_mod(release_mod, v.kubernetes))
@@ -216,7 +453,7 @@ def _build_kubernetes(go: str, v: Versions, out: Path, names: list[str], say: Pr
         packages,
         out,
         f"-s -w {ldflags}",
-        f"kubernetes {v.kubernetes}",
+        f"{label} {v.kubernetes}",
         say,
         tags="selinux,notest",
     )
@@ -271,13 +508,22 @@ def _write_kwok_stages(go: str, v: Versions, out: Path) -> None:
 
 
 def _go_install(
-    go: str, target: str, out: Path, label: str, say: Progress, *, ldflags: str
+    go: str,
+    targets: list[str],
+    out: Path,
+    label: str,
+    say: Progress,
+    *,
+    ldflags: str,
+    tags: str = "",
 ) -> None:
     cwd = cache_root() / "src"
     cwd.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    cmd = [go, "install", "-v", "-trimpath", f"-ldflags=-s -w {ldflags}", target]
-    _stream(cmd, cwd, _go_env({"GOBIN": str(out), "GOFLAGS": ""}), label, say)
+    cmd = [go, "install", "-v", "-trimpath", f"-ldflags=-s -w {ldflags}"]
+    if tags:
+        cmd.append(f"-tags={tags}")
+    _stream([*cmd, *targets], cwd, _go_env({"GOBIN": str(out), "GOFLAGS": ""}), label, say)
     say(f"{label}: built in {_elapsed(started)}")
 
 

@@ -2,8 +2,9 @@
 
 etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok each get a free 127.0.0.1
 port and one directory; the API server serves a certificate of our own CA and accepts a static admin
-token. Everything started is stopped by process id, in reverse order; when start-up fails, the tails
-of the component logs say why.
+token. Optionally one real node (containerd and a kubelet, see `localcluster.realnode`) joins the
+kwok nodes. Everything started is stopped by process id, in reverse order; when start-up fails, the
+tails of the component logs say why.
 """
 
 from __future__ import annotations
@@ -25,8 +26,11 @@ from typing import Any
 
 import httpx
 
-from certs.issue import new_ca, new_rsa_key_pem, new_serving_cert, public_key_pem
+from certs.issue import CertPair, new_ca, new_rsa_key_pem, new_serving_cert, public_key_pem
+from localcluster import realnode
+from localcluster.build import PAUSE_IMAGE
 from localcluster.processes import free_port
+from localcluster.realnode import RealNode
 
 SERVICE_CIDR = "10.96.0.0/16"
 POD_CIDR = "10.244.0.0/16"  # kwok hands out fake pod IPs from here; nothing ever dials them
@@ -45,11 +49,12 @@ class Component:
     pid: int
     log: Path
     proc: subprocess.Popen[bytes] | None = None
+    program: str = ""  # the executable's name where it is not `name` (a namespace wrapper)
 
     def alive(self) -> bool:
         if self.proc is not None:
             return self.proc.poll() is None
-        return _pid_runs(self.pid, self.name)
+        return _pid_runs(self.pid, self.program or self.name)
 
 
 @dataclass
@@ -64,6 +69,17 @@ class Cluster:
     binaries: dict[str, Path]
     components: list[Component] = field(default_factory=list)
     owns_workdir: bool = True
+    real_node: RealNode | None = None
+    real_node_absent: str = ""  # why there is no real node, when one was asked for
+    real_node_seconds: float = 0.0  # from its namespaces' creation to the node being Ready
+
+    def import_image(self, archive: Path) -> None:
+        """Import an image archive into the real node's containerd."""
+        if self.real_node is None:
+            raise ClusterError(
+                f"no real node to import {archive.name} into: {self.real_node_absent}"
+            )
+        self.real_node.import_image(archive)
 
     def client(self, timeout: float = 30.0) -> httpx.Client:
         """A synchronous HTTP client authenticated as the cluster admin."""
@@ -97,6 +113,11 @@ class Cluster:
         for c in reversed(self.components):
             _terminate(c)
         self.components.clear()
+        if self.real_node is not None:
+            left = realnode.cleanup(self.real_node)
+            self.real_node = None
+            if left:
+                raise ClusterError(f"could not remove the real node's cgroups: {', '.join(left)}")
         if self.owns_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -110,8 +131,10 @@ class Cluster:
             "kubeconfig": str(self.kubeconfig),
             "binaries": {k: str(v) for k, v in self.binaries.items()},
             "components": [
-                {"name": c.name, "pid": c.pid, "log": str(c.log)} for c in self.components
+                {"name": c.name, "pid": c.pid, "log": str(c.log), "program": c.program}
+                for c in self.components
             ],
+            "real_node": self.real_node.state() if self.real_node else None,
         }
 
     @classmethod
@@ -124,8 +147,10 @@ class Cluster:
             kubeconfig=Path(state["kubeconfig"]),
             binaries={k: Path(v) for k, v in state["binaries"].items()},
             components=[
-                Component(c["name"], c["pid"], Path(c["log"])) for c in state["components"]
+                Component(c["name"], c["pid"], Path(c["log"]), program=c.get("program", ""))
+                for c in state["components"]
             ],
+            real_node=RealNode.from_state(state["real_node"]) if state.get("real_node") else None,
         )
 
 
@@ -136,8 +161,13 @@ def start(
     nodes: int = 2,
     progress: Progress | None = None,
     detach: bool = False,
+    real_node: bool = False,
 ) -> Cluster:
-    """Start a control plane and wait until it can run Pods; stop it again if that fails."""
+    """Start a control plane and wait until it can run Pods; stop it again if that fails.
+
+    With `real_node`, a real kubelet joins too; where it cannot, the cluster comes up without it and
+    says why (under CI=true that is an error instead).
+    """
     say = progress or (lambda _m: None)
     started = time.monotonic()
     owns = workdir is None
@@ -154,10 +184,14 @@ def start(
         work, server, token, pki["ca.crt"], kubeconfig, dict(binaries), owns_workdir=owns
     )
     try:
+        node_began = time.monotonic()
+        node = _start_containerd(cluster, pki, detach, say) if real_node else None
         etcd_url = _start_etcd(cluster, detach)
         _launch(cluster, "kube-apiserver", _apiserver_args(cluster, pki, port, etcd_url), detach)
         _wait(cluster, "kube-apiserver /readyz", lambda c: _get_ok(c, "/readyz"))
         say(f"kube-apiserver ready at {server} ({time.monotonic() - started:.1f}s)")
+        if node is not None:
+            _start_kubelet(cluster, node, detach)
         kc = str(kubeconfig)
         _launch(
             cluster,
@@ -191,7 +225,8 @@ def start(
             "kwok",
             [
                 f"--kubeconfig={kc}",
-                "--manage-all-nodes=true",
+                # Only the nodes we create for it: the real node is the kubelet's.
+                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
                 "--node-ip=127.0.0.1",
                 f"--cidr={POD_CIDR}",
                 f"--server-address=127.0.0.1:{free_port()}",
@@ -207,7 +242,13 @@ def start(
             "the default ServiceAccount",
             lambda c: _get_ok(c, "/api/v1/namespaces/default/serviceaccounts/default"),
         )
-        say(f"control plane ready with {nodes} kwok nodes ({time.monotonic() - started:.1f}s)")
+        if node is not None:
+            _wait(
+                cluster, "the real node to be Ready", lambda c: _node_ready(c, realnode.NODE_NAME)
+            )
+            cluster.real_node_seconds = round(time.monotonic() - node_began, 2)
+        kinds = f"{nodes} kwok nodes" + (" and a real node" if node else "")
+        say(f"control plane ready with {kinds} ({time.monotonic() - started:.1f}s)")
         return cluster
     except BaseException as e:
         tails = cluster.log_tails()
@@ -230,6 +271,11 @@ def _write_pki(work: Path) -> dict[str, Path]:
         "10.96.0.1",
     ]
     serving_crt, serving_key = new_serving_cert(ca, hosts).write(pki, "apiserver")
+    # The API server's identity towards kubelets (logs, exec), allowed everything by RBAC.
+    kubelet_client = new_serving_cert(
+        ca, ["kube-apiserver-kubelet-client"], client=True, organization="system:masters"
+    )
+    kubelet_client_crt, kubelet_client_key = kubelet_client.write(pki, "kubelet-client")
     sa_key_pem = new_rsa_key_pem()
     sa_key, sa_pub = pki / "sa.key", pki / "sa.pub"
     sa_key.touch(mode=0o600)
@@ -242,6 +288,8 @@ def _write_pki(work: Path) -> dict[str, Path]:
         "apiserver.key": serving_key,
         "sa.key": sa_key,
         "sa.pub": sa_pub,
+        "kubelet-client.crt": kubelet_client_crt,
+        "kubelet-client.key": kubelet_client_key,
     }
 
 
@@ -304,7 +352,11 @@ def _apiserver_args(cluster: Cluster, pki: dict[str, Path], port: int, etcd_url:
         f"--tls-private-key-file={pki['apiserver.key']}",
         f"--client-ca-file={pki['ca.crt']}",
         f"--token-auth-file={cluster.workdir / 'tokens.csv'}",
-        "--authorization-mode=RBAC",
+        "--authorization-mode=Node,RBAC",  # Node: what a kubelet may read and write, as upstream
+        "--enable-admission-plugins=NodeRestriction",
+        f"--kubelet-client-certificate={pki['kubelet-client.crt']}",
+        f"--kubelet-client-key={pki['kubelet-client.key']}",
+        f"--kubelet-certificate-authority={pki['ca.crt']}",
         "--service-account-issuer=https://kubernetes.default.svc",
         f"--service-account-key-file={pki['sa.pub']}",
         f"--service-account-signing-key-file={pki['sa.key']}",
@@ -316,19 +368,70 @@ def _apiserver_args(cluster: Cluster, pki: dict[str, Path], port: int, etcd_url:
     ]
 
 
-def _launch(cluster: Cluster, name: str, args: list[str], detach: bool) -> None:
+def _launch(
+    cluster: Cluster,
+    name: str,
+    args: list[str],
+    detach: bool,
+    *,
+    argv: list[str] | None = None,
+    env: dict[str, str] | None = None,
+) -> Component:
     logs = cluster.workdir / "logs"
     logs.mkdir(exist_ok=True)
     log_path = logs / f"{name}.log"
+    cmd = argv or [str(cluster.binaries[name]), *args]
     with log_path.open("ab") as log:
         proc = subprocess.Popen(
-            [str(cluster.binaries[name]), *args],
+            cmd,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
+            env=env,
+            cwd=cluster.workdir,
             start_new_session=True,  # its own process group: stopped as a whole, untouched by ^C
         )
-    cluster.components.append(Component(name, proc.pid, log_path, None if detach else proc))
+    program = "" if argv is None else Path(cmd[0]).name
+    component = Component(name, proc.pid, log_path, None if detach else proc, program)
+    cluster.components.append(component)
+    return component
+
+
+def _start_containerd(
+    cluster: Cluster, pki: dict[str, Path], detach: bool, say: Progress
+) -> RealNode | None:
+    """The real node's namespaces and containerd, or None (said why) where it cannot run here."""
+    reason = realnode.unavailable(cluster.binaries, cluster.workdir)
+    if reason is not None:
+        if os.environ.get("CI") == "true":
+            raise ClusterError(f"real node: cannot start under CI=true: {reason}")
+        say(f"real node: not started, kwok nodes only: {reason}")
+        cluster.real_node_absent = reason
+        return None
+    ca = CertPair(pki["ca.crt"].read_bytes(), pki["ca.key"].read_bytes())
+    node = realnode.prepare(
+        cluster.workdir / "node", cluster.binaries, ca, pki["ca.crt"], cluster.server, PAUSE_IMAGE
+    )
+    cluster.real_node = node  # from here on stop() removes its cgroups, whatever fails next
+    b = cluster.binaries
+    init = _launch(cluster, "real-node-init", [], detach, argv=realnode.init_argv(node, b))
+    node.init_pid = realnode.find_init(init.pid)
+    _launch(
+        cluster,
+        "containerd",
+        [],
+        detach,
+        argv=realnode.enter_argv(node.init_pid, realnode.containerd_argv(node, b)),
+        env=realnode.containerd_env(b),
+    )
+    _wait(cluster, "containerd", lambda _c: node.containerd_ready(), timeout=30)
+    node.import_image(b["pause.tar"])
+    return node
+
+
+def _start_kubelet(cluster: Cluster, node: RealNode, detach: bool) -> None:
+    argv = realnode.enter_argv(node.init_pid, realnode.kubelet_argv(node, cluster.binaries))
+    _launch(cluster, "kubelet", [], detach, argv=argv)
 
 
 def _create_nodes(cluster: Cluster, count: int) -> None:
@@ -361,6 +464,15 @@ def _has_ready_node(cluster: Cluster) -> bool:
                 if cond.get("type") == "Ready" and cond.get("status") == "True":
                     return True
     return False
+
+
+def _node_ready(cluster: Cluster, name: str) -> bool:
+    with cluster.client(timeout=5) as http:
+        resp = http.get(f"/api/v1/nodes/{name}")
+        if resp.status_code != 200:
+            return False
+        conditions = (resp.json().get("status") or {}).get("conditions") or []
+        return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def _get_ok(cluster: Cluster, path: str) -> bool:

@@ -25,13 +25,13 @@ def _say(message: str) -> None:
 
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[Cluster]:
-    """A real etcd + kube-apiserver + controller-manager + scheduler + kwok on loopback."""
+    """A real etcd + kube-apiserver + controller-manager + scheduler + kwok, and a real node."""
     if os.environ.get(netns.REQUIRE_ENV) == "1" and not netns.in_isolation():
         pytest.exit(
             "system tests must run in a loopback-only network namespace (make test does)", 2
         )
-    binaries = build.ensure_binaries(progress=_say)
-    running = start(binaries, nodes=2, progress=_say)
+    binaries = build.ensure_binaries(progress=_say, node=True)
+    running = start(binaries, nodes=2, progress=_say, real_node=True)
     yield running
     running.stop()
 
