@@ -248,7 +248,14 @@ def _data(section: Mapping[str, Any], key: str, kind: type[str] | type[bytes]) -
 
 
 def _from_kubernetes_package(kubeconfig: Path | None, context: str) -> ClusterAccess:
-    from kubernetes import client, config  # slow and large: only for credential plugins
+    try:
+        from kubernetes import client, config  # slow and large: only for credential plugins
+    except ImportError:
+        raise ConfigError(
+            f"kubeconfig context {context!r}: its user runs a credential plugin (exec or "
+            "auth-provider), which needs the kubernetes package: pip install "
+            "'zeroscaler[exec-plugins]' (the image has none: use in-cluster config or a token)"
+        ) from None
 
     cfg = client.Configuration()
     config.load_kube_config(

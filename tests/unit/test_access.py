@@ -162,6 +162,15 @@ def test_exec_credentials_are_asked_for_again_after_a_401(tmp_path: Path) -> Non
     assert asyncio.run(call()) == 200
 
 
+def test_exec_credentials_without_the_kubernetes_package_say_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "kubernetes", None)  # as in the image: not installed
+    user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "true"}}
+    with pytest.raises(ConfigError, match=r"zeroscaler\[exec-plugins\]"):
+        load_access(str(kubeconfig(tmp_path / "k", user=user)))
+
+
 def test_in_cluster_reads_the_mounted_service_account(tmp_path: Path) -> None:
     env = {"KUBERNETES_SERVICE_HOST": "fd00::1", "KUBERNETES_SERVICE_PORT": "443"}
     access = in_cluster(env, tmp_path)

@@ -17,8 +17,10 @@ from pydantic_settings import CliApp
 
 from certs.command import add_certs
 from controller.settings import parse_settings as parse_controller_flags
+from image import build as image_build
 from localcluster import build
 from webhook.settings import Settings as WebhookSettings
+from zeroscaler.access import in_cluster
 from zeroscaler.core.policy import DEFAULT_IGNORE, parse_policy
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "zeroscaler"
@@ -552,6 +554,72 @@ def test_probes_use_health_and_readiness_endpoints(helm: Helm, component: str, s
         assert probe["httpGet"]["port"] in ports
 
 
+def _containers(objs: list[Obj]) -> list[tuple[str, Obj]]:
+    return [(name, c) for name, spec in _pod_specs(objs) for c in spec["containers"]]
+
+
+def test_host_network_puts_every_pod_in_the_nodes_network(helm: Helm) -> None:
+    specs = _pod_specs(render(helm, "--set", "hostNetwork=true"))
+    assert len(specs) == 3
+    for name, spec in specs:
+        assert spec["hostNetwork"] is True, name
+        assert spec["dnsPolicy"] == "ClusterFirstWithHostNet", name
+    assert not any("dnsPolicy" in spec for _, spec in _pod_specs(render(helm)))
+
+
+@pytest.mark.parametrize(
+    ("flags", "unavailable", "surge"),
+    [([], 0, 1), (["--set", "hostNetwork=true"], 1, 0)],
+)
+def test_rollouts_free_the_nodes_ports_first_on_the_host_network(
+    helm: Helm, flags: list[str], unavailable: int, surge: int
+) -> None:
+    objs = render(helm, *flags)
+    for component in ("controller", "webhook"):
+        strategy = deployment(objs, component)["spec"]["strategy"]
+        assert strategy == {
+            "type": "RollingUpdate",
+            "rollingUpdate": {"maxUnavailable": unavailable, "maxSurge": surge},
+        }, component
+
+
+def test_api_server_address_reaches_in_cluster_config_of_every_container(
+    helm: Helm, tmp_path: Path
+) -> None:
+    for name, c in _containers(render(helm)):
+        assert "KUBERNETES_SERVICE_HOST" not in {e["name"] for e in c.get("env") or []}, name
+    objs = render(helm, "--set", "apiServer.host=127.0.0.1", "--set", "apiServer.port=6443")
+    containers = _containers(objs)
+    assert len(containers) == 3
+    for name, c in containers:
+        env = {e["name"]: e["value"] for e in c["env"] if "value" in e}
+        access = in_cluster(env, tmp_path)
+        assert access.server == "https://127.0.0.1:6443", name
+
+
+def test_default_image_is_the_one_make_image_builds(helm: Helm) -> None:
+    built = image_build.default_name()  # docker.io/library/zeroscaler:0.1.0
+    for name, c in _containers(render(helm)):
+        assert f"docker.io/library/{c['image']}" == built, name
+
+
+def test_real_node_scheduling_reaches_every_pod(helm: Helm, tmp_path: Path) -> None:
+    selector = {"zeroscaler.io/real-node": "true"}
+    toleration = {"key": "zeroscaler.io/real-node", "operator": "Exists", "effect": "NoSchedule"}
+    values = tmp_path / "values.yaml"
+    placement = {"nodeSelector": selector, "tolerations": [toleration]}
+    values.write_text(
+        yaml.safe_dump(
+            {"controller": placement, "webhook": placement, "certificates": {"job": placement}}
+        )
+    )
+    specs = _pod_specs(render(helm, "--values", str(values)))
+    assert len(specs) == 3
+    for name, spec in specs:
+        assert spec["nodeSelector"] == selector, name
+        assert spec["tolerations"] == [toleration], name
+
+
 def test_controller_metrics_port_is_exposed_for_scraping(helm: Helm) -> None:
     objs = render(helm, "--set", "controller.metricsPort=9100")
     c = container(deployment(objs, "controller"))
@@ -736,6 +804,9 @@ def test_policy_configmap_can_be_left_out(helm: Helm) -> None:
         (["--set", "logLevel=loud"], "logLevel"),
         (["--set", "controller.rbac.watchAll=false"], "watchAll"),
         (["--set", "image.pullPolicy=Sometimes"], "pullPolicy"),
+        (["--set", "hostNetwork=yes"], "hostNetwork"),
+        (["--set", "apiServer.host=https://127.0.0.1"], "host"),
+        (["--set", "apiServer.port=0"], "port"),
     ],
 )
 def test_schema_rejects_bad_values(helm: Helm, flags: list[str], message: str) -> None:

@@ -166,6 +166,9 @@ imagePullSecrets:
 {{- end }}
 securityContext:
   {{- toYaml .ctx.Values.podSecurityContext | nindent 2 }}
+{{- with include "zeroscaler.hostNetwork" .ctx }}
+{{ . }}
+{{- end }}
 terminationGracePeriodSeconds: {{ .c.terminationGracePeriodSeconds }}
 {{- with .c.priorityClassName }}
 priorityClassName: {{ . }}
@@ -181,6 +184,44 @@ tolerations:
 {{- with .c.topologySpreadConstraints }}
 topologySpreadConstraints:
   {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* The node's network namespace for every pod, when asked for. */}}
+{{- define "zeroscaler.hostNetwork" -}}
+{{- if .Values.hostNetwork -}}
+hostNetwork: true
+# Cluster DNS names still resolve from the node's network namespace.
+dnsPolicy: ClusterFirstWithHostNet
+{{- end -}}
+{{- end -}}
+
+{{/*
+The API server address for in-cluster configuration, when it is not the kubernetes Service.
+Variables set in the container win over the ones the kubelet derives from Services.
+*/}}
+{{- define "zeroscaler.apiServerEnv" -}}
+{{- with .Values.apiServer.host -}}
+- name: KUBERNETES_SERVICE_HOST
+  value: {{ . | quote }}
+- name: KUBERNETES_SERVICE_PORT
+  value: {{ $.Values.apiServer.port | quote }}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Rolling updates. On the pod network a new pod starts before an old one stops; on the host network
+the new pod needs the old one's ports, so an old pod goes first.
+*/}}
+{{- define "zeroscaler.rollingUpdate" -}}
+type: RollingUpdate
+rollingUpdate:
+{{- if .Values.hostNetwork }}
+  maxUnavailable: 1
+  maxSurge: 0
+{{- else }}
+  maxUnavailable: 0
+  maxSurge: 1
 {{- end }}
 {{- end -}}
 

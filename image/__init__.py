@@ -1,0 +1,1 @@
+"""zeroscaler's container image, built from pinned Debian packages and locked wheels."""

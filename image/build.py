@@ -1,0 +1,286 @@
+"""Assemble the image's root filesystem and pack it: Debian's Python, locked wheels, our packages.
+
+The layout is distroless-like: no shell, no package manager, only the interpreter, the shared
+libraries it loads and the site packages, owned by root and run as 65532 (nonroot).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from image import archive, debian, python
+from image.archive import Layer
+
+REPO = Path(__file__).resolve().parents[1]
+# setuptools' package list in pyproject.toml, without the test-only localcluster.
+PACKAGES = ("zeroscaler", "webhook", "controller", "certs")
+SCRIPTS = {
+    "zeroscaler": ("zeroscaler.cli", "main"),
+    "zeroscaler-webhook": ("webhook.main", "main"),
+    "zeroscaler-controller": ("controller.main", "main"),
+}
+# The chart's default image.repository; with the chart's appVersion as tag.
+REPOSITORY = "zeroscaler"
+PYTHON = "/usr/bin/python3.11"
+SITE = "usr/local/lib/python3.11/dist-packages"  # on Debian's sys.path
+BIN = "usr/local/bin"
+USER = 65532
+ENV = (
+    "PATH=/usr/local/bin:/usr/bin:/bin",
+    "PYTHONDONTWRITEBYTECODE=1",  # the root filesystem may be read-only; bytecode is compiled in
+    "PYTHONUNBUFFERED=1",
+    "HOME=/home/nonroot",
+)
+# Parts of the Debian packages nothing here runs.
+PRUNE = (
+    "usr/share/man",
+    "usr/share/info",
+    "usr/share/lintian",
+    "usr/share/locale",
+    "usr/share/binfmts",
+    "usr/lib/binfmt.d",
+    "usr/lib/x86_64-linux-gnu/gconv",  # iconv's character sets: Python has its own codecs
+    "usr/lib/python3.11/test",
+    "usr/lib/python3.11/pydoc_data",
+    "usr/lib/python3.11/lib2to3",
+    "usr/lib/python3.11/idlelib",
+    "usr/lib/python3.11/turtledemo",
+    "usr/lib/python3.11/ensurepip",
+)
+DYNLOAD_PRUNE = ("_test", "_ctypes_test", "_xxtestfuzz", "_xxsubinterpreters", "xxlimited")
+# Modules imported at build time as the image's user, to prove every shared library is there.
+SMOKE_IMPORTS = (
+    "ssl",
+    "hashlib",
+    "asyncio",
+    "uuid",
+    "lzma",
+    "bz2",
+    "zlib",
+    "ctypes",
+    "yaml._yaml",
+    "pydantic_core",
+    "cryptography.hazmat.bindings._rust",
+    "_cffi_backend",
+    "webhook.main",
+    "controller.main",
+    "zeroscaler.cli",
+    "certs.command",
+)
+PASSWD = (
+    "root:x:0:0:root:/root:/sbin/nologin\n"
+    "nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n"
+    "nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n"
+)
+GROUP = "root:x:0:\nnobody:x:65534:\nnonroot:x:65532:\n"
+
+
+class BuildError(Exception):
+    """A build step failed; the message names the step."""
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """What a build wrote."""
+
+    archive: Path
+    digest: str
+    names: list[str]
+    layers: list[Layer]
+    unpacked_bytes: int
+
+
+def version() -> str:
+    """The project's version, which is also the image tag and the chart's appVersion."""
+    return str(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"])
+
+
+def default_name() -> str:
+    """The reference the archive is loaded as, in full (containerd's form of zeroscaler:TAG)."""
+    return f"docker.io/library/{REPOSITORY}:{version()}"
+
+
+def assemble(root: Path, cache: Path, progress: Callable[[str], None]) -> None:
+    """Build the root filesystem in root (emptied first)."""
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    packages = debian.load_lock()
+    debs = debian.fetch(packages, cache / "debs", progress)
+    progress(f"unpacking {len(debs)} Debian packages")
+    debian.unpack(debs, root)
+    _prune(root)
+    _write_etc(root)
+    (root / "usr/bin/python3").symlink_to("python3.11")
+    progress("installing the locked wheels (image/requirements.lock)")
+    site = root / SITE
+    python.install(site)
+    _drop_dependency_scripts(site)
+    progress("adding zeroscaler's packages and console scripts")
+    _install_project(root)
+    progress("compiling bytecode with the image's own interpreter")
+    _in_root(
+        root,
+        [
+            PYTHON,
+            "-m",
+            "compileall",
+            "-q",
+            "--invalidation-mode",
+            "unchecked-hash",
+            "/usr/lib/python3.11",
+            "/" + SITE,
+        ],
+    )
+    progress("checking that it runs as 65532")
+    _smoke(root)
+
+
+def pack(root: Path, out: Path, names: list[str], progress: Callable[[str], None]) -> Result:
+    """Split the tree into three layers (Debian, dependencies, zeroscaler); write the archive."""
+    ours = {root / SITE / p for p in PACKAGES} | {root / SITE / f"zeroscaler-{version()}.dist-info"}
+    ours |= {root / BIN / name for name in SCRIPTS}
+    layers_of: dict[str, list[Path]] = {"debian": [], "deps": [], "zeroscaler": []}
+    for dirpath, dirnames, filenames in os.walk(root):
+        base = Path(dirpath)
+        for name in filenames + [d for d in dirnames if (base / d).is_symlink()]:
+            path = base / name
+            if any(path == o or o in path.parents for o in ours):
+                layers_of["zeroscaler"].append(path)
+            elif root / SITE in path.parents:
+                layers_of["deps"].append(path)
+            else:
+                layers_of["debian"].append(path)
+        # Empty directories (/tmp, /home/nonroot) still need an entry of their own.
+        if not dirnames and not filenames and base != root:
+            layers_of["debian"].append(base)
+    comments = {
+        "debian": "Debian bookworm packages (image/debian.lock)",
+        "deps": "Python packages (image/requirements.lock)",
+        "zeroscaler": f"zeroscaler {version()}",
+    }
+    layers = []
+    unpacked = 0
+    for key, paths in layers_of.items():
+        entries = archive.entries_from_tree(root, paths)
+        entries = [_owned(e) for e in entries]
+        layer = archive.make_layer(entries, comments[key])
+        size = sum(len(e.data) for e in entries)
+        unpacked += size
+        progress(
+            f"layer {key}: {len(entries)} entries, {size / 1e6:.1f} MB, "
+            f"{layer.size / 1e6:.1f} MB compressed"
+        )
+        layers.append(layer)
+    image = archive.Image(
+        layers=layers,
+        names=names,
+        user=f"{USER}:{USER}",
+        env=ENV,
+        cmd=["zeroscaler", "--help"],
+        labels={
+            "org.opencontainers.image.title": "zeroscaler",
+            "org.opencontainers.image.version": version(),
+            "org.opencontainers.image.licenses": "Apache-2.0",
+        },
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    digest = archive.write_archive(image, out)
+    return Result(out, digest, names, layers, unpacked)
+
+
+def _owned(entry: archive.Entry) -> archive.Entry:
+    # The user's home is its own; everything else belongs to root and is read-only to the user.
+    if entry.path == "/home/nonroot":
+        return archive.Entry(entry.path, 0o700, entry.kind, uid=USER, gid=USER)
+    return entry
+
+
+def _prune(root: Path) -> None:
+    for rel in PRUNE:
+        shutil.rmtree(root / rel, ignore_errors=True)
+    # Keep each package's copyright file: the licences travel with the binaries.
+    for doc in (root / "usr/share/doc").glob("*/*"):
+        if doc.name != "copyright":
+            shutil.rmtree(doc) if doc.is_dir() and not doc.is_symlink() else doc.unlink()
+    for ext in (root / "usr/lib/python3.11/lib-dynload").iterdir():
+        if ext.name.startswith(DYNLOAD_PRUNE):
+            ext.unlink()
+
+
+def _write_etc(root: Path) -> None:
+    etc = root / "etc"
+    (etc / "passwd").write_text(PASSWD)
+    (etc / "group").write_text(GROUP)
+    (etc / "nsswitch.conf").write_text("passwd: files\ngroup: files\nhosts: files dns\n")
+    tmp = root / "tmp"
+    tmp.mkdir(exist_ok=True)
+    tmp.chmod(0o1777)
+    home = root / "home/nonroot"
+    home.mkdir(parents=True)
+    home.chmod(0o700)
+    if os.geteuid() == 0:  # the Dockerfile copies the tree as it is; pack() sets owners itself
+        os.chown(home, USER, USER)
+
+
+def _drop_dependency_scripts(site: Path) -> None:
+    # pip writes the dependencies' scripts with the build's own interpreter in their first line,
+    # and their hashes into RECORD: both go, so the image depends on the pins, not the builder.
+    shutil.rmtree(site / "bin", ignore_errors=True)
+    for record in sorted(site.glob("*.dist-info/RECORD")):
+        lines = record.read_text().splitlines(keepends=True)
+        record.write_text("".join(line for line in lines if not line.startswith("../../bin/")))
+
+
+def _install_project(root: Path) -> None:
+    site = root / SITE
+    for package in PACKAGES:
+        for src in sorted((REPO / package).rglob("*.py")):
+            dest = site / src.relative_to(REPO)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dest)
+    # Enough metadata for importlib.metadata to find the version and the entry points.
+    info = site / f"zeroscaler-{version()}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: zeroscaler\nVersion: {version()}\n"
+    )
+    lines = ["[console_scripts]"] + [f"{n} = {m}:{f}" for n, (m, f) in SCRIPTS.items()]
+    (info / "entry_points.txt").write_text("\n".join(lines) + "\n")
+    (info / "INSTALLER").write_text("image\n")
+    bin_dir = root / BIN
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for name, (module, func) in SCRIPTS.items():
+        script = bin_dir / name
+        # -s: no user site directory; the image's packages are the only ones.
+        script.write_text(
+            f"#!{PYTHON} -s\nimport sys\nfrom {module} import {func}\nsys.exit({func}())\n"
+        )
+        script.chmod(0o755)
+
+
+def _smoke(root: Path) -> None:
+    code = "import " + ", ".join(SMOKE_IMPORTS)
+    _in_root(root, [PYTHON, "-c", code], user=USER)
+    for name in SCRIPTS:
+        _in_root(root, [f"/{BIN}/{name}", "--help"], user=USER)
+
+
+def _in_root(root: Path, cmd: list[str], user: int | None = None) -> None:
+    """Run cmd with root as its root directory, and a clean environment like the image's."""
+    env = dict(e.split("=", 1) for e in ENV)
+    if os.geteuid() == 0:
+        spec = [f"--userspec={user}:{user}"] if user is not None else []
+        full = [shutil.which("chroot") or "/usr/sbin/chroot", *spec, str(root), *cmd]
+    else:
+        # Without root, a user namespace gives the chroot; the user switch is left out.
+        full = [shutil.which("unshare") or "unshare", "--map-root-user", f"--root={root}", *cmd]
+    proc = subprocess.run(full, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise BuildError(f"{' '.join(cmd[:3])} in the image failed: {proc.stderr.strip()[-1500:]}")
