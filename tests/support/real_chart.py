@@ -1,0 +1,45 @@
+"""Chart values for zeroscaler's pods on the local cluster's real node (tests and benchmarks)."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlparse
+
+from localcluster import realnode
+
+# The real node is tainted and labelled: only pods that ask for it run there.
+PLACEMENT: dict[str, Any] = {
+    "nodeSelector": {realnode.LABEL: "true"},
+    "tolerations": [{"key": realnode.LABEL, "operator": "Exists", "effect": "NoSchedule"}],
+}
+
+
+def real_node_values(
+    server: str,
+    webhook_port: int,
+    metrics_port: int,
+    *,
+    controller_replicas: int = 2,
+    idle_timeout: str = "5s",
+) -> dict[str, Any]:
+    """Values that run every pod on the real node's host network, talking to `server` directly."""
+    api = urlparse(server)
+    return {
+        "hostNetwork": True,  # the real node has no pod network
+        "apiServer": {"host": api.hostname, "port": api.port},  # nor Service addresses
+        "image": {"pullPolicy": "Never"},  # imported, not pulled: there is no registry
+        "controller": {
+            "replicas": controller_replicas,
+            "metricsPort": metrics_port,
+            "leaderElection": {"leaseDuration": 5},
+            **PLACEMENT,
+        },
+        "webhook": {
+            "replicas": 1,
+            "port": webhook_port,
+            "clientConfig": {"mode": "url", "url": f"https://127.0.0.1:{webhook_port}/mutate"},
+            **PLACEMENT,
+        },
+        "certificates": {"job": PLACEMENT},
+        "policy": {"defaults": {"idleTimeout": idle_timeout}, "bounds": {"minIdleTimeout": "1s"}},
+    }
