@@ -149,14 +149,21 @@ def plot(r: Results, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 3.2))
+    fig, ax = plt.subplots(figsize=(7, 3.6))
     names = list(r.rss_mb)
-    ax.barh(names, [r.rss_mb[n] for n in names], color="#4878a8")
+    ax.barh(names, [r.rss_mb[n] for n in names], color="#4878a8", label="control plane")
+    if r.real_node_rss_mb:
+        node = [f"{n} (real node)" for n in r.real_node_rss_mb]
+        ax.barh(node, list(r.real_node_rss_mb.values()), color="#d08c3c", label="real node")
+        ax.legend(loc="center right")
     ax.set_xlabel("resident memory while idle (MB)")
-    ax.set_title(
+    title = (
         f"local control plane: {sum(r.rss_mb.values()):.0f} MB, "
         f"warm start {statistics.median(r.starts):.1f}s"
     )
+    if r.real_node_ready:
+        title += f"; real node Ready in {statistics.median(r.real_node_ready):.1f}s"
+    ax.set_title(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -193,12 +193,13 @@ def ensure_node_parts(
     missing = [p for p in parts if _part_files(p) is None]
     if missing:
         say(f"real node: preparing {', '.join(p.directory for p in missing)} in {node_root()}")
-        timings: dict[str, float] = {}
+        started = time.monotonic()
         for part in missing:
             began = time.monotonic()
             _fill_part(part)
-            timings[part.directory] = round(time.monotonic() - began, 1)
-        _record_timings(node_root() / "build-times.json", timings)
+            seconds = round(time.monotonic() - began, 1)
+            _record_timings(node_root() / "build-times.json", {part.directory: seconds})
+        say(f"real node parts ready in {_elapsed(started)}")
     found: dict[str, Path] = {}
     for part in parts:
         files = _part_files(part)

@@ -109,17 +109,17 @@ class Cluster:
         return "\n".join(parts)
 
     def stop(self) -> None:
-        """Stop every component we started, newest first, then remove our directory."""
+        """Stop every component we started, newest first; remove the real node's cgroups and our
+        directory."""
         for c in reversed(self.components):
             _terminate(c)
         self.components.clear()
-        if self.real_node is not None:
-            left = realnode.cleanup(self.real_node)
-            self.real_node = None
-            if left:
-                raise ClusterError(f"could not remove the real node's cgroups: {', '.join(left)}")
+        left = realnode.cleanup(self.real_node) if self.real_node is not None else []
+        self.real_node = None
         if self.owns_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
+        if left:
+            raise ClusterError(f"could not remove the real node's cgroups: {', '.join(left)}")
 
     def state(self) -> dict[str, Any]:
         """What a later process needs to reach or stop this cluster."""
@@ -415,7 +415,10 @@ def _start_containerd(
     cluster.real_node = node  # from here on stop() removes its cgroups, whatever fails next
     b = cluster.binaries
     init = _launch(cluster, "real-node-init", [], detach, argv=realnode.init_argv(node, b))
-    node.init_pid = realnode.find_init(init.pid)
+    try:
+        node.init_pid = realnode.find_init(init.pid)
+    except realnode.RealNodeError as e:
+        raise ClusterError(str(e)) from e
     _launch(
         cluster,
         "containerd",
@@ -425,7 +428,10 @@ def _start_containerd(
         env=realnode.containerd_env(b),
     )
     _wait(cluster, "containerd", lambda _c: node.containerd_ready(), timeout=30)
-    node.import_image(b["pause.tar"])
+    try:
+        node.import_image(b["pause.tar"])
+    except realnode.RealNodeError as e:
+        raise ClusterError(f"the pause image: {e}") from e
     return node
 
 

@@ -130,7 +130,6 @@ def prepare(
         (directory / sub).mkdir(parents=True, exist_ok=True)
     cgroup_root = f"zeroscaler-{secrets.token_hex(4)}"
     node = RealNode(directory, cgroup_root, binaries["ctr"])
-    _make_cgroup_root(cgroup_root)
     pki = directory / "pki"
     serving_crt, serving_key = new_serving_cert(ca, [NODE_NAME, "localhost"]).write(pki, "serving")
     client = new_serving_cert(
@@ -178,6 +177,7 @@ def prepare(
         directory / "etc" / "kubelet.json",
         kubelet_config(cgroup_root, port, ca_file, serving_crt, serving_key, directory),
     )
+    _make_cgroup_root(cgroup_root)  # last: from here on the caller must remove it again
     return node
 
 

@@ -15,6 +15,7 @@ from kubernetes import config as k8s_config
 
 from localcluster import build, netns
 from localcluster.cluster import Cluster, start
+from localcluster.realnode import RealNode
 
 ENABLED_LABEL = "zeroscaler.io/enabled"
 
@@ -34,6 +35,17 @@ def cluster() -> Iterator[Cluster]:
     running = start(binaries, nodes=2, progress=_say, real_node=True)
     yield running
     running.stop()
+
+
+@pytest.fixture(scope="session")
+def real_node(cluster: Cluster) -> RealNode:
+    """The session cluster's real node; where this machine cannot run one, a skip (a failure
+    under CI=true)."""
+    if cluster.real_node is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but the cluster has no real node: {cluster.real_node_absent}")
+        pytest.skip(f"no real node on this machine: {cluster.real_node_absent}")
+    return cluster.real_node
 
 
 @pytest.fixture(scope="session")

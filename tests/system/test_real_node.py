@@ -20,14 +20,10 @@ IMAGE = build.BUSYBOX_IMAGE
 
 
 @pytest.fixture(scope="session")
-def real_node(cluster: Cluster) -> realnode.RealNode:
-    """The session cluster's real node, with the test image imported."""
-    if cluster.real_node is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but the cluster has no real node: {cluster.real_node_absent}")
-        pytest.skip(f"no real node on this machine: {cluster.real_node_absent}")
+def busybox(cluster: Cluster, real_node: realnode.RealNode) -> str:
+    """The test image, imported into the real node once per session."""
     cluster.import_image(cluster.binaries["busybox.tar"])
-    return cluster.real_node
+    return IMAGE
 
 
 def _pod(name: str, script: str, *, port: int | None = None, tolerate: bool = True) -> k8s.V1Pod:
@@ -103,7 +99,7 @@ def _get(port: int) -> str | None:
 
 
 @pytest.fixture
-def served(api: k8s.ApiClient, ns: str, real_node: realnode.RealNode) -> tuple[str, int]:
+def served(api: k8s.ApiClient, ns: str, busybox: str) -> tuple[str, int]:
     """A Ready pod on the real node serving HTTP on a port of its own."""
     _wait_default_sa(api, ns)
     port = free_port()
@@ -156,7 +152,7 @@ def test_deleting_the_pod_ends_its_process_and_cgroup(
 
 
 def test_pods_that_do_not_tolerate_the_taint_never_land_there(
-    api: k8s.ApiClient, ns: str, real_node: realnode.RealNode
+    api: k8s.ApiClient, ns: str, busybox: str
 ) -> None:
     _wait_default_sa(api, ns)
     core = k8s.CoreV1Api(api)
