@@ -74,7 +74,7 @@ unit: install
 demo: install controlplane $(IMAGE_TAR) $(OPERATOR_TAR)
 	$(ISOLATE) $(PY) -m demo $(DEMO_ARGS)
 
-bench: install controlplane
+bench: install controlplane $(IMAGE_TAR)
 	$(ISOLATE) $(PY) -m bench
 
 # A long-lived cluster for a developer lives in a named loopback-only namespace (root) or, where

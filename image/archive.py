@@ -138,6 +138,9 @@ def make_layer(entries: Iterable[Entry], comment: str, *, level: int = 6) -> Lay
 
 def write_archive(image: Image, out: Path) -> str:
     """Write the image archive to out; returns the manifest digest (what registries call it by)."""
+    for name in image.names:
+        if ":" not in name.rsplit("/", 1)[-1]:
+            raise ValueError(f"image reference {name!r}: expected registry/name:tag")
     config = {
         "architecture": "amd64",
         "os": "linux",

@@ -8,7 +8,7 @@ etcd through a tiny main package of ours; kwok and helm with `go install`. Binar
 The real node's parts: the kubelet from the same wrapper module; containerd, ctr and the runc shim
 with `go install`; runc and the CNI plugins from Debian packages (`apt-get download` and
 `dpkg-deb -x` into the cache, never installed system-wide); the pause image from a C program of ours
-(`gcc -static`) and a test image from Debian's static busybox, both written by `localcluster.image`.
+(`gcc -static`) and a test image from Debian's static busybox, both written by `image.archive`.
 
 Cache layout under the cache root: `controlplane/<Versions.key>/bin` holds the control-plane
 binaries, keyed by the four control-plane versions only, so pinning node parts leaves a built
@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 
-from localcluster import image
+from image import archive
 
 KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
 ALL_BINARIES = (*KUBE_BINARIES, "etcd", "kwok", "helm")
@@ -332,12 +332,11 @@ def _build_pause(source: bytes, out: Path, say: Progress) -> None:
     say("pause: gcc -static")
     (out / "pause.c").write_bytes(source)
     _check([gcc, "-static", "-Os", "-s", "-o", str(out / "pause"), str(out / "pause.c")], "gcc")
-    layer = out / "layer.tar"
-    image.write_layer(layer, [image.Entry("pause", source=out / "pause", mode=0o755)])
-    image.write_archive(
-        out / "pause.tar", PAUSE_IMAGE, [layer], image.ImageConfig(entrypoint=["/pause"])
+    pause = archive.Entry("/pause", 0o755, data=(out / "pause").read_bytes())
+    built = archive.Image(
+        [archive.make_layer([pause], "pause")], [PAUSE_IMAGE], entrypoint=["/pause"]
     )
-    layer.unlink()
+    archive.write_archive(built, out / "pause.tar")
 
 
 def _build_busybox_image(version: str, out: Path, say: Progress) -> None:
@@ -346,16 +345,18 @@ def _build_busybox_image(version: str, out: Path, say: Progress) -> None:
     busybox = root / "bin" / "busybox"
     applets = _check([str(busybox), "--list"], "busybox --list").split()
     entries = [
-        image.Entry("bin", mode=0o755),
-        image.Entry("tmp", mode=0o1777),
-        image.Entry("bin/busybox", source=busybox, mode=0o755),
-        *(image.Entry(f"bin/{a}", target="busybox") for a in applets if a != "busybox"),
+        archive.Entry("/bin", 0o755, "dir"),
+        archive.Entry("/tmp", 0o1777, "dir"),
+        archive.Entry("/bin/busybox", 0o755, data=busybox.read_bytes()),
+        *(
+            archive.Entry(f"/bin/{a}", 0o777, "symlink", target="busybox")
+            for a in applets
+            if a != "busybox"
+        ),
     ]
-    layer = out / "layer.tar"
-    image.write_layer(layer, entries)
-    config = image.ImageConfig(cmd=["sh"], env=["PATH=/bin"])
-    image.write_archive(out / "busybox.tar", BUSYBOX_IMAGE, [layer], config)
-    layer.unlink()
+    layer = archive.make_layer(entries, f"busybox-static {version}")
+    built = archive.Image([layer], [BUSYBOX_IMAGE], cmd=["sh"], env=["PATH=/bin"])
+    archive.write_archive(built, out / "busybox.tar")
     shutil.rmtree(root)
 
 

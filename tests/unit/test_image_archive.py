@@ -124,6 +124,13 @@ def test_a_tampered_blob_is_found(tmp_path: Path) -> None:
         archive.read_archive(out)
 
 
+def test_a_reference_without_a_tag_is_refused(tmp_path: Path) -> None:
+    layer = archive.make_layer(FILES, "x")
+    untagged = archive.Image([layer], ["example.local:5000/tool"])
+    with pytest.raises(ValueError, match="registry/name:tag"):
+        archive.write_archive(untagged, tmp_path / "x.tar")
+
+
 def test_deb_file_names_encode_the_epoch_as_apt_does() -> None:
     package = Package("zlib1g", "1:1.2.13.dfsg-1", "amd64", "0" * 64)
     assert package.filename == "zlib1g_1%3a1.2.13.dfsg-1_amd64.deb"

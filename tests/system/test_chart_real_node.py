@@ -1,0 +1,385 @@
+"""The chart installed as a user installs it: zeroscaler's own image in containers on a real node.
+
+Nothing of zeroscaler runs on the host. `make image` builds the image (before the loopback-only
+namespace is entered: it needs the package archives); the test imports it into the real node's
+containerd and `helm install`s the chart with its default certificate mode, so the `zeroscaler
+certs` Job runs in a pod too. There is no pod network on the real node: the pods use the host
+network (`hostNetwork`), the webhook is registered by URL on 127.0.0.1 and in-cluster config is
+pointed at the API server on 127.0.0.1 (`apiServer.*`).
+
+Two controller replicas on one node's host network would bind the same port, so the scheduler
+keeps the second one Pending; the hand-over test kills the leader and sees the other replica take
+the Lease once it has the node.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import secrets
+import subprocess
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from image import build as image_build
+from localcluster import realnode
+from localcluster.cluster import Cluster
+from localcluster.processes import free_port
+from tests.support.real_chart import real_node_values
+from tests.support.waiting import wait_for
+
+CHART = Path(__file__).resolve().parents[2] / "charts" / "zeroscaler"
+ARCHIVE = Path(os.environ.get("ZEROSCALER_IMAGE", image_build.REPO / "dist/zeroscaler-image.tar"))
+ENABLED_LABEL = "zeroscaler.io/enabled"
+IDLE_TIMEOUT = "5s"  # real_node_values' default
+
+
+@dataclass(frozen=True)
+class Release:
+    name: str
+    namespace: str
+    fullname: str
+    home: Path
+    values: Path
+
+
+@pytest.fixture(scope="module")
+def node(cluster: Cluster, real_node: realnode.RealNode) -> realnode.RealNode:
+    """The real node, with the image `make image` built imported into it."""
+    assert ARCHIVE.exists(), f"{ARCHIVE} is missing: `make image` builds it (`make test` does)"
+    cluster.import_image(ARCHIVE)
+    return real_node
+
+
+def helm(cluster: Cluster, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ}
+    for key in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME"):
+        env[key] = str(home / key.lower())
+    cmd = [str(cluster.binaries["helm"]), f"--kubeconfig={cluster.kubeconfig}", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+
+
+@pytest.fixture(scope="module")
+def release(
+    cluster: Cluster,
+    api: k8s.ApiClient,
+    node: realnode.RealNode,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Release]:
+    home = tmp_path_factory.mktemp("helm")
+    name = f"zs-{secrets.token_hex(3)}"
+    namespace = f"real-{name}"
+    core = k8s.CoreV1Api(api)
+    core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=namespace)))
+    values = home / "values.yaml"
+    values.write_text(yaml.safe_dump(real_node_values(cluster.server, free_port(), free_port())))
+    # No --wait: with one node, the second controller replica cannot be placed (see above).
+    proc = helm(
+        cluster, home, "install", name, str(CHART), "-n", namespace, "-f", str(values),
+        "--timeout", "300s",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    yield Release(name, namespace, f"{name}-zeroscaler", home, values)
+    helm(cluster, home, "uninstall", name, "-n", namespace, "--wait", "--timeout", "120s")
+    try:
+        core.delete_namespace(namespace)
+    except ApiException as e:
+        if e.status != 404:
+            raise
+
+
+# --- reading pods and leases ----------------------------------------------------------------------
+
+
+def _pods(api: k8s.ApiClient, release: Release, component: str) -> list[Any]:
+    selector = f"app.kubernetes.io/instance={release.name},app.kubernetes.io/component={component}"
+    pods = k8s.CoreV1Api(api).list_namespaced_pod(release.namespace, label_selector=selector)
+    return [p for p in pods.items if p.metadata.deletion_timestamp is None]
+
+
+def _is_ready(pod: Any) -> bool:
+    conditions = pod.status.conditions or []
+    return pod.status.phase == "Running" and any(
+        c.type == "Ready" and c.status == "True" for c in conditions
+    )
+
+
+def _ready_pods(api: k8s.ApiClient, release: Release, component: str) -> list[Any]:
+    return [p for p in _pods(api, release, component) if _is_ready(p)]
+
+
+def _holder(api: k8s.ApiClient, release: Release) -> str:
+    try:
+        lease = k8s.CoordinationV1Api(api).read_namespaced_lease(
+            f"{release.fullname}-controller", release.namespace
+        )
+    except ApiException as e:
+        if e.status == 404:
+            return ""
+        raise
+    return str(lease.spec.holder_identity or "")
+
+
+def _leader(api: k8s.ApiClient, release: Release) -> Any:
+    """The ready controller pod that holds the Lease, if there is one."""
+    holder = _holder(api, release)
+    return next(
+        (p for p in _ready_pods(api, release, "controller") if p.metadata.name == holder), None
+    )
+
+
+# --- install --------------------------------------------------------------------------------------
+
+
+def test_certs_job_ran_in_a_pod_and_wrote_the_secret_and_the_ca_bundle(
+    api: k8s.ApiClient, release: Release
+) -> None:
+    secret = k8s.CoreV1Api(api).read_namespaced_secret(
+        f"{release.fullname}-webhook-tls", release.namespace
+    )
+    assert {"tls.crt", "tls.key", "ca.crt"} <= set(secret.data)
+    config = k8s.AdmissionregistrationV1Api(api).read_mutating_webhook_configuration(
+        release.fullname
+    )
+    (entry,) = config.webhooks
+    assert entry.client_config.url.startswith("https://127.0.0.1:")
+    assert entry.client_config.ca_bundle == secret.data["ca.crt"]
+    assert b"BEGIN CERTIFICATE" in base64.b64decode(entry.client_config.ca_bundle)
+
+
+def test_both_components_run_in_containers_on_the_real_node_and_pass_their_probes(
+    api: k8s.ApiClient, release: Release
+) -> None:
+    webhook = wait_for(lambda: _ready_pods(api, release, "webhook"), "a Ready webhook pod", 180)
+    leader = wait_for(
+        lambda: _leader(api, release), "a Ready controller pod holding the Lease", 180
+    )
+    for pod in [*webhook, leader]:
+        assert pod.spec.node_name == realnode.NODE_NAME
+        assert pod.spec.host_network is True
+        (status,) = pod.status.container_statuses
+        assert status.ready
+        assert status.image.endswith(f"zeroscaler:{image_build.version()}")
+        assert status.image_id.startswith("sha256:")
+        # The ServiceAccount token is projected into the container; nothing else gives it access.
+        assert pod.spec.service_account_name.startswith(release.fullname)
+        mounts = {m.mount_path for m in pod.spec.containers[0].volume_mounts}
+        assert "/var/run/secrets/kubernetes.io/serviceaccount" in mounts
+
+
+def test_the_second_controller_replica_waits_for_a_node_with_free_ports(
+    api: k8s.ApiClient, release: Release
+) -> None:
+    wait_for(lambda: _leader(api, release), "a leading controller pod", 180)
+
+    def pending() -> Any:
+        for pod in _pods(api, release, "controller"):
+            for c in pod.status.conditions or []:
+                if (
+                    c.type == "PodScheduled"
+                    and c.status == "False"
+                    and "free ports" in (c.message or "")
+                ):
+                    return pod
+        return None
+
+    wait_for(pending, "the other controller replica to be unschedulable for want of free ports")
+
+
+# --- what the components do ----------------------------------------------------------------------
+
+
+def _operator(api: k8s.ApiClient, namespace: str) -> None:
+    """An operator whose ServiceAccount may watch ConfigMaps, as a 1-replica Deployment."""
+    core, rbac = k8s.CoreV1Api(api), k8s.RbacAuthorizationV1Api(api)
+    core.create_namespaced_service_account(
+        namespace, k8s.V1ServiceAccount(metadata=k8s.V1ObjectMeta(name="op"))
+    )
+    rbac.create_namespaced_role(
+        namespace,
+        k8s.V1Role(
+            metadata=k8s.V1ObjectMeta(name="op"),
+            rules=[
+                k8s.V1PolicyRule(api_groups=[""], resources=["configmaps"], verbs=["list", "watch"])
+            ],
+        ),
+    )
+    rbac.create_namespaced_role_binding(
+        namespace,
+        k8s.V1RoleBinding(
+            metadata=k8s.V1ObjectMeta(name="op"),
+            role_ref=k8s.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name="op"),
+            subjects=[k8s.RbacV1Subject(kind="ServiceAccount", name="op", namespace=namespace)],
+        ),
+    )
+    labels = {"app": "op"}
+    k8s.AppsV1Api(api).create_namespaced_deployment(
+        namespace,
+        k8s.V1Deployment(
+            metadata=k8s.V1ObjectMeta(name="op"),
+            spec=k8s.V1DeploymentSpec(
+                replicas=1,
+                selector=k8s.V1LabelSelector(match_labels=labels),
+                template=k8s.V1PodTemplateSpec(
+                    metadata=k8s.V1ObjectMeta(labels=labels),
+                    spec=k8s.V1PodSpec(
+                        service_account_name="op",
+                        containers=[k8s.V1Container(name="op", image="registry.k8s.io/pause:3.10")],
+                    ),
+                ),
+            ),
+        ),
+    )
+
+
+def _replicas(api: k8s.ApiClient, namespace: str) -> int:
+    return int(k8s.AppsV1Api(api).read_namespaced_deployment("op", namespace).spec.replicas)
+
+
+def _touch(api: k8s.ApiClient, namespace: str) -> None:
+    name = f"wake-{secrets.token_hex(3)}"
+    k8s.CoreV1Api(api).create_namespaced_config_map(
+        namespace, k8s.V1ConfigMap(metadata=k8s.V1ObjectMeta(name=name), data={"a": "b"})
+    )
+
+
+@pytest.fixture(scope="module")
+def operator_ns(api: k8s.ApiClient, release: Release) -> Iterator[str]:
+    wait_for(lambda: _ready_pods(api, release, "webhook"), "a Ready webhook pod", 180)
+    wait_for(lambda: _leader(api, release), "a leading controller pod", 180)
+    name = f"op-{secrets.token_hex(3)}"
+    k8s.CoreV1Api(api).create_namespace(
+        k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name, labels={ENABLED_LABEL: "true"}))
+    )
+    _operator(api, name)
+    yield name
+    k8s.CoreV1Api(api).delete_namespace(name)
+
+
+def test_webhook_pod_annotates_and_controller_pod_sleeps_and_wakes_the_operator(
+    api: k8s.ApiClient, release: Release, operator_ns: str
+) -> None:
+    annotations = (
+        k8s.AppsV1Api(api).read_namespaced_deployment("op", operator_ns).metadata.annotations
+    )
+    assert annotations["zeroscaler.io/idle-timeout"] == IDLE_TIMEOUT
+    assert "ConfigMap" in annotations["zeroscaler.io/watched-kinds"]
+    wait_for(lambda: _replicas(api, operator_ns) == 0, "the idle operator to be put to sleep", 90)
+    _touch(api, operator_ns)
+    wait_for(lambda: _replicas(api, operator_ns) == 1, "a ConfigMap change to wake the operator")
+
+
+def test_killing_the_leading_controller_pod_hands_over_to_the_other_replica(
+    api: k8s.ApiClient, release: Release, operator_ns: str
+) -> None:
+    old = wait_for(lambda: _leader(api, release), "a leading controller pod", 180)
+    k8s.CoreV1Api(api).delete_namespaced_pod(old.metadata.name, release.namespace)
+
+    def new_leader() -> Any:
+        pod = _leader(api, release)
+        return pod if pod is not None and pod.metadata.name != old.metadata.name else None
+
+    wait_for(new_leader, "another controller pod to take the Lease", 180)
+    # The new leader does the work: the operator sleeps again, and wakes again.
+    _touch(api, operator_ns)
+    wait_for(lambda: _replicas(api, operator_ns) == 1, "the operator to be awake", 90)
+    wait_for(lambda: _replicas(api, operator_ns) == 0, "the new leader to put it to sleep", 90)
+    _touch(api, operator_ns)
+    wait_for(lambda: _replicas(api, operator_ns) == 1, "the new leader to wake it")
+
+
+# --- upgrade and uninstall -----------------------------------------------------------------------
+
+
+def test_helm_upgrade_with_a_changed_value_rolls_the_pods(
+    cluster: Cluster, api: k8s.ApiClient, release: Release
+) -> None:
+    before = {p.metadata.name for p in _pods(api, release, "webhook")}
+    # One controller replica from now on: with more replicas than nodes, a host-network rollout
+    # cannot go on (the one running pod is the only available one and holds the ports).
+    proc = helm(
+        cluster, release.home, "upgrade", release.name, str(CHART), "-n", release.namespace,
+        "-f", str(release.values), "--set", "logLevel=debug", "--set", "controller.replicas=1",
+        "--timeout", "300s",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+
+    def rolled(component: str) -> list[Any]:
+        return [
+            p
+            for p in _ready_pods(api, release, component)
+            if "--log-level=debug" in p.spec.containers[0].args and p.metadata.name not in before
+        ]
+
+    wait_for(lambda: rolled("webhook"), "a new webhook pod with the changed flag to be Ready", 180)
+
+    def leading_new_controller() -> Any:
+        pod = _leader(api, release)
+        return (
+            pod if pod is not None and "--log-level=debug" in pod.spec.containers[0].args else None
+        )
+
+    wait_for(leading_new_controller, "a controller pod with the changed flag to lead", 180)
+
+
+def _names(items: list[Any]) -> set[str]:
+    return {i.metadata.name for i in items}
+
+
+def test_helm_uninstall_leaves_nothing_behind(
+    cluster: Cluster, api: k8s.ApiClient, release: Release, node: realnode.RealNode
+) -> None:
+    proc = helm(
+        cluster, release.home, "uninstall", release.name, "-n", release.namespace,
+        "--wait", "--timeout", "120s",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    core, apps, rbac = k8s.CoreV1Api(api), k8s.AppsV1Api(api), k8s.RbacAuthorizationV1Api(api)
+    ns, mine = release.namespace, f"app.kubernetes.io/instance={release.name}"
+    listings: dict[str, Callable[[], list[Any]]] = {
+        "pods": lambda: core.list_namespaced_pod(ns).items,
+        "deployments": lambda: apps.list_namespaced_deployment(ns).items,
+        "jobs": lambda: k8s.BatchV1Api(api).list_namespaced_job(ns).items,
+        "services": lambda: core.list_namespaced_service(ns).items,
+        "configmaps": lambda: core.list_namespaced_config_map(ns, label_selector=mine).items,
+        "roles": lambda: rbac.list_namespaced_role(ns).items,
+        "rolebindings": lambda: rbac.list_namespaced_role_binding(ns).items,
+        "clusterroles": lambda: rbac.list_cluster_role(label_selector=mine).items,
+        "clusterrolebindings": lambda: rbac.list_cluster_role_binding(label_selector=mine).items,
+        "webhook configurations": lambda: (
+            k8s.AdmissionregistrationV1Api(api)
+            .list_mutating_webhook_configuration(label_selector=mine)
+            .items
+        ),
+        "service accounts": lambda: [
+            a
+            for a in core.list_namespaced_service_account(ns).items
+            if a.metadata.name != "default"
+        ],
+    }
+
+    def left() -> dict[str, set[str]]:
+        return {kind: names for kind, list_ in listings.items() if (names := _names(list_()))}
+
+    wait_for(lambda: not left(), "every object of the release to be deleted", 120)
+    # What the programs wrote at run time is theirs, not Helm's, and stays with the namespace:
+    # the serving certificate (kept across reinstalls, as documented) and the controller's Lease.
+    secrets_left = _names(core.list_namespaced_secret(ns).items)
+    assert secrets_left == {f"{release.fullname}-webhook-tls"}
+    leases_left = _names(k8s.CoordinationV1Api(api).list_namespaced_lease(ns).items)
+    assert leases_left == {f"{release.fullname}-controller"}
+
+    # And on the node: no container of the release is left in containerd.
+    def containers() -> str:
+        cmd = [str(node.ctr), "--address", str(node.socket), "-n", "k8s.io", "containers", "list"]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout
+
+    image = f"zeroscaler:{image_build.version()}"
+    wait_for(lambda: image not in containers(), "the release's containers to be removed", 120)
