@@ -12,7 +12,7 @@ DEMO_ARGS ?=
 .PHONY: help install controlplane image lint format test unit demo bench cluster cluster-down clean
 
 help:
-	@echo "make demo          start a local Kubernetes and show zeroscaler at work"
+	@echo "make demo          a kopf operator on a local Kubernetes: sleeps, wakes on a Backup, reconciles"
 	@echo "make test          lint-free code, unit tests and system tests on a real local control plane"
 	@echo "make lint          ruff, ruff format --check, mypy --strict, import-linter"
 	@echo "make bench         benchmarks (tables in the terminal, plots in bench/results/)"

@@ -328,7 +328,7 @@ def _wake(
     }
     wall0 = time.time() - recorder.now()  # the timeline's zero on the wall clock
     with cluster.client() as http:
-        created = recorder.mark(f"Backup {i} created")
+        created = recorder.mark(f"Backup {i}")
         resp = http.post(f"/apis/{GROUP}/v1/namespaces/{NAMESPACE}/backups", json=body)
     resp.raise_for_status()
     _wait(lambda: (s := recorder.latest()) is not None and s.replicas > 0, "the wake", 60)

@@ -136,13 +136,15 @@ def plot(samples: list[Sample], marks: list[Mark], path: Path, title: str) -> Pa
         2,
         1,
         sharex=True,
-        figsize=(11, 3.2 + 0.35 * max(len(pods), 1)),
-        gridspec_kw={"height_ratios": [1, max(len(pods), 1) * 0.5 + 0.5]},
+        figsize=(11, 3.8 + 0.35 * max(len(pods), 1)),
+        gridspec_kw={"height_ratios": [1.4, max(len(pods), 1) * 0.5 + 0.5]},
     )
     ts = [s.t for s in samples]
     top.step(ts, [s.replicas for s in samples], where="post", color="#2b59c3")
     top.set_ylabel("replicas")
-    top.set_ylim(-0.2, max([s.replicas for s in samples] + [1]) + 0.5)
+    most = max([s.replicas for s in samples] + [1])
+    top.set_ylim(-0.2, most + 2.2)  # headroom for the labels
+    top.set_yticks(range(most + 1))
     top.set_title(title, fontsize=10)
     for row, pod in enumerate(pods):
         for state, start, end in _spans(samples, pod):
@@ -157,16 +159,26 @@ def plot(samples: list[Sample], marks: list[Mark], path: Path, title: str) -> Pa
         fontsize=7,
         ncol=4,
     )
-    for i, m in enumerate(marks):
+    for m in marks:
         for ax in (top, bottom):
             ax.axvline(m.t, color="#888888", linewidth=0.7, linestyle="--")
+    # Labels stand upright beside their lines; moments closer than half a second share one.
+    groups: list[tuple[float, list[str]]] = []
+    for m in marks:
+        if groups and m.t - groups[-1][0] < 0.5:
+            groups[-1][1].append(m.label)
+        else:
+            groups.append((m.t, [m.label]))
+    for t, labels in groups:
         top.annotate(
-            m.label,
-            (m.t, top.get_ylim()[1]),
-            xytext=(2, -10 - 9 * (i % 3)),
+            ", ".join(labels),
+            (t, top.get_ylim()[1]),
+            xytext=(-1, -3),
             textcoords="offset points",
             fontsize=7,
-            rotation=0,
+            rotation=90,
+            ha="right",
+            va="top",
         )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -43,7 +43,7 @@ def test_the_operator_sleeps_wakes_on_a_backup_reconciles_it_and_sleeps_again(
     marks: dict[str, float] = {}
     for m in summary["marks"]:
         marks.setdefault(m.label, m.t)  # the first "asleep" is the sleep before the wake
-    asleep = [s for s in summary["samples"] if marks["asleep"] <= s.t < marks["Backup 1 created"]]
+    asleep = [s for s in summary["samples"] if marks["asleep"] <= s.t < marks["Backup 1"]]
     assert asleep
     assert all(s.replicas == 0 and not s.pods for s in asleep)
     before = {p for s in summary["samples"] if s.t < marks["asleep"] for p in s.pods}
