@@ -28,6 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="8 s idle timeout and one wake")
     parser.add_argument("--idle-timeout", type=int, help="seconds (default 15, --quick 8)")
     parser.add_argument("--wakes", type=int, help="times a Backup wakes it (default 2, --quick 1)")
+    parser.add_argument(
+        "--kwok", action="store_true", help="kwok nodes only, as where the real node cannot run"
+    )
     parser.add_argument("--summary-json", type=Path, help="also write the summary here")
     parser.add_argument(
         "--timeline",
@@ -44,10 +47,13 @@ def main(argv: list[str] | None = None) -> int:
     def say(message: str) -> None:
         print(message, flush=True)
 
-    binaries = build.ensure_binaries(progress=lambda m: say(f"[build] {m}"), node=True)
+    binaries = build.ensure_binaries(progress=lambda m: say(f"[build] {m}"), node=not args.kwok)
     work = Path(tempfile.mkdtemp(prefix="zeroscaler-demo-"))
     story.step(say, "a local Kubernetes on 127.0.0.1: control plane, a kwok node, a real node")
-    cluster = start(binaries, nodes=1, progress=lambda m: say(f"   {m}"), real_node=True)
+    real = not args.kwok
+    cluster = start(binaries, nodes=1, progress=lambda m: say(f"   {m}"), real_node=real)
+    if args.kwok:
+        cluster.real_node_absent = "--kwok asks for kwok nodes only"
     try:
         summary = story.run(cluster, work, opts, say)
     finally:
