@@ -7,11 +7,12 @@ STAMP := $(VENV)/.installed
 ISOLATE := $(PY) -m localcluster isolate --
 NETNS ?= zeroscaler-dev
 PYTEST_ARGS ?=
+DEMO_ARGS ?=
 
 .PHONY: help install controlplane image lint format test unit demo bench cluster cluster-down clean
 
 help:
-	@echo "make demo          start a local Kubernetes and show zeroscaler at work"
+	@echo "make demo          a kopf operator on a local Kubernetes: sleeps, wakes on a Backup, reconciles"
 	@echo "make test          lint-free code, unit tests and system tests on a real local control plane"
 	@echo "make lint          ruff, ruff format --check, mypy --strict, import-linter"
 	@echo "make bench         benchmarks (tables in the terminal, plots in bench/results/)"
@@ -42,6 +43,14 @@ IMAGE_INPUTS := pyproject.toml image/debian.lock image/requirements.lock \
 $(IMAGE_TAR): $(STAMP) $(IMAGE_INPUTS)
 	@$(PY) -m image build --out $@ >/dev/null
 
+# The demo's example operator: the same Debian base, its own locked wheels and module.
+OPERATOR_TAR := dist/backup-operator-image.tar
+OPERATOR_INPUTS := image/debian.lock examples/backup-operator/requirements.lock \
+	examples/backup-operator/operator.py $(shell find image -name '*.py' 2>/dev/null)
+
+$(OPERATOR_TAR): $(STAMP) $(OPERATOR_INPUTS)
+	@$(PY) -m image build --image backup-operator --out $@ >/dev/null
+
 image: $(IMAGE_TAR)
 
 lint: install
@@ -54,15 +63,16 @@ format: install
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-# The system tests install the chart from the image, on the real node.
-test: install controlplane $(IMAGE_TAR)
+# The system tests install the chart from the image, on the real node (and the demo's operator).
+test: install controlplane $(IMAGE_TAR) $(OPERATOR_TAR)
 	$(ISOLATE) $(PY) -m pytest $(PYTEST_ARGS)
 
 unit: install
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
-demo: install controlplane
-	$(ISOLATE) $(PY) -m demo
+# Images and binaries are built first, outside the loopback-only namespace.
+demo: install controlplane $(IMAGE_TAR) $(OPERATOR_TAR)
+	$(ISOLATE) $(PY) -m demo $(DEMO_ARGS)
 
 bench: install controlplane $(IMAGE_TAR)
 	$(ISOLATE) $(PY) -m bench

@@ -1,283 +1,99 @@
-"""`make demo`: zeroscaler on a real local Kubernetes, from `helm install` to sleep and wake.
+"""`make demo`: a real kopf operator that zeroscaler puts to sleep, and a Backup that wakes it.
 
-Everything runs on loopback: the control plane, and the webhook and controller as local processes
-(kwok's pods run no containers), which the API server reaches by URL.
+A local Kubernetes on loopback with a real node (containerd and a kubelet): zeroscaler is
+`helm install`ed from its chart and image, the example operator (examples/backup-operator) applied
+from its plain manifests and image. Without root there is no real node: the same story runs on kwok
+nodes with the operator as a local process. Options make it short and machine-readable for tests.
 """
 
 from __future__ import annotations
 
-import base64
+import argparse
 import json
 import shutil
-import ssl
-import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-import httpx
-
-from certs.issue import new_ca, new_serving_cert
+from demo import story, timeline
 from localcluster import build
-from localcluster.cluster import Cluster, start
-from localcluster.processes import free_port, running
+from localcluster.cluster import start
 
-ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
-IDLE_TIMEOUT = "20s"
-
-CRD = """
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: widgets.demo.zeroscaler.io}
-spec:
-  group: demo.zeroscaler.io
-  scope: Namespaced
-  names: {plural: widgets, singular: widget, kind: Widget}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
-"""
-
-OPERATOR = """
-apiVersion: v1
-kind: Namespace
-metadata:
-  name: shop
-  labels: {zeroscaler.io/enabled: "true"}
----
-apiVersion: v1
-kind: ServiceAccount
-metadata: {name: widget-operator, namespace: shop}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: widget-operator}
-rules:
-- apiGroups: [demo.zeroscaler.io]
-  resources: [widgets, widgets/status]
-  verbs: [get, list, watch, update, patch]
-- apiGroups: [""]
-  resources: [configmaps]
-  verbs: [get, list, watch, create, update, delete]
-- apiGroups: [coordination.k8s.io]
-  resources: [leases]
-  verbs: [get, create, update]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: widget-operator}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: widget-operator}
-subjects:
-- {kind: ServiceAccount, name: widget-operator, namespace: shop}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: widget-operator, namespace: shop}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: widget-operator}}
-  template:
-    metadata: {labels: {app: widget-operator}}
-    spec:
-      serviceAccountName: widget-operator
-      containers: [{name: manager, image: registry.k8s.io/pause:3.10}]
-"""
-
-WIDGET = """
-apiVersion: demo.zeroscaler.io/v1
-kind: Widget
-metadata: {name: blue, namespace: shop}
-spec: {color: blue}
-"""
+TIMELINE = story.ROOT / "docs" / "demo-timeline.png"
 
 
-def step(message: str) -> None:
-    print(f"\n== {message}", flush=True)
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m demo", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="8 s idle timeout and one wake")
+    parser.add_argument("--idle-timeout", type=int, help="seconds (default 15, --quick 8)")
+    parser.add_argument("--wakes", type=int, help="times a Backup wakes it (default 2, --quick 1)")
+    parser.add_argument(
+        "--kwok", action="store_true", help="kwok nodes only, as where the real node cannot run"
+    )
+    parser.add_argument("--summary-json", type=Path, help="also write the summary here")
+    parser.add_argument(
+        "--timeline",
+        type=Path,
+        help=f"the PNG to write (default {TIMELINE.relative_to(story.ROOT)}; --quick: none)",
+    )
+    args = parser.parse_args(argv)
+    opts = story.Options(
+        idle_timeout=args.idle_timeout or (8 if args.quick else 15),
+        wakes=args.wakes or (1 if args.quick else 2),
+    )
+    png = args.timeline or (None if args.quick else TIMELINE)
 
+    def say(message: str) -> None:
+        print(message, flush=True)
 
-def show(cluster: Cluster, *args: str) -> str:
-    out = cluster.kubectl(*args).stdout.rstrip()
-    print(f"$ kubectl {' '.join(args)}\n{out}", flush=True)
-    return out
-
-
-def wait(check: Callable[[], bool], what: str, timeout: float = 90) -> float:
-    began = time.monotonic()
-    while time.monotonic() - began < timeout:
-        if check():
-            return time.monotonic() - began
-        time.sleep(0.2)
-    raise SystemExit(f"demo failed: {what} did not happen within {timeout:.0f}s")
-
-
-def replicas(cluster: Cluster) -> int:
-    out = cluster.kubectl(
-        "-n",
-        "shop",
-        "get",
-        "deployment",
-        "widget-operator",
-        "-o",
-        "jsonpath={.spec.replicas}",
-        check=False,
-    ).stdout
-    return int(out) if out.strip().isdigit() else -1
-
-
-def zeroscaler_status(cluster: Cluster) -> None:
-    out = subprocess.run(
-        [str(BIN / "zeroscaler"), "status", "--kubeconfig", str(cluster.kubeconfig)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.rstrip()
-    print(f"$ zeroscaler status\n{out}", flush=True)
-
-
-def main() -> int:
-    binaries = build.ensure_binaries(progress=lambda m: print(f"[controlplane] {m}", flush=True))
+    binaries = build.ensure_binaries(progress=lambda m: say(f"[build] {m}"), node=not args.kwok)
     work = Path(tempfile.mkdtemp(prefix="zeroscaler-demo-"))
-    step("a real control plane on 127.0.0.1: etcd, API server, controllers, scheduler, kwok")
-    cluster = start(binaries, nodes=2, progress=lambda m: print(f"   {m}", flush=True))
+    story.step(say, "a local Kubernetes on 127.0.0.1: control plane, a kwok node, a real node")
+    real = not args.kwok
+    cluster = start(binaries, nodes=1, progress=lambda m: say(f"   {m}"), real_node=real)
+    if args.kwok:
+        cluster.real_node_absent = "--kwok asks for kwok nodes only"
     try:
-        return run(cluster, binaries["helm"], work)
+        summary = story.run(cluster, work, opts, say)
     finally:
+        story.step(say, "stopping everything the demo started")
         cluster.stop()
         shutil.rmtree(work, ignore_errors=True)
-
-
-def run(cluster: Cluster, helm: Path, work: Path) -> int:
-    kubeconfig = str(cluster.kubeconfig)
-    port, metrics_port = free_port(), free_port()
-    ca = new_ca("zeroscaler-demo-ca")
-    cert, key = new_serving_cert(ca, ["127.0.0.1"]).write(work, "webhook")
-
-    step("helm install zeroscaler (webhook registered by URL on loopback; policy: idle after 20s)")
-    cluster.kubectl("create", "namespace", "zeroscaler")
-    cluster.kubectl(
-        "-n",
-        "zeroscaler",
-        "create",
-        "secret",
-        "tls",
-        "zeroscaler-webhook-tls",
-        f"--cert={cert}",
-        f"--key={key}",
-    )
-    subprocess.run([
-        str(helm), "install", "zeroscaler", str(ROOT / "charts" / "zeroscaler"),
-        "--kubeconfig", kubeconfig, "--namespace", "zeroscaler",
-        "--set", "webhook.clientConfig.mode=url",
-        "--set", f"webhook.clientConfig.url=https://127.0.0.1:{port}/mutate",
-        "--set", "certificates.mode=secret",
-        "--set", f"certificates.caBundle={base64.b64encode(ca.cert_pem).decode()}",
-        "--set", f"policy.defaults.idleTimeout={IDLE_TIMEOUT}",
-        "--set", "policy.bounds.minIdleTimeout=10s",
-    ], check=True, stdout=subprocess.DEVNULL)  # fmt: skip
-    show(cluster, "-n", "zeroscaler", "get", "deployments,poddisruptionbudgets,configmaps")
-
-    step("the webhook and the controller run as local processes (kwok pods run no containers)")
-    webhook_cmd = [
-        str(BIN / "zeroscaler-webhook"),
-        "--kubeconfig",
-        kubeconfig,
-        "--namespace",
-        "zeroscaler",
-        "--cert-file",
-        str(cert),
-        "--key-file",
-        str(key),
-        "--port",
-        str(port),
-        "--log-level",
-        "warning",
-    ]
-    controller_cmd = [
-        str(BIN / "zeroscaler-controller"),
-        "--kubeconfig",
-        kubeconfig,
-        "--lease-namespace",
-        "zeroscaler",
-        "--metrics-host",
-        "127.0.0.1",
-        "--metrics-port",
-        str(metrics_port),
-        "--log-level",
-        "warning",
-    ]
-    with (
-        running(webhook_cmd, work / "webhook.log"),
-        running(controller_cmd, work / "controller.log"),
-    ):
-        tls = ssl.create_default_context(cafile=str(work / "webhook.crt"))
-        tls.load_verify_locations(cadata=ca.cert_pem.decode())
-        wait(lambda: _ok(f"https://127.0.0.1:{port}/readyz", tls), "the webhook getting ready")
-        wait(
-            lambda: _ok(f"http://127.0.0.1:{metrics_port}/readyz", None),
-            "the controller getting ready",
-        )
-        print("   webhook and controller ready", flush=True)
-        return sleep_and_wake(cluster)
-
-
-def sleep_and_wake(cluster: Cluster) -> int:
-    step("an operator arrives: a Widget CRD, RBAC to watch Widgets and ConfigMaps, 2 replicas")
-    # One apply, CRD and all: the Deployment is admitted before discovery serves the new type.
-    cluster.kubectl("apply", "-f", "-", input=CRD + "---" + OPERATOR)
-    annotations = json.loads(
-        cluster.kubectl(
-            "-n",
-            "shop",
-            "get",
-            "deployment",
-            "widget-operator",
-            "-o",
-            "jsonpath={.metadata.annotations}",
-        ).stdout
-        or "{}"
-    )
-    print("annotations the webhook wrote from policy and RBAC:")
-    for k, v in sorted(annotations.items()):
-        if k.startswith("zeroscaler.io/"):
-            print(f"   {k}: {v}")
-
-    step(f"nothing changes for {IDLE_TIMEOUT}: the operator is put to sleep")
-    slept = wait(lambda: replicas(cluster) == 0, "the operator going to sleep")
-    print(f"   asleep after {slept:.1f}s", flush=True)
-    zeroscaler_status(cluster)
-
-    step("someone creates a Widget: the operator wakes, to the 2 replicas it had")
-    created = time.monotonic()
-    cluster.kubectl("apply", "-f", "-", input=WIDGET)
-    wait(lambda: replicas(cluster) == 2, "the operator waking")
-    print(f"   awake {time.monotonic() - created:.2f}s after `kubectl apply` returned", flush=True)
-    show(
-        cluster,
-        "-n",
-        "shop",
-        "get",
-        "events",
-        "--field-selector",
-        "involvedObject.name=widget-operator",
-        "-o",
-        "custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message",
-    )
-    zeroscaler_status(cluster)
-    step("done; stopping everything")
+    report(summary, say)
+    if png is not None:
+        title = f"make demo ({summary['mode']}): the backup operator's replicas and pods"
+        timeline.plot(summary["samples"], summary["marks"], png, title)
+        say(f"timeline: {png}")
+    if args.summary_json:
+        args.summary_json.write_text(json.dumps(public(summary), indent=2) + "\n")
     return 0
 
 
-def _ok(url: str, tls: ssl.SSLContext | None) -> bool:
-    try:
-        return httpx.get(url, verify=tls if tls else True, timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
+def public(summary: dict[str, Any]) -> dict[str, Any]:
+    """The summary without the raw samples."""
+    return {k: v for k, v in summary.items() if k not in ("samples", "marks")}
+
+
+def report(summary: dict[str, Any], say: story.Say) -> None:
+    """The summary table: one row a wake, the split of create-to-reconciled, and the medians."""
+    story.step(say, f"summary ({summary['mode']})")
+    say(f"   slept after the {summary['idle_timeout_s']}s idle timeout: {summary['slept']}")
+    head = f"   {'Backup':<22}{'decision':>9}{'pod start':>10}{'operator':>9}{'total':>8}  by"
+    say(head)
+    for w in summary["wakes"]:
+        say(
+            f"   {w['backup']:<22}{w['wake_decision_s']:>8.2f}s{w['pod_start_s']:>9.2f}s"
+            f"{w['operator_start_s']:>8.2f}s{w['create_to_reconciled_s']:>7.2f}s  "
+            f"{w['reconciled_by']}"
+        )
+    p = summary["p50"]
+    say(
+        f"   {'p50':<22}{p['wake_decision_s']:>8.2f}s{p['pod_start_s']:>9.2f}s"
+        f"{p['operator_start_s']:>8.2f}s{p['create_to_reconciled_s']:>7.2f}s"
+    )
+    say(f"   woke on: {summary['wakes'][0]['woke_on']}" if summary["wakes"] else "   no wakes")
+    say(f"   slept again after each wake: {summary['slept_again']}")
 
 
 if __name__ == "__main__":

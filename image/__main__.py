@@ -11,8 +11,6 @@ from pathlib import Path
 
 from image import build, debian, python
 
-DEFAULT_OUT = build.REPO / "dist" / "zeroscaler-image.tar"
-
 
 def _cache() -> Path:
     if env := os.environ.get("ZEROSCALER_CACHE"):
@@ -25,16 +23,24 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m image", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build the image archive (docker load, ctr import, kind load)")
-    b.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"default: {DEFAULT_OUT}")
+    b.add_argument("--out", type=Path, help="default: dist/IMAGE-image.tar")
     b.add_argument(
         "--name",
         action="append",
-        help=f"image reference to load it as (repeatable; default {build.default_name()})",
+        help="image reference to load it as (repeatable; default docker.io/library/IMAGE:VERSION)",
     )
     r = sub.add_parser("rootfs", help="only assemble the root filesystem (the Dockerfile's step)")
     r.add_argument("dir", type=Path)
-    sub.add_parser("lock", help="pin the current Debian package versions and Python wheels")
+    lk = sub.add_parser("lock", help="pin the current Debian package versions and Python wheels")
+    for p in (b, r, lk):
+        p.add_argument(
+            "--image",
+            choices=sorted(build.SPECS),
+            default="zeroscaler",
+            help="which image: zeroscaler, or the example operator of the demo",
+        )
     args = parser.parse_args(argv)
+    spec = build.SPECS[args.image]
 
     started = time.monotonic()
 
@@ -43,20 +49,26 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.command == "lock":
-            packages = debian.resolve()
-            debian.write_lock(packages)
-            say(f"pinned {len(packages)} Debian packages in {debian.LOCK.name}")
-            count = python.lock(python.project_requirements())
-            say(f"pinned {count} Python packages in {python.LOCK.name}")
+            if spec is build.ZEROSCALER:  # the Debian base is shared; zeroscaler's lock moves it
+                packages = debian.resolve()
+                debian.write_lock(packages)
+                say(f"pinned {len(packages)} Debian packages in {debian.LOCK.name}")
+            if spec.requirements is None:
+                count = python.lock(python.project_requirements(), spec.lock)
+            else:
+                source = f"requirements in {spec.requirements.name} beside it"
+                count = python.lock(python.file_requirements(spec.requirements), spec.lock, source)
+            say(f"pinned {count} Python packages in {spec.lock.name}")
             return 0
         if args.command == "rootfs":
-            build.assemble(args.dir, _cache(), say)
+            build.assemble(args.dir, _cache(), say, spec)
             say(f"root filesystem in {args.dir}")
             return 0
-        root = _cache() / "rootfs"
-        build.assemble(root, _cache(), say)
-        names = args.name or [build.default_name()]
-        result = build.pack(root, args.out, names, say)
+        root = _cache() / ("rootfs" if spec is build.ZEROSCALER else f"rootfs-{args.image}")
+        build.assemble(root, _cache(), say, spec)
+        names = args.name or [spec.name()]
+        out = args.out or build.REPO / "dist" / f"{args.image}-image.tar"
+        result = build.pack(root, out, names, say, spec)
     except (debian.PackageError, python.LockError, build.BuildError) as e:
         say(f"failed: {e}")
         return 1
@@ -77,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             {"comment": layer.comment, "compressed_bytes": layer.size} for layer in result.layers
         ],
     }
-    args.out.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
+    out.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
     print(result.archive)
     return 0
 

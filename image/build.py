@@ -86,6 +86,51 @@ class BuildError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class Spec:
+    """What goes on top of the shared Debian base: locked wheels, our files, commands, a title."""
+
+    repository: str
+    title: str
+    lock: Path
+    requirements: Path | None  # what the lock is resolved from; None: pyproject's dependencies
+    packages: tuple[str, ...]  # repository directories copied into site-packages
+    files: dict[str, str]  # repository path -> absolute path in the image
+    scripts: dict[str, tuple[str, str]]  # console script -> (module, function)
+    smoke: tuple[str, ...]  # modules imported at build time as the image's user
+    cmd: tuple[str, ...]
+
+    def name(self) -> str:
+        """The reference the archive is loaded as, in full (containerd's form of NAME:TAG)."""
+        return f"docker.io/library/{self.repository}:{version()}"
+
+
+ZEROSCALER = Spec(
+    repository=REPOSITORY,
+    title="zeroscaler",
+    lock=python.LOCK,
+    requirements=None,
+    packages=PACKAGES,
+    files={},
+    scripts=SCRIPTS,
+    smoke=SMOKE_IMPORTS,
+    cmd=("zeroscaler", "--help"),
+)
+# The example kopf operator the demo puts to sleep: kopf and the official client, its one module.
+BACKUP_OPERATOR = Spec(
+    repository="backup-operator",
+    title="backup-operator (zeroscaler example)",
+    lock=REPO / "examples" / "backup-operator" / "requirements.lock",
+    requirements=REPO / "examples" / "backup-operator" / "requirements.in",
+    packages=(),
+    files={"examples/backup-operator/operator.py": "/app/operator.py"},
+    scripts={"kopf": ("kopf.cli", "main")},
+    smoke=("ssl", "asyncio", "yaml", "aiohttp", "kopf", "kubernetes.client", "kopf.cli"),
+    cmd=("kopf", "run", "--standalone", "/app/operator.py"),
+)
+SPECS = {"zeroscaler": ZEROSCALER, "backup-operator": BACKUP_OPERATOR}
+
+
+@dataclass(frozen=True, slots=True)
 class Result:
     """What a build wrote."""
 
@@ -102,11 +147,13 @@ def version() -> str:
 
 
 def default_name() -> str:
-    """The reference the archive is loaded as, in full (containerd's form of zeroscaler:TAG)."""
+    """The reference zeroscaler's archive is loaded as, in full (containerd's form of NAME:TAG)."""
     return f"docker.io/library/{REPOSITORY}:{version()}"
 
 
-def assemble(root: Path, cache: Path, progress: Callable[[str], None]) -> None:
+def assemble(
+    root: Path, cache: Path, progress: Callable[[str], None], spec: Spec = ZEROSCALER
+) -> None:
     """Build the root filesystem in root (emptied first)."""
     if root.exists():
         shutil.rmtree(root)
@@ -118,12 +165,12 @@ def assemble(root: Path, cache: Path, progress: Callable[[str], None]) -> None:
     _prune(root)
     _write_etc(root)
     (root / "usr/bin/python3").symlink_to("python3.11")
-    progress("installing the locked wheels (image/requirements.lock)")
+    progress(f"installing the locked wheels ({spec.lock.relative_to(REPO)})")
     site = root / SITE
-    python.install(site)
+    python.install(site, spec.lock)
     _drop_dependency_scripts(site)
-    progress("adding zeroscaler's packages and console scripts")
-    _install_project(root)
+    progress(f"adding {spec.title}'s files and console scripts")
+    _install_project(root, spec)
     progress("compiling bytecode with the image's own interpreter")
     _in_root(
         root,
@@ -139,13 +186,21 @@ def assemble(root: Path, cache: Path, progress: Callable[[str], None]) -> None:
         ],
     )
     progress("checking that it runs as 65532")
-    _smoke(root)
+    _smoke(root, spec)
 
 
-def pack(root: Path, out: Path, names: list[str], progress: Callable[[str], None]) -> Result:
-    """Split the tree into three layers (Debian, dependencies, zeroscaler); write the archive."""
-    ours = {root / SITE / p for p in PACKAGES} | {root / SITE / f"zeroscaler-{version()}.dist-info"}
-    ours |= {root / BIN / name for name in SCRIPTS}
+def pack(
+    root: Path,
+    out: Path,
+    names: list[str],
+    progress: Callable[[str], None],
+    spec: Spec = ZEROSCALER,
+) -> Result:
+    """Split the tree into three layers (Debian, dependencies, ours); write the archive."""
+    ours = {root / SITE / p for p in spec.packages} | {root / BIN / name for name in spec.scripts}
+    ours |= {root / dest.lstrip("/") for dest in spec.files.values()}
+    if spec.packages:
+        ours.add(root / SITE / f"zeroscaler-{version()}.dist-info")
     layers_of: dict[str, list[Path]] = {"debian": [], "deps": [], "zeroscaler": []}
     for dirpath, dirnames, filenames in os.walk(root):
         base = Path(dirpath)
@@ -162,8 +217,8 @@ def pack(root: Path, out: Path, names: list[str], progress: Callable[[str], None
             layers_of["debian"].append(base)
     comments = {
         "debian": "Debian bookworm packages (image/debian.lock)",
-        "deps": "Python packages (image/requirements.lock)",
-        "zeroscaler": f"zeroscaler {version()}",
+        "deps": f"Python packages ({spec.lock.relative_to(REPO)})",
+        "zeroscaler": f"{spec.title} {version()}",
     }
     layers = []
     unpacked = 0
@@ -183,9 +238,9 @@ def pack(root: Path, out: Path, names: list[str], progress: Callable[[str], None
         names=names,
         user=f"{USER}:{USER}",
         env=ENV,
-        cmd=["zeroscaler", "--help"],
+        cmd=list(spec.cmd),
         labels={
-            "org.opencontainers.image.title": "zeroscaler",
+            "org.opencontainers.image.title": spec.title,
             "org.opencontainers.image.version": version(),
             "org.opencontainers.image.licenses": "Apache-2.0",
         },
@@ -238,9 +293,16 @@ def _drop_dependency_scripts(site: Path) -> None:
         record.write_text("".join(line for line in lines if not line.startswith("../../bin/")))
 
 
-def _install_project(root: Path) -> None:
+def _install_project(root: Path, spec: Spec) -> None:
     site = root / SITE
-    for package in PACKAGES:
+    for src_name, dest_name in spec.files.items():
+        dest = root / dest_name.lstrip("/")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(REPO / src_name, dest)
+    _write_scripts(root, spec)
+    if not spec.packages:
+        return
+    for package in spec.packages:
         for src in sorted((REPO / package).rglob("*.py")):
             dest = site / src.relative_to(REPO)
             dest.parent.mkdir(parents=True, exist_ok=True)
@@ -251,12 +313,15 @@ def _install_project(root: Path) -> None:
     (info / "METADATA").write_text(
         f"Metadata-Version: 2.1\nName: zeroscaler\nVersion: {version()}\n"
     )
-    lines = ["[console_scripts]"] + [f"{n} = {m}:{f}" for n, (m, f) in SCRIPTS.items()]
+    lines = ["[console_scripts]"] + [f"{n} = {m}:{f}" for n, (m, f) in spec.scripts.items()]
     (info / "entry_points.txt").write_text("\n".join(lines) + "\n")
     (info / "INSTALLER").write_text("image\n")
+
+
+def _write_scripts(root: Path, spec: Spec) -> None:
     bin_dir = root / BIN
     bin_dir.mkdir(parents=True, exist_ok=True)
-    for name, (module, func) in SCRIPTS.items():
+    for name, (module, func) in spec.scripts.items():
         script = bin_dir / name
         # -s: no user site directory; the image's packages are the only ones.
         script.write_text(
@@ -265,10 +330,10 @@ def _install_project(root: Path) -> None:
         script.chmod(0o755)
 
 
-def _smoke(root: Path) -> None:
-    code = "import " + ", ".join(SMOKE_IMPORTS)
+def _smoke(root: Path, spec: Spec) -> None:
+    code = "import " + ", ".join(spec.smoke)
     _in_root(root, [PYTHON, "-c", code], user=USER)
-    for name in SCRIPTS:
+    for name in spec.scripts:
         _in_root(root, [f"/{BIN}/{name}", "--help"], user=USER)
 
 

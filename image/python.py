@@ -32,12 +32,20 @@ class LockError(Exception):
     """The lock cannot be made or installed; the message says which package."""
 
 
+def file_requirements(path: Path) -> list[str]:
+    """The requirement lines of a requirements file, without comments."""
+    lines = (line.split("#", 1)[0].strip() for line in path.read_text().splitlines())
+    return [line for line in lines if line]
+
+
 def project_requirements(pyproject: Path = REPO / "pyproject.toml") -> list[str]:
     """The runtime dependencies pyproject.toml declares (no extras: the image has no plugins)."""
     return list(tomllib.loads(pyproject.read_text())["project"]["dependencies"])
 
 
-def lock(requirements: list[str], path: Path = LOCK) -> int:
+def lock(
+    requirements: list[str], path: Path = LOCK, source: str = "dependencies in pyproject.toml"
+) -> int:
     """Resolve the requirements for the image's platform; pin each wheel by version and hash."""
     cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--ignore-installed"]
     cmd += ["--target=/nonexistent", "--report=-", *TARGET, *requirements]
@@ -46,7 +54,7 @@ def lock(requirements: list[str], path: Path = LOCK) -> int:
         raise LockError(f"pip could not resolve the dependencies: {proc.stderr.strip()[-800:]}")
     lines = [
         "# The image's Python packages, resolved for CPython 3.11 on manylinux x86_64 from the",
-        "# dependencies in pyproject.toml. Written by `python -m image lock`; installed with",
+        f"# {source}. Written by `python -m image lock`; installed with",
         "# --require-hashes, so each is exactly the wheel whose hash is given.",
     ]
     installs = json.loads(proc.stdout)["install"]

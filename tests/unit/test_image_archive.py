@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from image import archive
+from image import archive, build, python
 from image.debian import Package, load_lock
 from image.python import LOCK as PYTHON_LOCK
 
@@ -145,3 +145,15 @@ def test_locks_pin_every_package_with_a_hash() -> None:
     hashes = [line for line in lines if "--hash=sha256:" in line]
     assert len(pins) == len(hashes) > 10
     assert not any(line.lower().startswith("kubernetes==") for line in pins)
+
+
+def test_the_example_operator_image_pins_what_its_requirements_name() -> None:
+    spec = build.BACKUP_OPERATOR
+    assert spec.requirements is not None
+    pinned = {
+        line.split(" ", 1)[0].lower() for line in spec.lock.read_text().splitlines() if "==" in line
+    }
+    assert {r.lower() for r in python.file_requirements(spec.requirements)} <= pinned
+    for src in spec.files:
+        assert (build.REPO / src).is_file()
+    assert spec.name() == f"docker.io/library/backup-operator:{build.version()}"
