@@ -282,8 +282,12 @@ def test_object_selector_narrows_the_webhook_when_given(helm: Helm) -> None:
 
 
 def _tls_secret_of_webhook(objs: list[Obj]) -> str:
+    """The Secret the webhook serves from: mounted, or read by its renewal (--cert-secret)."""
     volumes = deployment(objs, "webhook")["spec"]["template"]["spec"]["volumes"]
-    name: str = next(v["secret"]["secretName"] for v in volumes if "secret" in v)
+    mounted = [v["secret"]["secretName"] for v in volumes if "secret" in v]
+    read = [a.split("=", 1)[1] for a in _args(objs, "webhook") if a.startswith("--cert-secret=")]
+    assert len(mounted + read) == 1, (mounted, read)
+    name: str = (mounted + read)[0]
     return name
 
 
@@ -386,18 +390,44 @@ def test_no_rule_grants_every_verb(helm: Helm) -> None:
                 assert "*" not in rule["verbs"], name
 
 
-def test_only_the_certs_job_may_touch_secrets_by_name(helm: Helm) -> None:
+def test_only_the_certs_job_and_renewal_may_touch_secrets_by_name(helm: Helm) -> None:
     objs = render(helm)
+    tls = _tls_secret_of_webhook(objs)
     for name, rules in roles(objs).items():
         named = [r for r in rules if "secrets" in (r.get("resources") or [])]
         if name == f"Role/{RELEASE}-zeroscaler-certs":
             assert named, "the certs Job needs its Secret"
-            assert grants(rules, "", "secrets", "patch", _tls_secret_of_webhook(objs))
+            assert grants(rules, "", "secrets", "patch", tls)
             assert not grants(rules, "", "secrets", "patch", "someone-elses")
             assert not grants(rules, "", "secrets", "get", "someone-elses")
             assert not grants(rules, "", "secrets", "list")
+        elif name == f"Role/{RELEASE}-zeroscaler-webhook":
+            assert grants(rules, "", "secrets", "get", tls)
+            assert grants(rules, "", "secrets", "update", tls)
+            for verb in ("get", "update"):
+                assert not grants(rules, "", "secrets", verb, "someone-elses")
+            for verb in ("list", "watch", "create", "patch", "delete"):
+                assert not grants(rules, "", "secrets", verb, tls), verb
         else:
             assert not named, name
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        ["--set", "certificates.mode=certManager"],
+        ["--set", "certificates.mode=secret"],
+        ["--set", "certificates.job.renewal.enabled=false"],
+    ],
+)
+def test_a_webhook_that_does_not_renew_may_not_touch_secrets_or_its_configuration(
+    helm: Helm, values: list[str]
+) -> None:
+    objs = render(helm, *values)
+    prefix = f"{RELEASE}-zeroscaler-webhook"
+    assert write_grants(roles(objs)[f"ClusterRole/{prefix}"]) == set()
+    assert not [r for r in roles(objs)[f"Role/{prefix}"] if "secrets" in r["resources"]]
+    assert not [a for a in _args(objs, "webhook") if a.startswith("--cert-secret")]
 
 
 def test_wildcard_resources_are_read_only(helm: Helm) -> None:
@@ -423,10 +453,20 @@ def test_write_access_is_exactly_what_each_part_needs(helm: Helm) -> None:
         ("coordination.k8s.io", "leases", "create"),
         ("coordination.k8s.io", "leases", "patch"),
     }
-    assert write_grants(by_name[f"ClusterRole/{prefix}-webhook"]) == set()
+    # Renewal (the default mode): its own caBundle, by name, and the TLS Secret, by name.
+    assert write_grants(by_name[f"ClusterRole/{prefix}-webhook"]) == {
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch")
+    }
+    hook_rules = by_name[f"ClusterRole/{prefix}-webhook"]
+    config = f"{RELEASE}-zeroscaler"
+    assert grants(hook_rules, "admissionregistration.k8s.io", "mutatingwebhookconfigurations",
+                  "patch", config)  # fmt: skip
+    assert not grants(hook_rules, "admissionregistration.k8s.io", "mutatingwebhookconfigurations",
+                      "patch", "someone-elses")  # fmt: skip
     assert write_grants(by_name[f"Role/{prefix}-webhook"]) == {
         ("", "events", "create"),
         ("", "events", "patch"),
+        ("", "secrets", "update"),
     }
     assert write_grants(by_name[f"ClusterRole/{prefix}-certs"]) == {
         ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch")
@@ -624,8 +664,42 @@ def test_webhook_flags_are_understood_by_zeroscaler_webhook(helm: Helm) -> None:
     mounts = {
         m["name"]: m["mountPath"] for m in container(deployment(objs, "webhook"))["volumeMounts"]
     }
+    # Renewing, it writes the Secret's pair into its writable scratch volume.
+    assert settings.cert_file == f"{mounts['tmp']}/tls/tls.crt"
+    assert settings.key_file == f"{mounts['tmp']}/tls/tls.key"
+    assert settings.cert_secret == f"{RELEASE}-zeroscaler-webhook-tls"
+    assert settings.cert_webhook_configuration == f"{RELEASE}-zeroscaler"
+    assert settings.cert_renew_fraction == 0.67
+    assert settings.cert_serving_lifetime == 365 * 86400
+    assert settings.cert_ca_lifetime == 3650 * 86400
+    assert (settings.cert_sync_interval, settings.cert_settle) == (10, 60)
+
+
+def test_renewal_values_reach_the_webhook_flags(helm: Helm) -> None:
+    objs = render(
+        helm,
+        "--set-json", "certificates.job.renewal.fraction=0.5",
+        "--set", "certificates.job.renewal.servingLifetime=720h",
+        "--set", "certificates.job.renewal.caLifetime=8760h",
+        "--set", "certificates.job.renewal.syncInterval=5",
+        "--set", "certificates.job.renewal.settle=30",
+    )  # fmt: skip
+    settings = CliApp.run(WebhookSettings, cli_args=_args(objs, "webhook"))
+    assert settings.cert_renew_fraction == 0.5
+    assert settings.cert_serving_lifetime == 720 * 3600
+    assert settings.cert_ca_lifetime == 8760 * 3600
+    assert (settings.cert_sync_interval, settings.cert_settle) == (5, 30)
+
+
+def test_webhook_flags_without_renewal_serve_the_mounted_pair(helm: Helm) -> None:
+    objs = render(helm, "--set", "certificates.mode=certManager")
+    settings = CliApp.run(WebhookSettings, cli_args=_args(objs, "webhook"))
+    mounts = {
+        m["name"]: m["mountPath"] for m in container(deployment(objs, "webhook"))["volumeMounts"]
+    }
     assert settings.cert_file == f"{mounts['tls']}/tls.crt"
     assert settings.key_file == f"{mounts['tls']}/tls.key"
+    assert settings.cert_secret == ""
 
 
 def test_certs_job_flags_are_understood_by_zeroscaler_certs(helm: Helm) -> None:
@@ -647,10 +721,17 @@ def test_certs_job_flags_are_understood_by_zeroscaler_certs(helm: Helm) -> None:
     assert f"{service}.{NAMESPACE}.svc" in args.host
 
 
-def test_webhook_pods_mount_only_the_serving_pair(helm: Helm) -> None:
-    volumes = deployment(render(helm), "webhook")["spec"]["template"]["spec"]["volumes"]
+@pytest.mark.parametrize("mode", ["certManager", "secret"])
+def test_webhook_pods_mount_only_the_serving_pair(helm: Helm, mode: str) -> None:
+    objs = render(helm, "--set", f"certificates.mode={mode}")
+    volumes = deployment(objs, "webhook")["spec"]["template"]["spec"]["volumes"]
     tls = next(v for v in volumes if "secret" in v)
     assert sorted(item["key"] for item in tls["secret"]["items"]) == ["tls.crt", "tls.key"]
+
+
+def test_a_renewing_webhook_mounts_no_secret(helm: Helm) -> None:
+    volumes = deployment(render(helm), "webhook")["spec"]["template"]["spec"]["volumes"]
+    assert not [v for v in volumes if "secret" in v]
 
 
 # --- policy --------------------------------------------------------------------------------------

@@ -83,6 +83,13 @@ app.kubernetes.io/component: {{ .component }}
 {{- default (printf "%s-tls" (include "zeroscaler.webhook.fullname" .)) .Values.certificates.secretName -}}
 {{- end -}}
 
+{{/* "true" when the running webhook renews its own certificate (mode job, renewal enabled). */}}
+{{- define "zeroscaler.webhook.renews" -}}
+{{- if and (eq .Values.certificates.mode "job") .Values.certificates.job.renewal.enabled -}}
+true
+{{- end -}}
+{{- end -}}
+
 {{- define "zeroscaler.certManager.certificateName" -}}
 {{- printf "%s-serving" (include "zeroscaler.webhook.fullname" .) -}}
 {{- end -}}
@@ -216,8 +223,21 @@ check against the programs' --help.
 - --namespace={{ .Release.Namespace }}
 - --host=0.0.0.0
 - --port={{ .Values.webhook.port }}
+{{- if include "zeroscaler.webhook.renews" . }}
+{{- $r := .Values.certificates.job.renewal }}
+- --cert-file=/tmp/tls/tls.crt
+- --key-file=/tmp/tls/tls.key
+- --cert-secret={{ include "zeroscaler.tlsSecretName" . }}
+- --cert-webhook-configuration={{ include "zeroscaler.webhook.configurationName" . }}
+- --cert-renew-fraction={{ $r.fraction }}
+- --cert-serving-lifetime={{ $r.servingLifetime }}
+- --cert-ca-lifetime={{ $r.caLifetime }}
+- --cert-sync-interval={{ $r.syncInterval }}
+- --cert-settle={{ $r.settle }}
+{{- else }}
 - --cert-file=/etc/zeroscaler/tls/tls.crt
 - --key-file=/etc/zeroscaler/tls/tls.key
+{{- end }}
 - --log-level={{ .Values.logLevel }}
 {{- range .Values.webhook.extraArgs }}
 - {{ . | quote }}
