@@ -40,6 +40,10 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         default=8 * 1024 * 1024, gt=0, description="largest review accepted"
     )
+    exclude_namespaces: list[str] = Field(
+        default=["kube-system"],
+        description="namespaces never mutated, whatever their labels (--namespace is always one)",
+    )
     log_level: str = Field(default="info", description="debug, info, warning or error")
     gc_freeze: bool = Field(
         default=True,

@@ -290,6 +290,9 @@ def test_webhook_configuration_points_at_the_url_with_the_given_ca(
     assert hook.client_config.service is None
     assert base64.b64decode(hook.client_config.ca_bundle) == recorder.ca_pem
     assert hook.namespace_selector.match_labels == {ENABLED_LABEL: "true"}
+    [expression] = hook.namespace_selector.match_expressions
+    assert (expression.key, expression.operator) == ("kubernetes.io/metadata.name", "NotIn")
+    assert expression.values == [installed.namespace, "kube-system"]
     assert hook.failure_policy == "Ignore"
     assert hook.side_effects == "None"
     assert hook.reinvocation_policy == "IfNeeded"
@@ -367,6 +370,16 @@ def test_api_server_calls_the_webhook_for_opted_in_namespaces_only(
     apps.create_namespaced_deployment(ns, _deployment("bystander"))
     assert annotated(ns, "bystander") is None
     assert recorder.saw("Deployment", ns, "bystander") == []
+
+    # The release's own namespace is never sent, even when someone opts it in.
+    k8s.CoreV1Api(api).patch_namespace(
+        installed.namespace, {"metadata": {"labels": {ENABLED_LABEL: "true"}}}
+    )
+    apps.create_namespaced_deployment(installed.namespace, _deployment("own"))
+    apps.create_namespaced_deployment(opted_ns, _deployment("after"))  # the webhook still works
+    assert annotated(opted_ns, "after") == "chart-url"
+    assert annotated(installed.namespace, "own") is None
+    assert recorder.saw("Deployment", installed.namespace, "own") == []
 
 
 def test_policy_configmap_holds_the_defaults(api: k8s.ApiClient, installed: Release) -> None:

@@ -222,7 +222,7 @@ def test_names_fit_kubernetes_limits_for_a_long_release_name(helm: Helm) -> None
 
 def test_webhook_matches_opted_in_namespaces_and_apps_workloads(helm: Helm) -> None:
     entry = webhook_entry(render(helm))
-    assert entry["namespaceSelector"] == {"matchLabels": {ENABLED_LABEL: "true"}}
+    assert entry["namespaceSelector"]["matchLabels"] == {ENABLED_LABEL: "true"}
     assert entry["rules"] == [
         {
             "apiGroups": ["apps"],
@@ -238,6 +238,28 @@ def test_webhook_matches_opted_in_namespaces_and_apps_workloads(helm: Helm) -> N
     assert entry["reinvocationPolicy"] == "IfNeeded"
     assert 1 <= entry["timeoutSeconds"] <= 10
     assert "objectSelector" not in entry
+
+
+@pytest.mark.parametrize(
+    ("values", "excluded"),
+    [
+        ([], [NAMESPACE, "kube-system"]),
+        (["--set-json", 'webhook.excludeNamespaces=["kube-system","ops"]'],
+         [NAMESPACE, "kube-system", "ops"]),
+        (["--set-json", "webhook.excludeNamespaces=[]"], [NAMESPACE]),
+        (["--set-json", f'webhook.excludeNamespaces=["{NAMESPACE}"]'], [NAMESPACE]),
+    ],
+)  # fmt: skip
+def test_the_release_namespace_and_excluded_ones_are_never_sent_to_the_webhook(
+    helm: Helm, values: list[str], excluded: list[str]
+) -> None:
+    objs = render(helm, *values)
+    assert webhook_entry(objs)["namespaceSelector"]["matchExpressions"] == [
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": excluded}
+    ]
+    # The webhook itself refuses the same namespaces, should a request reach it anyway.
+    settings = CliApp.run(WebhookSettings, cli_args=_args(objs, "webhook"))
+    assert {*settings.exclude_namespaces, settings.namespace} == set(excluded)
 
 
 def test_service_mode_points_the_api_server_at_the_webhook_pods(helm: Helm) -> None:
@@ -275,7 +297,7 @@ def test_failure_policy_is_configurable(helm: Helm, policy: str) -> None:
 def test_object_selector_narrows_the_webhook_when_given(helm: Helm) -> None:
     entry = webhook_entry(render(helm, "--set", "webhook.objectSelector.matchLabels.team=a"))
     assert entry["objectSelector"] == {"matchLabels": {"team": "a"}}
-    assert entry["namespaceSelector"] == {"matchLabels": {ENABLED_LABEL: "true"}}
+    assert entry["namespaceSelector"]["matchLabels"] == {ENABLED_LABEL: "true"}
 
 
 # --- certificates --------------------------------------------------------------------------------

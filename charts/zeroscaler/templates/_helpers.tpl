@@ -219,6 +219,11 @@ check against the programs' --help.
 {{- end }}
 {{- end -}}
 
+{{/* The namespaces the webhook never mutates, as a YAML list: the release's and the excluded. */}}
+{{- define "zeroscaler.webhook.excludedNamespaces" -}}
+{{- toYaml (uniq (prepend .Values.webhook.excludeNamespaces .Release.Namespace)) -}}
+{{- end -}}
+
 {{- define "zeroscaler.webhook.args" -}}
 - --namespace={{ .Release.Namespace }}
 - --host=0.0.0.0
@@ -238,6 +243,7 @@ check against the programs' --help.
 - --cert-file=/etc/zeroscaler/tls/tls.crt
 - --key-file=/etc/zeroscaler/tls/tls.key
 {{- end }}
+- --exclude-namespaces={{ .Values.webhook.excludeNamespaces | toJson }}
 - --log-level={{ .Values.logLevel }}
 {{- range .Values.webhook.extraArgs }}
 - {{ . | quote }}
