@@ -6,19 +6,27 @@ import argparse
 import base64
 import json
 import os
+import re
 import subprocess
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from prometheus_client import CollectorRegistry
 from pydantic_settings import CliApp
 
 from certs.command import add_certs
+from certs.renewal import RenewalPolicy
+from certs.renewer import Renewer, RenewerConfig
+from controller.metrics import Metrics as ControllerMetrics
 from controller.settings import parse_settings as parse_controller_flags
 from localcluster import build
+from webhook.app import create_app
 from webhook.settings import Settings as WebhookSettings
+from webhook.state import StaticSource
 from zeroscaler.core.policy import DEFAULT_IGNORE, parse_policy
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "zeroscaler"
@@ -813,6 +821,178 @@ def test_policy_configmap_can_be_left_out(helm: Helm) -> None:
     assert not any(o["kind"] == "ConfigMap" for o in render(helm, "--set", "policy.create=false"))
 
 
+# --- monitoring, network policies, priority -----------------------------------------------------
+
+MONITORING = ["--set", "monitoring.serviceMonitor.enabled=true"]
+RULES = ["--set", "monitoring.prometheusRule.enabled=true"]
+
+
+def _exposed_names() -> set[str]:
+    """Every sample name the controller and the webhook expose on /metrics."""
+    controller = ControllerMetrics(lambda: {}, lambda: 0, lambda: False).registry
+    webhook = CollectorRegistry()
+    create_app(WebhookSettings(gc_freeze=False), StaticSource(), webhook)
+    renewal = CollectorRegistry()
+    day = timedelta(days=1)
+    config = RenewerConfig(
+        "ns", "tls", "", Path("c"), Path("k"), RenewalPolicy(0.5, day), day, day, 1
+    )
+    Renewer(None, config, lambda: None, renewal)  # type: ignore[arg-type]  # metrics only
+    suffixes = {"counter": ["_total"], "histogram": ["_bucket", "_sum", "_count"], "gauge": [""]}
+    return {
+        family.name + suffix
+        for registry in (controller, webhook, renewal)
+        for family in registry.collect()
+        for suffix in suffixes.get(family.type, [""])
+    }
+
+
+def test_nothing_for_prometheus_or_network_policies_by_default(helm: Helm) -> None:
+    found = set(kinds(render(helm)))
+    assert not found & {"ServiceMonitor", "PrometheusRule", "NetworkPolicy"}
+
+
+def test_service_monitors_scrape_both_components_through_their_services(helm: Helm) -> None:
+    objs = render(helm, *MONITORING, "--set", "monitoring.serviceMonitor.labels.release=prom")
+    services = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Service"}
+    for component, port, scheme in (
+        ("controller", "metrics", "http"),
+        ("webhook", "https", "https"),
+    ):
+        monitor = only(objs, "ServiceMonitor", f"{RELEASE}-zeroscaler-{component}")
+        assert monitor["metadata"]["labels"]["release"] == "prom"
+        assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+        wanted = monitor["spec"]["selector"]["matchLabels"]
+        [service] = [
+            svc for svc in services.values()
+            if wanted.items() <= svc["metadata"]["labels"].items()
+        ]  # fmt: skip
+        [endpoint] = monitor["spec"]["endpoints"]
+        assert endpoint["port"] in [p["name"] for p in service["spec"]["ports"]]
+        assert (endpoint["path"], endpoint["scheme"]) == ("/metrics", scheme)
+        assert service["spec"]["ports"][0]["name"] == port
+
+
+@pytest.mark.parametrize(
+    ("values", "tls"),
+    [
+        ([], {
+            "serverName": f"{RELEASE}-zeroscaler-webhook.{NAMESPACE}.svc",
+            "ca": {"secret": {"name": f"{RELEASE}-zeroscaler-webhook-tls", "key": "ca.crt"}},
+        }),
+        (["--set", "certificates.mode=secret"], {"insecureSkipVerify": True}),
+        (["--set", "monitoring.serviceMonitor.webhookTlsConfig.serverName=x"], {"serverName": "x"}),
+    ],
+)  # fmt: skip
+def test_the_webhook_monitor_trusts_the_ca_in_use(
+    helm: Helm, values: list[str], tls: dict[str, Any]
+) -> None:
+    objs = render(helm, *MONITORING, *values)
+    [endpoint] = only(objs, "ServiceMonitor", f"{RELEASE}-zeroscaler-webhook")["spec"]["endpoints"]
+    assert endpoint["tlsConfig"] == tls
+
+
+def test_service_monitor_needs_the_controller_metrics_service(helm: Helm) -> None:
+    proc = helm.template(*MONITORING, "--set", "controller.metricsService.enabled=false")
+    assert proc.returncode != 0
+    assert "controller.metricsService.enabled" in proc.stderr
+
+
+def test_alerts_cover_wakes_sleepers_and_the_webhook_with_metrics_that_exist(helm: Helm) -> None:
+    rule = only(
+        render(helm, *RULES, "--set", "monitoring.prometheusRule.labels.team=ops"), "PrometheusRule"
+    )
+    assert rule["metadata"]["labels"]["team"] == "ops"
+    [group] = rule["spec"]["groups"]
+    alerts = {r["alert"]: r for r in group["rules"]}
+    assert set(alerts) == {
+        "ZeroscalerNoLeader",
+        "ZeroscalerWakesSlowOrFailing",
+        "ZeroscalerStuckAsleep",
+        "ZeroscalerWebhookErrors",
+        "ZeroscalerWebhookNotReady",
+        "ZeroscalerWebhookCertificateExpiring",
+    }
+    exposed = _exposed_names()
+    for name, alert in alerts.items():
+        used = set(re.findall(r"\b(zeroscaler_[a-z_]+)\{", alert["expr"]))
+        assert used, name
+        assert used <= exposed, f"{name} uses {sorted(used - exposed)}"
+        # Each selector names this release's namespace: another install's pods do not count.
+        assert alert["expr"].count("zeroscaler_") == alert["expr"].count(f'namespace="{NAMESPACE}"')
+        assert alert["labels"]["severity"] in ("warning", "critical")
+        assert alert["annotations"]["summary"]
+    assert 'outcome=~"error|rejected"' in alerts["ZeroscalerWebhookErrors"]["expr"]
+    assert (
+        "zeroscaler_wake_latency_seconds_bucket" in alerts["ZeroscalerWakesSlowOrFailing"]["expr"]
+    )
+
+
+def test_alert_thresholds_are_values(helm: Helm) -> None:
+    objs = render(
+        helm, *RULES,
+        "--set", "monitoring.prometheusRule.wakeLatencySeconds=2",
+        "--set", "monitoring.prometheusRule.stuckAsleepFor=30m",
+        "--set-json", "monitoring.prometheusRule.webhookErrorRatio=0.2",
+        "--set", "certificates.mode=certManager",
+    )  # fmt: skip
+    alerts = {r["alert"]: r for r in only(objs, "PrometheusRule")["spec"]["groups"][0]["rules"]}
+    assert alerts["ZeroscalerWakesSlowOrFailing"]["expr"].endswith("> 2")
+    assert alerts["ZeroscalerStuckAsleep"]["for"] == "30m"
+    assert "[30m]" in alerts["ZeroscalerStuckAsleep"]["expr"]
+    assert alerts["ZeroscalerWebhookErrors"]["expr"].endswith("> 0.2")
+    # cert-manager renews, not the webhook: its expiry gauge is not exported then.
+    assert "ZeroscalerWebhookCertificateExpiring" not in alerts
+
+
+def test_network_policies_admit_only_each_component_port(helm: Helm) -> None:
+    peer = {"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}
+    objs = render(
+        helm,
+        "--set", "networkPolicy.enabled=true",
+        "--set-json", f"networkPolicy.controller.from=[{json.dumps(peer)}]",
+    )  # fmt: skip
+    for component, port in (("controller", 8080), ("webhook", 8443)):
+        policy = only(objs, "NetworkPolicy", f"{RELEASE}-zeroscaler-{component}")
+        pod_labels = deployment(objs, component)["spec"]["template"]["metadata"]["labels"]
+        assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
+        assert policy["spec"]["policyTypes"] == ["Ingress"]
+        [rule] = policy["spec"]["ingress"]
+        assert rule["ports"] == [{"port": port, "protocol": "TCP"}]
+        ports = [p["containerPort"] for p in container(deployment(objs, component))["ports"]]
+        assert port in ports
+        assert rule.get("from") == ([peer] if component == "controller" else None)
+
+
+def test_network_policy_egress_rules_are_used_when_given(helm: Helm) -> None:
+    egress = [{"to": [{"ipBlock": {"cidr": "10.0.0.1/32"}}], "ports": [{"port": 6443}]}]
+    objs = render(
+        helm,
+        "--set", "networkPolicy.enabled=true",
+        "--set-json", f"networkPolicy.egress={json.dumps(egress)}",
+    )  # fmt: skip
+    for component in ("controller", "webhook"):
+        policy = only(objs, "NetworkPolicy", f"{RELEASE}-zeroscaler-{component}")
+        assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+        assert policy["spec"]["egress"] == egress
+
+
+def test_priority_class_for_every_pod(helm: Helm) -> None:
+    objs = render(
+        helm,
+        "--set", "controller.priorityClassName=system-cluster-critical",
+        "--set", "webhook.priorityClassName=high",
+        "--set", "certificates.job.priorityClassName=batch",
+    )  # fmt: skip
+    assert deployment(objs, "controller")["spec"]["template"]["spec"]["priorityClassName"] == (
+        "system-cluster-critical"
+    )
+    assert deployment(objs, "webhook")["spec"]["template"]["spec"]["priorityClassName"] == "high"
+    assert only(objs, "Job")["spec"]["template"]["spec"]["priorityClassName"] == "batch"
+    for _, spec in _pod_specs(render(helm)):
+        assert "priorityClassName" not in spec
+
+
 # --- values that are refused ---------------------------------------------------------------------
 
 
@@ -839,6 +1019,12 @@ def test_policy_configmap_can_be_left_out(helm: Helm) -> None:
         (["--set", "logLevel=loud"], "logLevel"),
         (["--set", "controller.rbac.watchAll=false"], "watchAll"),
         (["--set", "image.pullPolicy=Sometimes"], "pullPolicy"),
+        (["--set", "monitoring.serviceMonitor.every=1m"], "every"),
+        (["--set", "monitoring.prometheusRule.stuckAsleepFor=soon"], "stuckAsleepFor"),
+        (["--set-json", "monitoring.prometheusRule.webhookErrorRatio=2"], "webhookErrorRatio"),
+        (["--set", "networkPolicy.webhook.from=anyone"], "from"),
+        (["--set-json", 'webhook.excludeNamespaces=["Bad_Name"]'], "excludeNamespaces"),
+        (["--set-json", "certificates.job.renewal.fraction=1.5"], "fraction"),
     ],
 )
 def test_schema_rejects_bad_values(helm: Helm, flags: list[str], message: str) -> None:
