@@ -130,9 +130,9 @@ class Renewer:
         while True:
             try:
                 recheck = await self.sync()
-            except (Conflict, Invalid) as e:  # another replica wrote first: read again
+            except (Conflict, Invalid) as e:  # another replica wrote first: read again soon
                 log.debug("certificate step lost a race: %s", e)
-                recheck = datetime.now(UTC)
+                recheck = datetime.now(UTC) + timedelta(seconds=min(1.0, self.config.interval))
             except KubeError as e:
                 self.errors.inc()
                 log.warning("certificate sync failed: %s", e)
