@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+import json
 import os
 import secrets
 import ssl
@@ -907,3 +908,26 @@ def test_the_webhook_renews_with_exactly_the_chart_rbac_and_flags(
         if webhook is not None:
             stop(webhook)
         _helm(cluster, home, "uninstall", name, "--namespace", ns, "--wait")
+
+
+def test_the_api_server_accepts_the_network_policies(
+    cluster: Cluster, ns: str, tmp_path: Path
+) -> None:
+    peer = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    egress = [{"to": [{"ipBlock": {"cidr": "10.0.0.1/32"}}], "ports": [{"port": 6443}]}]
+    rendered = _helm(
+        cluster, tmp_path, "template", "zs", str(CHART), "--namespace", ns,
+        "--show-only", "templates/networkpolicy.yaml",
+        "--set", "networkPolicy.enabled=true",
+        "--set-json", f"networkPolicy.controller.from={json.dumps([peer])}",
+        "--set-json", f"networkPolicy.egress={json.dumps(egress)}",
+    )  # fmt: skip
+    assert rendered.returncode == 0, rendered.stderr
+    # Server-side dry run: the real API server validates them and stores nothing.
+    applied = cluster.kubectl(
+        "apply", "--dry-run=server", "-n", ns, "-f", "-", input=rendered.stdout
+    )
+    assert sorted(applied.stdout.split("\n")[:2]) == [
+        "networkpolicy.networking.k8s.io/zs-zeroscaler-controller created (server dry run)",
+        "networkpolicy.networking.k8s.io/zs-zeroscaler-webhook created (server dry run)",
+    ]
