@@ -17,6 +17,7 @@ from zeroscaler.kube import Kube, KubeError, NotFound
 
 SECRET_TYPE = "kubernetes.io/tls"
 WEBHOOK_CONFIGS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+BUNDLE_CURRENT = "caBundle current"
 
 
 def add_certs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -130,7 +131,7 @@ async def patch_bundle(kube: Kube, name: str, bundle: bytes) -> str:
                 {"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": wanted}
             )
     if len(ops) == 1:
-        return f"mutatingwebhookconfiguration {name}: caBundle current"
+        return f"mutatingwebhookconfiguration {name}: {BUNDLE_CURRENT}"
     await kube.patch(f"{WEBHOOK_CONFIGS}/{name}", ops, "json")
     return f"mutatingwebhookconfiguration {name}: caBundle set on {len(ops) - 1} webhook(s)"
 

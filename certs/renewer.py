@@ -23,7 +23,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from certs.command import WEBHOOK_CONFIGS, patch_bundle
+from certs.command import BUNDLE_CURRENT, WEBHOOK_CONFIGS, patch_bundle
 from certs.issue import CertPair, new_ca, new_serving_cert
 from certs.renewal import Cert, Observed, RenewalPolicy, Step, decide_renewal
 from certs.rotation import (
@@ -99,6 +99,10 @@ class Renewer:
     async def sync(self) -> datetime:
         """One pass: serve the Secret's pair, take the next step; returns when to look again."""
         now = datetime.now(UTC)
+        # The configuration first: the caBundle only ever follows the Secret, so a Secret read
+        # after it is never older than what the caBundle shows, and a patch from a replica that
+        # read a stale pair fails its resourceVersion test instead of reverting the bundle.
+        hooks = await self._webhooks()
         try:
             secret = await self.kube.get(self._secret_path)
         except NotFound:
@@ -110,7 +114,6 @@ class Renewer:
             return now + timedelta(seconds=self.config.interval)
         data = _decode(secret)
         self._write_files(data)
-        hooks = await self._webhooks()
         seen = observe(data, secret["metadata"].get("annotations") or {}, hooks)
         if seen is None:
             log.warning(
@@ -120,7 +123,8 @@ class Renewer:
         step = decide_renewal(seen, self.config.policy, now)
         if step.action == "keep":
             return step.recheck_at
-        await self._apply(step, secret, data, now)
+        if not await self._apply(step, secret, data, now):
+            return now  # another replica took this step already
         self.steps.labels(step.action).inc()
         log.info("certificate %s: %s", step.action, step.reason)
         return now  # look again at once: the next step may be due
@@ -152,13 +156,14 @@ class Renewer:
 
     async def _apply(
         self, step: Step, secret: dict[str, Any], data: dict[str, bytes], now: datetime
-    ) -> None:
+    ) -> bool:
+        """Take the step; False when there was nothing left to write."""
         bundle = split_bundle(data[CA_CERT])
         ca = CertPair(bundle[0], data[CA_KEY])
         stamps: dict[str, str] = {}
         if step.action == "patch-bundle":
-            await patch_bundle(self.kube, self.config.webhook_configuration, data[CA_CERT])
-            return
+            said = await patch_bundle(self.kube, self.config.webhook_configuration, data[CA_CERT])
+            return not said.endswith(BUNDLE_CURRENT)
         if step.action == "rotate-ca":
             ca = new_ca(lifetime=self.config.ca_lifetime, now=now)
             data = {**data, CA_CERT: b"".join([ca.cert_pem, *bundle]), CA_KEY: ca.key_pem}
@@ -179,6 +184,7 @@ class Renewer:
         # PUT with the resourceVersion read: a replica that raced us gets a 409 and reads again.
         written = await self.kube.request("PUT", self._secret_path, body=body)
         self._write_files(_decode(written))
+        return True
 
     def _write_files(self, data: dict[str, bytes]) -> x509.Certificate | None:
         """Make the files hold the Secret's serving pair; the certificate, or None when unusable."""

@@ -1044,6 +1044,15 @@ def test_chart_needs_kubernetes_1_30_or_newer(helm: Helm, version: str, accepted
         assert "kubeVersion" in proc.stderr
 
 
+def test_renewal_settle_shorter_than_two_syncs_fails_with_guidance(helm: Helm) -> None:
+    proc = helm.template(
+        "--set", "certificates.job.renewal.syncInterval=10",
+        "--set", "certificates.job.renewal.settle=15",
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert "certificates.job.renewal.settle (15) must be at least twice syncInterval" in proc.stderr
+
+
 def test_url_mode_without_a_url_fails_with_guidance(helm: Helm) -> None:
     proc = helm.template("--set", "webhook.clientConfig.mode=url")
     assert proc.returncode != 0

@@ -230,6 +230,9 @@ check against the programs' --help.
 - --port={{ .Values.webhook.port }}
 {{- if include "zeroscaler.webhook.renews" . }}
 {{- $r := .Values.certificates.job.renewal }}
+{{- if lt (float64 $r.settle) (mulf 2 $r.syncInterval) }}
+{{- fail (printf "certificates.job.renewal.settle (%v) must be at least twice syncInterval (%v): every webhook replica reads the Secret in between" $r.settle $r.syncInterval) }}
+{{- end }}
 - --cert-file=/tmp/tls/tls.crt
 - --key-file=/tmp/tls/tls.key
 - --cert-secret={{ include "zeroscaler.tlsSecretName" . }}
