@@ -902,7 +902,7 @@ def test_the_webhook_renews_with_exactly_the_chart_rbac_and_flags(
             90,
         )
         text = log.read_text()
-        assert "403" not in text, text[-3000:]
+        assert "HTTP/1.1 403" not in text, text[-3000:]
         assert "Forbidden" not in text, text[-3000:]
     finally:
         if webhook is not None:
