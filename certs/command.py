@@ -6,17 +6,18 @@ import argparse
 import asyncio
 import base64
 import sys
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from certs.rotation import CA_CERT, TLS_CERT, TLS_KEY, Material, plan_certificates
+from certs.rotation import CA_CERT, TLS_CERT, TLS_KEY, Material, plan_certificates, stamps_for
 from zeroscaler.access import load_access
 from zeroscaler.core.durations import DurationError, parse_duration
 from zeroscaler.kube import Kube, KubeError, NotFound
 
 SECRET_TYPE = "kubernetes.io/tls"
 WEBHOOK_CONFIGS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+BUNDLE_CURRENT = "caBundle current"
 
 
 def add_certs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -83,28 +84,33 @@ async def _run(args: argparse.Namespace, hosts: list[str], renew: timedelta) -> 
         said = [f"secret {args.namespace}/{args.secret}: {why or 'current, unchanged'}"]
         if why is not None:
             data = _encode(material.secret_data())
+            stamps = stamps_for(why, datetime.now(UTC))
             if secret is None:
                 body = {
                     "apiVersion": "v1",
                     "kind": "Secret",
-                    "metadata": {"name": args.secret, "namespace": args.namespace},
+                    "metadata": {
+                        "name": args.secret,
+                        "namespace": args.namespace,
+                        "annotations": stamps,
+                    },
                     "type": SECRET_TYPE,
                     "data": data,
                 }
                 await kube.create(path, body)
             else:
                 rv = secret["metadata"]["resourceVersion"]
-                patch = {"metadata": {"resourceVersion": rv}, "data": data}
+                patch = {"metadata": {"resourceVersion": rv, "annotations": stamps}, "data": data}
                 await kube.patch(f"{path}/{args.secret}", patch)
         if args.webhook_configuration:
-            said.append(await _patch_bundle(kube, args.webhook_configuration, material.bundle))
+            said.append(await patch_bundle(kube, args.webhook_configuration, material.bundle))
     if args.write_dir:
         _write(args.write_dir, material)
         said.append(f"wrote {CA_CERT}, {TLS_CERT}, {TLS_KEY}")
     return "\n".join(said)
 
 
-async def _patch_bundle(kube: Kube, name: str, bundle: bytes) -> str:
+async def patch_bundle(kube: Kube, name: str, bundle: bytes) -> str:
     """Set every webhook's caBundle, guarded by the object's resourceVersion."""
     try:
         config = await kube.get(f"{WEBHOOK_CONFIGS}/{name}")
@@ -125,7 +131,7 @@ async def _patch_bundle(kube: Kube, name: str, bundle: bytes) -> str:
                 {"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": wanted}
             )
     if len(ops) == 1:
-        return f"mutatingwebhookconfiguration {name}: caBundle current"
+        return f"mutatingwebhookconfiguration {name}: {BUNDLE_CURRENT}"
     await kube.patch(f"{WEBHOOK_CONFIGS}/{name}", ops, "json")
     return f"mutatingwebhookconfiguration {name}: caBundle set on {len(ops) - 1} webhook(s)"
 

@@ -55,13 +55,26 @@ def public_key_pem(key_pem: bytes) -> bytes:
     )
 
 
+BACKDATE = timedelta(minutes=5)  # tolerate clocks a little behind the issuer's
+
+
+def backdate_for(lifetime: timedelta) -> timedelta:
+    """How far before `now` a certificate of this lifetime starts (a twentieth for short ones)."""
+    return min(BACKDATE, lifetime / 20)
+
+
 def new_ca(
-    common_name: str = "zeroscaler-ca", *, days: int = 3650, now: datetime | None = None
+    common_name: str = "zeroscaler-ca",
+    *,
+    days: int = 3650,
+    now: datetime | None = None,
+    lifetime: timedelta | None = None,
 ) -> CertPair:
-    """A self-signed CA certificate with a P-256 key."""
+    """A self-signed CA certificate with a P-256 key, valid `days` (or `lifetime`)."""
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    start = (now or datetime.now(UTC)) - timedelta(minutes=5)
+    lifetime = lifetime or timedelta(days=days)
+    start = (now or datetime.now(UTC)) - backdate_for(lifetime)
     cert = (
         x509.CertificateBuilder()
         .subject_name(name)
@@ -69,7 +82,7 @@ def new_ca(
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(start)
-        .not_valid_after(start + timedelta(days=days))
+        .not_valid_after(start + lifetime)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(
             x509.KeyUsage(
@@ -99,6 +112,7 @@ def new_serving_cert(
     now: datetime | None = None,
     client: bool = False,
     organization: str | None = None,
+    lifetime: timedelta | None = None,
 ) -> CertPair:
     """A leaf certificate for `hosts` (DNS names or IP addresses) signed by `ca`."""
     ca_cert = ca.cert
@@ -115,7 +129,8 @@ def new_serving_cert(
     attrs = [x509.NameAttribute(NameOID.COMMON_NAME, hosts[0] if hosts else "zeroscaler")]
     if organization:
         attrs.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
-    start = (now or datetime.now(UTC)) - timedelta(minutes=5)
+    lifetime = lifetime or timedelta(days=days)
+    start = (now or datetime.now(UTC)) - backdate_for(lifetime)
     usage = [ExtendedKeyUsageOID.CLIENT_AUTH] if client else [ExtendedKeyUsageOID.SERVER_AUTH]
     builder = (
         x509.CertificateBuilder()
@@ -124,7 +139,7 @@ def new_serving_cert(
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(start)
-        .not_valid_after(start + timedelta(days=days))
+        .not_valid_after(start + lifetime)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage(usage), critical=False)
         .add_extension(

@@ -13,6 +13,8 @@ from certs.issue import CertPair, expires_within, new_ca, new_serving_cert
 
 CA_CERT, CA_KEY, TLS_CERT, TLS_KEY = "ca.crt", "ca.key", "tls.crt", "tls.key"
 _PEM_END = b"-----END CERTIFICATE-----"
+# On the Secret: when its newest CA and its serving pair were written (renewal waits from these).
+CA_SINCE, SERVING_SINCE = "zeroscaler.io/ca-since", "zeroscaler.io/serving-since"
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,9 +59,21 @@ def plan_certificates(
         )
     if rotate_serving or expires_within(serving.cert_pem, renew_before, now=now):
         return Material(ca, new_serving_cert(ca, list(hosts), now=now), bundle), "serving rotated"
-    if sorted(_names(serving.cert_pem)) != sorted(set(hosts)):
+    if sorted(names_of(serving.cert_pem)) != sorted(set(hosts)):
         return Material(ca, new_serving_cert(ca, list(hosts), now=now), bundle), "hosts changed"
     return Material(ca, serving, bundle), None
+
+
+def stamp(now: datetime) -> str:
+    """An RFC 3339 UTC time with milliseconds, for the Secret's annotations."""
+    return now.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def stamps_for(why: str, now: datetime) -> dict[str, str]:
+    """The annotations a change of this kind (from `plan_certificates`) sets."""
+    if why in ("issued", "CA rotated"):
+        return {CA_SINCE: stamp(now), SERVING_SINCE: stamp(now)}
+    return {SERVING_SINCE: stamp(now)}
 
 
 def split_bundle(bundle: bytes) -> list[bytes]:
@@ -84,7 +98,8 @@ def _read(existing: Mapping[str, bytes] | None) -> tuple[CertPair, CertPair, byt
     return ca, serving, bundle
 
 
-def _names(cert_pem: bytes) -> list[str]:
+def names_of(cert_pem: bytes) -> list[str]:
+    """The DNS names and IP addresses a certificate is for."""
     cert = x509.load_pem_x509_certificate(cert_pem)
     try:
         sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value

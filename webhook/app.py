@@ -41,6 +41,7 @@ def create_app(
 ) -> FastAPI:
     """The webhook app; without a `source` it watches the cluster named by `settings`."""
     registry = registry if registry is not None else CollectorRegistry()
+    excluded = frozenset([*settings.exclude_namespaces, settings.namespace])
     live = source if source is not None else _live_source(settings, registry)
     reviews = Counter(
         "zeroscaler_webhook_reviews",
@@ -106,6 +107,7 @@ def create_app(
                 view.discovery,
                 namespace_labels=labels,
                 custom_resources=view.custom_resources,
+                excluded_namespaces=excluded,
             )
         except Exception:  # a bug must not block every deployment; admit unchanged and say so
             log.exception("deciding %s/%s failed", namespace, req.get("name"))

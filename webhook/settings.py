@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Self
+
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from zeroscaler.core.durations import DurationError, parse_duration
 
 
 class Settings(BaseSettings):
@@ -36,8 +40,61 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         default=8 * 1024 * 1024, gt=0, description="largest review accepted"
     )
+    exclude_namespaces: list[str] = Field(
+        default=["kube-system"],
+        description="namespaces never mutated, whatever their labels (--namespace is always one)",
+    )
     log_level: str = Field(default="info", description="debug, info, warning or error")
     gc_freeze: bool = Field(
         default=True,
         description="once caches are loaded, keep long-lived objects out of garbage collection",
     )
+    cert_secret: str = Field(
+        default="",
+        description="TLS Secret (in --namespace) to serve from and renew; empty: only the files",
+    )
+    cert_webhook_configuration: str = Field(
+        default="",
+        description="MutatingWebhookConfiguration whose caBundle is kept equal to the Secret's CAs",
+    )
+    cert_renew_fraction: float = Field(
+        default=0.67, gt=0, lt=1, description="renew once this fraction of a lifetime has passed"
+    )
+    cert_serving_lifetime: float = Field(
+        default=365 * 86400.0, gt=0, description="lifetime of a renewed serving certificate (8760h)"
+    )
+    cert_ca_lifetime: float = Field(
+        default=3650 * 86400.0, gt=0, description="lifetime of a rotated CA (87600h)"
+    )
+    cert_sync_interval: float = Field(
+        default=10.0, gt=0, description="seconds between reads of the TLS Secret"
+    )
+    cert_settle: float = Field(
+        default=60.0,
+        gt=0,
+        description="seconds a renewal step is given to reach every API server and replica",
+    )
+
+    @field_validator("cert_serving_lifetime", "cert_ca_lifetime", mode="before")
+    @classmethod
+    def _duration(cls, value: object) -> object:
+        if isinstance(value, str):
+            try:
+                return parse_duration(value)
+            except DurationError as e:
+                raise ValueError(f"{e}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _renewal_fits(self) -> Self:
+        if self.cert_settle < 2 * self.cert_sync_interval:
+            raise ValueError(
+                f"cert_settle ({self.cert_settle:g}s) must be at least twice cert_sync_interval "
+                f"({self.cert_sync_interval:g}s): every replica must read the Secret in between"
+            )
+        if self.cert_ca_lifetime * (1 - self.cert_renew_fraction) <= 3 * self.cert_settle:
+            raise ValueError(
+                "cert_ca_lifetime after its renewal point must exceed three cert_settle times "
+                "(the old CA stays trusted through the rotation's steps)"
+            )
+        return self

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+import json
 import os
 import secrets
 import ssl
@@ -17,6 +18,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from certs.issue import new_ca, new_serving_cert
+from certs.rotation import split_bundle, stamps_for
 from localcluster.cluster import Cluster
 from localcluster.processes import free_port, stop
 from tests.support.recording_webhook import RecordingWebhook as Recorder
@@ -290,6 +293,9 @@ def test_webhook_configuration_points_at_the_url_with_the_given_ca(
     assert hook.client_config.service is None
     assert base64.b64decode(hook.client_config.ca_bundle) == recorder.ca_pem
     assert hook.namespace_selector.match_labels == {ENABLED_LABEL: "true"}
+    [expression] = hook.namespace_selector.match_expressions
+    assert (expression.key, expression.operator) == ("kubernetes.io/metadata.name", "NotIn")
+    assert expression.values == [installed.namespace, "kube-system"]
     assert hook.failure_policy == "Ignore"
     assert hook.side_effects == "None"
     assert hook.reinvocation_policy == "IfNeeded"
@@ -367,6 +373,16 @@ def test_api_server_calls_the_webhook_for_opted_in_namespaces_only(
     apps.create_namespaced_deployment(ns, _deployment("bystander"))
     assert annotated(ns, "bystander") is None
     assert recorder.saw("Deployment", ns, "bystander") == []
+
+    # The release's own namespace is never sent, even when someone opts it in.
+    k8s.CoreV1Api(api).patch_namespace(
+        installed.namespace, {"metadata": {"labels": {ENABLED_LABEL: "true"}}}
+    )
+    apps.create_namespaced_deployment(installed.namespace, _deployment("own"))
+    apps.create_namespaced_deployment(opted_ns, _deployment("after"))  # the webhook still works
+    assert annotated(opted_ns, "after") == "chart-url"
+    assert annotated(installed.namespace, "own") is None
+    assert recorder.saw("Deployment", installed.namespace, "own") == []
 
 
 def test_policy_configmap_holds_the_defaults(api: k8s.ApiClient, installed: Release) -> None:
@@ -798,3 +814,120 @@ def test_controller_and_webhook_work_with_the_charts_flags_and_rbac(
         for program in programs:
             program.stop()
         _helm(cluster, home, "uninstall", name, "--namespace", ns, "--wait")
+
+
+# --- in-process renewal with the chart's own identity ---------------------------------------------
+
+
+def test_the_webhook_renews_with_exactly_the_chart_rbac_and_flags(
+    cluster: Cluster, api: k8s.ApiClient, ns: str, tmp_path: Path
+) -> None:
+    """The real webhook, as the chart's ServiceAccount with the chart's flags, rotates the CA."""
+    name, port = f"zs-{secrets.token_hex(3)}", free_port()
+    fullname = f"{name}-zeroscaler"
+    values = [
+        "--set", "webhook.clientConfig.mode=url",
+        "--set", f"webhook.clientConfig.url=https://127.0.0.1:{port}/mutate",
+        "--set", "certificates.mode=job",
+        "--set", "certificates.job.renewal.servingLifetime=8s",
+        "--set", "certificates.job.renewal.caLifetime=24s",
+        "--set-json", "certificates.job.renewal.fraction=0.5",
+        "--set-json", "certificates.job.renewal.syncInterval=0.25",
+        "--set-json", "certificates.job.renewal.settle=1.5",
+    ]  # fmt: skip
+    home = tmp_path / "helm"
+    proc = _helm(cluster, home, "install", name, str(CHART), "--namespace", ns, "--wait",
+                 "--timeout", "180s", *values)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    webhook: subprocess.Popen[bytes] | None = None
+    log = tmp_path / "webhook.log"
+    try:
+        # kwok runs no Job: write the Secret the certs Job would have, with seconds-long lifetimes.
+        now = datetime.now(UTC)
+        ca = new_ca("chart-renewal-ca", lifetime=timedelta(seconds=24), now=now)
+        pair = new_serving_cert(ca, ["127.0.0.1"], lifetime=timedelta(seconds=8), now=now)
+        secret = f"{fullname}-webhook-tls"
+        raw = {"ca.crt": ca.cert_pem, "ca.key": ca.key_pem, "tls.crt": pair.cert_pem,
+               "tls.key": pair.key_pem}  # fmt: skip
+        core = k8s.CoreV1Api(api)
+        core.create_namespaced_secret(
+            ns,
+            {
+                "metadata": {"name": secret, "annotations": stamps_for("issued", now)},
+                "type": "kubernetes.io/tls",
+                "data": {k: base64.b64encode(v).decode() for k, v in raw.items()},
+            },
+        )
+        rendered = _helm(cluster, home, "template", name, str(CHART), "--namespace", ns,
+                         "--show-only", "templates/webhook-deployment.yaml", *values)  # fmt: skip
+        assert rendered.returncode == 0, rendered.stderr
+        [dep] = [d for d in yaml.safe_load_all(rendered.stdout) if d]
+        [container] = dep["spec"]["template"]["spec"]["containers"]
+        local = {"/tmp/tls/": f"{tmp_path}/tls/", "--host=0.0.0.0": "--host=127.0.0.1"}
+        args = []
+        for arg in container["args"]:
+            for old, new in local.items():
+                arg = arg.replace(old, new)
+            args.append(arg.replace("--port=8443", f"--port={port}"))
+        kubeconfig = _service_account_kubeconfig(
+            cluster,
+            tmp_path / "sa.kubeconfig",
+            ns,
+            dep["spec"]["template"]["spec"]["serviceAccountName"],
+        )
+        binary = Path(sys.executable).parent / container["command"][0]
+        with log.open("ab") as out:
+            webhook = subprocess.Popen(
+                [str(binary), *args, f"--kubeconfig={kubeconfig}"],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        admission = k8s.AdmissionregistrationV1Api(api)
+
+        def rotated_and_bundled() -> bool:
+            assert webhook is not None
+            assert webhook.poll() is None, log.read_text()
+            data = core.read_namespaced_secret(secret, ns).data
+            cas = split_bundle(base64.b64decode(data["ca.crt"]))
+            hooks = admission.read_mutating_webhook_configuration(fullname).webhooks
+            return (
+                len(cas) == 1
+                and cas[0] != ca.cert_pem
+                and all(h.client_config.ca_bundle == data["ca.crt"] for h in hooks)
+            )
+
+        wait_for(
+            rotated_and_bundled,
+            f"a CA rotation as the chart's webhook\n{log.read_text()[-3000:]}",
+            90,
+        )
+        text = log.read_text()
+        assert "HTTP/1.1 403" not in text, text[-3000:]
+        assert "Forbidden" not in text, text[-3000:]
+    finally:
+        if webhook is not None:
+            stop(webhook)
+        _helm(cluster, home, "uninstall", name, "--namespace", ns, "--wait")
+
+
+def test_the_api_server_accepts_the_network_policies(
+    cluster: Cluster, ns: str, tmp_path: Path
+) -> None:
+    peer = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    egress = [{"to": [{"ipBlock": {"cidr": "10.0.0.1/32"}}], "ports": [{"port": 6443}]}]
+    rendered = _helm(
+        cluster, tmp_path, "template", "zs", str(CHART), "--namespace", ns,
+        "--show-only", "templates/networkpolicy.yaml",
+        "--set", "networkPolicy.enabled=true",
+        "--set-json", f"networkPolicy.controller.from={json.dumps([peer])}",
+        "--set-json", f"networkPolicy.egress={json.dumps(egress)}",
+    )  # fmt: skip
+    assert rendered.returncode == 0, rendered.stderr
+    # Server-side dry run: the real API server validates them and stores nothing.
+    applied = cluster.kubectl(
+        "apply", "--dry-run=server", "-n", ns, "-f", "-", input=rendered.stdout
+    )
+    assert sorted(applied.stdout.split("\n")[:2]) == [
+        "networkpolicy.networking.k8s.io/zs-zeroscaler-controller created (server dry run)",
+        "networkpolicy.networking.k8s.io/zs-zeroscaler-webhook created (server dry run)",
+    ]

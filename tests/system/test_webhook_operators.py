@@ -71,8 +71,11 @@ def expected_annotations(name: str, namespace: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def hook(cluster: Cluster, api: k8s.ApiClient, tmp_path: Path, opted_ns: str) -> Iterator[Webhook]:
-    with running_webhook(cluster, api, tmp_path, opted_ns) as running:
+def hook(
+    cluster: Cluster, api: k8s.ApiClient, tmp_path: Path, ns: str, opted_ns: str
+) -> Iterator[Webhook]:
+    # Policy in a namespace of its own: the webhook never mutates in the one it runs in.
+    with running_webhook(cluster, api, tmp_path, ns) as running:
         running.enrol(api, opted_ns)
         yield running
 

@@ -272,6 +272,29 @@ def test_other_requests_are_left_alone(req: AdmissionRequest) -> None:
     assert decide(req).patch == []
 
 
+@pytest.mark.parametrize(
+    ("namespace", "excluded", "reason"),
+    [
+        ("kube-system", None, "namespace kube-system is excluded from mutation"),
+        ("zeroscaler", {"kube-system", "zeroscaler"}, "namespace zeroscaler is excluded"),
+        ("kube-system", {"zeroscaler"}, "added"),
+        (NS, {"kube-system", "zeroscaler"}, "added"),
+    ],
+)
+def test_excluded_namespaces_are_never_mutated_whatever_their_labels(
+    namespace: str, excluded: set[str] | None, reason: str
+) -> None:
+    obj = workload()
+    extra = {} if excluded is None else {"excluded_namespaces": excluded}
+    req = request(obj, namespace=namespace)
+    decision = decide_patch(
+        req, DEFAULT_POLICY, RBAC, DISCOVERY, namespace_labels=OPTED, custom_resources=CUSTOM,
+        **extra,
+    )  # fmt: skip
+    assert reason in decision.reason
+    assert (decision.patch == []) == ("excluded" in reason)
+
+
 def test_unknown_namespace_labels_trust_the_selector() -> None:
     obj = workload()
     decision = decide(request(obj), DEFAULT_POLICY, None)

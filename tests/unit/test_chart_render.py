@@ -6,20 +6,28 @@ import argparse
 import base64
 import json
 import os
+import re
 import subprocess
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from prometheus_client import CollectorRegistry
 from pydantic_settings import CliApp
 
 from certs.command import add_certs
+from certs.renewal import RenewalPolicy
+from certs.renewer import Renewer, RenewerConfig
+from controller.metrics import Metrics as ControllerMetrics
 from controller.settings import parse_settings as parse_controller_flags
 from image import build as image_build
 from localcluster import build
+from webhook.app import create_app
 from webhook.settings import Settings as WebhookSettings
+from webhook.state import StaticSource
 from zeroscaler.access import in_cluster
 from zeroscaler.core.policy import DEFAULT_IGNORE, parse_policy
 
@@ -224,7 +232,7 @@ def test_names_fit_kubernetes_limits_for_a_long_release_name(helm: Helm) -> None
 
 def test_webhook_matches_opted_in_namespaces_and_apps_workloads(helm: Helm) -> None:
     entry = webhook_entry(render(helm))
-    assert entry["namespaceSelector"] == {"matchLabels": {ENABLED_LABEL: "true"}}
+    assert entry["namespaceSelector"]["matchLabels"] == {ENABLED_LABEL: "true"}
     assert entry["rules"] == [
         {
             "apiGroups": ["apps"],
@@ -240,6 +248,28 @@ def test_webhook_matches_opted_in_namespaces_and_apps_workloads(helm: Helm) -> N
     assert entry["reinvocationPolicy"] == "IfNeeded"
     assert 1 <= entry["timeoutSeconds"] <= 10
     assert "objectSelector" not in entry
+
+
+@pytest.mark.parametrize(
+    ("values", "excluded"),
+    [
+        ([], [NAMESPACE, "kube-system"]),
+        (["--set-json", 'webhook.excludeNamespaces=["kube-system","ops"]'],
+         [NAMESPACE, "kube-system", "ops"]),
+        (["--set-json", "webhook.excludeNamespaces=[]"], [NAMESPACE]),
+        (["--set-json", f'webhook.excludeNamespaces=["{NAMESPACE}"]'], [NAMESPACE]),
+    ],
+)  # fmt: skip
+def test_the_release_namespace_and_excluded_ones_are_never_sent_to_the_webhook(
+    helm: Helm, values: list[str], excluded: list[str]
+) -> None:
+    objs = render(helm, *values)
+    assert webhook_entry(objs)["namespaceSelector"]["matchExpressions"] == [
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": excluded}
+    ]
+    # The webhook itself refuses the same namespaces, should a request reach it anyway.
+    settings = CliApp.run(WebhookSettings, cli_args=_args(objs, "webhook"))
+    assert {*settings.exclude_namespaces, settings.namespace} == set(excluded)
 
 
 def test_service_mode_points_the_api_server_at_the_webhook_pods(helm: Helm) -> None:
@@ -277,15 +307,19 @@ def test_failure_policy_is_configurable(helm: Helm, policy: str) -> None:
 def test_object_selector_narrows_the_webhook_when_given(helm: Helm) -> None:
     entry = webhook_entry(render(helm, "--set", "webhook.objectSelector.matchLabels.team=a"))
     assert entry["objectSelector"] == {"matchLabels": {"team": "a"}}
-    assert entry["namespaceSelector"] == {"matchLabels": {ENABLED_LABEL: "true"}}
+    assert entry["namespaceSelector"]["matchLabels"] == {ENABLED_LABEL: "true"}
 
 
 # --- certificates --------------------------------------------------------------------------------
 
 
 def _tls_secret_of_webhook(objs: list[Obj]) -> str:
+    """The Secret the webhook serves from: mounted, or read by its renewal (--cert-secret)."""
     volumes = deployment(objs, "webhook")["spec"]["template"]["spec"]["volumes"]
-    name: str = next(v["secret"]["secretName"] for v in volumes if "secret" in v)
+    mounted = [v["secret"]["secretName"] for v in volumes if "secret" in v]
+    read = [a.split("=", 1)[1] for a in _args(objs, "webhook") if a.startswith("--cert-secret=")]
+    assert len(mounted + read) == 1, (mounted, read)
+    name: str = (mounted + read)[0]
     return name
 
 
@@ -388,18 +422,44 @@ def test_no_rule_grants_every_verb(helm: Helm) -> None:
                 assert "*" not in rule["verbs"], name
 
 
-def test_only_the_certs_job_may_touch_secrets_by_name(helm: Helm) -> None:
+def test_only_the_certs_job_and_renewal_may_touch_secrets_by_name(helm: Helm) -> None:
     objs = render(helm)
+    tls = _tls_secret_of_webhook(objs)
     for name, rules in roles(objs).items():
         named = [r for r in rules if "secrets" in (r.get("resources") or [])]
         if name == f"Role/{RELEASE}-zeroscaler-certs":
             assert named, "the certs Job needs its Secret"
-            assert grants(rules, "", "secrets", "patch", _tls_secret_of_webhook(objs))
+            assert grants(rules, "", "secrets", "patch", tls)
             assert not grants(rules, "", "secrets", "patch", "someone-elses")
             assert not grants(rules, "", "secrets", "get", "someone-elses")
             assert not grants(rules, "", "secrets", "list")
+        elif name == f"Role/{RELEASE}-zeroscaler-webhook":
+            assert grants(rules, "", "secrets", "get", tls)
+            assert grants(rules, "", "secrets", "update", tls)
+            for verb in ("get", "update"):
+                assert not grants(rules, "", "secrets", verb, "someone-elses")
+            for verb in ("list", "watch", "create", "patch", "delete"):
+                assert not grants(rules, "", "secrets", verb, tls), verb
         else:
             assert not named, name
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        ["--set", "certificates.mode=certManager"],
+        ["--set", "certificates.mode=secret"],
+        ["--set", "certificates.job.renewal.enabled=false"],
+    ],
+)
+def test_a_webhook_that_does_not_renew_may_not_touch_secrets_or_its_configuration(
+    helm: Helm, values: list[str]
+) -> None:
+    objs = render(helm, *values)
+    prefix = f"{RELEASE}-zeroscaler-webhook"
+    assert write_grants(roles(objs)[f"ClusterRole/{prefix}"]) == set()
+    assert not [r for r in roles(objs)[f"Role/{prefix}"] if "secrets" in r["resources"]]
+    assert not [a for a in _args(objs, "webhook") if a.startswith("--cert-secret")]
 
 
 def test_wildcard_resources_are_read_only(helm: Helm) -> None:
@@ -425,10 +485,20 @@ def test_write_access_is_exactly_what_each_part_needs(helm: Helm) -> None:
         ("coordination.k8s.io", "leases", "create"),
         ("coordination.k8s.io", "leases", "patch"),
     }
-    assert write_grants(by_name[f"ClusterRole/{prefix}-webhook"]) == set()
+    # Renewal (the default mode): its own caBundle, by name, and the TLS Secret, by name.
+    assert write_grants(by_name[f"ClusterRole/{prefix}-webhook"]) == {
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch")
+    }
+    hook_rules = by_name[f"ClusterRole/{prefix}-webhook"]
+    config = f"{RELEASE}-zeroscaler"
+    assert grants(hook_rules, "admissionregistration.k8s.io", "mutatingwebhookconfigurations",
+                  "patch", config)  # fmt: skip
+    assert not grants(hook_rules, "admissionregistration.k8s.io", "mutatingwebhookconfigurations",
+                      "patch", "someone-elses")  # fmt: skip
     assert write_grants(by_name[f"Role/{prefix}-webhook"]) == {
         ("", "events", "create"),
         ("", "events", "patch"),
+        ("", "secrets", "update"),
     }
     assert write_grants(by_name[f"ClusterRole/{prefix}-certs"]) == {
         ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch")
@@ -692,8 +762,42 @@ def test_webhook_flags_are_understood_by_zeroscaler_webhook(helm: Helm) -> None:
     mounts = {
         m["name"]: m["mountPath"] for m in container(deployment(objs, "webhook"))["volumeMounts"]
     }
+    # Renewing, it writes the Secret's pair into its writable scratch volume.
+    assert settings.cert_file == f"{mounts['tmp']}/tls/tls.crt"
+    assert settings.key_file == f"{mounts['tmp']}/tls/tls.key"
+    assert settings.cert_secret == f"{RELEASE}-zeroscaler-webhook-tls"
+    assert settings.cert_webhook_configuration == f"{RELEASE}-zeroscaler"
+    assert settings.cert_renew_fraction == 0.67
+    assert settings.cert_serving_lifetime == 365 * 86400
+    assert settings.cert_ca_lifetime == 3650 * 86400
+    assert (settings.cert_sync_interval, settings.cert_settle) == (10, 60)
+
+
+def test_renewal_values_reach_the_webhook_flags(helm: Helm) -> None:
+    objs = render(
+        helm,
+        "--set-json", "certificates.job.renewal.fraction=0.5",
+        "--set", "certificates.job.renewal.servingLifetime=720h",
+        "--set", "certificates.job.renewal.caLifetime=8760h",
+        "--set", "certificates.job.renewal.syncInterval=5",
+        "--set", "certificates.job.renewal.settle=30",
+    )  # fmt: skip
+    settings = CliApp.run(WebhookSettings, cli_args=_args(objs, "webhook"))
+    assert settings.cert_renew_fraction == 0.5
+    assert settings.cert_serving_lifetime == 720 * 3600
+    assert settings.cert_ca_lifetime == 8760 * 3600
+    assert (settings.cert_sync_interval, settings.cert_settle) == (5, 30)
+
+
+def test_webhook_flags_without_renewal_serve_the_mounted_pair(helm: Helm) -> None:
+    objs = render(helm, "--set", "certificates.mode=certManager")
+    settings = CliApp.run(WebhookSettings, cli_args=_args(objs, "webhook"))
+    mounts = {
+        m["name"]: m["mountPath"] for m in container(deployment(objs, "webhook"))["volumeMounts"]
+    }
     assert settings.cert_file == f"{mounts['tls']}/tls.crt"
     assert settings.key_file == f"{mounts['tls']}/tls.key"
+    assert settings.cert_secret == ""
 
 
 def test_certs_job_flags_are_understood_by_zeroscaler_certs(helm: Helm) -> None:
@@ -715,10 +819,17 @@ def test_certs_job_flags_are_understood_by_zeroscaler_certs(helm: Helm) -> None:
     assert f"{service}.{NAMESPACE}.svc" in args.host
 
 
-def test_webhook_pods_mount_only_the_serving_pair(helm: Helm) -> None:
-    volumes = deployment(render(helm), "webhook")["spec"]["template"]["spec"]["volumes"]
+@pytest.mark.parametrize("mode", ["certManager", "secret"])
+def test_webhook_pods_mount_only_the_serving_pair(helm: Helm, mode: str) -> None:
+    objs = render(helm, "--set", f"certificates.mode={mode}")
+    volumes = deployment(objs, "webhook")["spec"]["template"]["spec"]["volumes"]
     tls = next(v for v in volumes if "secret" in v)
     assert sorted(item["key"] for item in tls["secret"]["items"]) == ["tls.crt", "tls.key"]
+
+
+def test_a_renewing_webhook_mounts_no_secret(helm: Helm) -> None:
+    volumes = deployment(render(helm), "webhook")["spec"]["template"]["spec"]["volumes"]
+    assert not [v for v in volumes if "secret" in v]
 
 
 # --- policy --------------------------------------------------------------------------------------
@@ -778,6 +889,178 @@ def test_policy_configmap_can_be_left_out(helm: Helm) -> None:
     assert not any(o["kind"] == "ConfigMap" for o in render(helm, "--set", "policy.create=false"))
 
 
+# --- monitoring, network policies, priority -----------------------------------------------------
+
+MONITORING = ["--set", "monitoring.serviceMonitor.enabled=true"]
+RULES = ["--set", "monitoring.prometheusRule.enabled=true"]
+
+
+def _exposed_names() -> set[str]:
+    """Every sample name the controller and the webhook expose on /metrics."""
+    controller = ControllerMetrics(lambda: {}, lambda: 0, lambda: False).registry
+    webhook = CollectorRegistry()
+    create_app(WebhookSettings(gc_freeze=False), StaticSource(), webhook)
+    renewal = CollectorRegistry()
+    day = timedelta(days=1)
+    config = RenewerConfig(
+        "ns", "tls", "", Path("c"), Path("k"), RenewalPolicy(0.5, day), day, day, 1
+    )
+    Renewer(None, config, lambda: None, renewal)  # type: ignore[arg-type]  # metrics only
+    suffixes = {"counter": ["_total"], "histogram": ["_bucket", "_sum", "_count"], "gauge": [""]}
+    return {
+        family.name + suffix
+        for registry in (controller, webhook, renewal)
+        for family in registry.collect()
+        for suffix in suffixes.get(family.type, [""])
+    }
+
+
+def test_nothing_for_prometheus_or_network_policies_by_default(helm: Helm) -> None:
+    found = set(kinds(render(helm)))
+    assert not found & {"ServiceMonitor", "PrometheusRule", "NetworkPolicy"}
+
+
+def test_service_monitors_scrape_both_components_through_their_services(helm: Helm) -> None:
+    objs = render(helm, *MONITORING, "--set", "monitoring.serviceMonitor.labels.release=prom")
+    services = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Service"}
+    for component, port, scheme in (
+        ("controller", "metrics", "http"),
+        ("webhook", "https", "https"),
+    ):
+        monitor = only(objs, "ServiceMonitor", f"{RELEASE}-zeroscaler-{component}")
+        assert monitor["metadata"]["labels"]["release"] == "prom"
+        assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+        wanted = monitor["spec"]["selector"]["matchLabels"]
+        [service] = [
+            svc for svc in services.values()
+            if wanted.items() <= svc["metadata"]["labels"].items()
+        ]  # fmt: skip
+        [endpoint] = monitor["spec"]["endpoints"]
+        assert endpoint["port"] in [p["name"] for p in service["spec"]["ports"]]
+        assert (endpoint["path"], endpoint["scheme"]) == ("/metrics", scheme)
+        assert service["spec"]["ports"][0]["name"] == port
+
+
+@pytest.mark.parametrize(
+    ("values", "tls"),
+    [
+        ([], {
+            "serverName": f"{RELEASE}-zeroscaler-webhook.{NAMESPACE}.svc",
+            "ca": {"secret": {"name": f"{RELEASE}-zeroscaler-webhook-tls", "key": "ca.crt"}},
+        }),
+        (["--set", "certificates.mode=secret"], {"insecureSkipVerify": True}),
+        (["--set", "monitoring.serviceMonitor.webhookTlsConfig.serverName=x"], {"serverName": "x"}),
+    ],
+)  # fmt: skip
+def test_the_webhook_monitor_trusts_the_ca_in_use(
+    helm: Helm, values: list[str], tls: dict[str, Any]
+) -> None:
+    objs = render(helm, *MONITORING, *values)
+    [endpoint] = only(objs, "ServiceMonitor", f"{RELEASE}-zeroscaler-webhook")["spec"]["endpoints"]
+    assert endpoint["tlsConfig"] == tls
+
+
+def test_service_monitor_needs_the_controller_metrics_service(helm: Helm) -> None:
+    proc = helm.template(*MONITORING, "--set", "controller.metricsService.enabled=false")
+    assert proc.returncode != 0
+    assert "controller.metricsService.enabled" in proc.stderr
+
+
+def test_alerts_cover_wakes_sleepers_and_the_webhook_with_metrics_that_exist(helm: Helm) -> None:
+    rule = only(
+        render(helm, *RULES, "--set", "monitoring.prometheusRule.labels.team=ops"), "PrometheusRule"
+    )
+    assert rule["metadata"]["labels"]["team"] == "ops"
+    [group] = rule["spec"]["groups"]
+    alerts = {r["alert"]: r for r in group["rules"]}
+    assert set(alerts) == {
+        "ZeroscalerNoLeader",
+        "ZeroscalerWakesSlowOrFailing",
+        "ZeroscalerStuckAsleep",
+        "ZeroscalerWebhookErrors",
+        "ZeroscalerWebhookNotReady",
+        "ZeroscalerWebhookCertificateExpiring",
+    }
+    exposed = _exposed_names()
+    for name, alert in alerts.items():
+        used = set(re.findall(r"\b(zeroscaler_[a-z_]+)\{", alert["expr"]))
+        assert used, name
+        assert used <= exposed, f"{name} uses {sorted(used - exposed)}"
+        # Each selector names this release's namespace: another install's pods do not count.
+        assert alert["expr"].count("zeroscaler_") == alert["expr"].count(f'namespace="{NAMESPACE}"')
+        assert alert["labels"]["severity"] in ("warning", "critical")
+        assert alert["annotations"]["summary"]
+    assert 'outcome=~"error|rejected"' in alerts["ZeroscalerWebhookErrors"]["expr"]
+    assert (
+        "zeroscaler_wake_latency_seconds_bucket" in alerts["ZeroscalerWakesSlowOrFailing"]["expr"]
+    )
+
+
+def test_alert_thresholds_are_values(helm: Helm) -> None:
+    objs = render(
+        helm, *RULES,
+        "--set", "monitoring.prometheusRule.wakeLatencySeconds=2",
+        "--set", "monitoring.prometheusRule.stuckAsleepFor=30m",
+        "--set-json", "monitoring.prometheusRule.webhookErrorRatio=0.2",
+        "--set", "certificates.mode=certManager",
+    )  # fmt: skip
+    alerts = {r["alert"]: r for r in only(objs, "PrometheusRule")["spec"]["groups"][0]["rules"]}
+    assert alerts["ZeroscalerWakesSlowOrFailing"]["expr"].endswith("> 2")
+    assert alerts["ZeroscalerStuckAsleep"]["for"] == "30m"
+    assert "[30m]" in alerts["ZeroscalerStuckAsleep"]["expr"]
+    assert alerts["ZeroscalerWebhookErrors"]["expr"].endswith("> 0.2")
+    # cert-manager renews, not the webhook: its expiry gauge is not exported then.
+    assert "ZeroscalerWebhookCertificateExpiring" not in alerts
+
+
+def test_network_policies_admit_only_each_component_port(helm: Helm) -> None:
+    peer = {"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}
+    objs = render(
+        helm,
+        "--set", "networkPolicy.enabled=true",
+        "--set-json", f"networkPolicy.controller.from=[{json.dumps(peer)}]",
+    )  # fmt: skip
+    for component, port in (("controller", 8080), ("webhook", 8443)):
+        policy = only(objs, "NetworkPolicy", f"{RELEASE}-zeroscaler-{component}")
+        pod_labels = deployment(objs, component)["spec"]["template"]["metadata"]["labels"]
+        assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
+        assert policy["spec"]["policyTypes"] == ["Ingress"]
+        [rule] = policy["spec"]["ingress"]
+        assert rule["ports"] == [{"port": port, "protocol": "TCP"}]
+        ports = [p["containerPort"] for p in container(deployment(objs, component))["ports"]]
+        assert port in ports
+        assert rule.get("from") == ([peer] if component == "controller" else None)
+
+
+def test_network_policy_egress_rules_are_used_when_given(helm: Helm) -> None:
+    egress = [{"to": [{"ipBlock": {"cidr": "10.0.0.1/32"}}], "ports": [{"port": 6443}]}]
+    objs = render(
+        helm,
+        "--set", "networkPolicy.enabled=true",
+        "--set-json", f"networkPolicy.egress={json.dumps(egress)}",
+    )  # fmt: skip
+    for component in ("controller", "webhook"):
+        policy = only(objs, "NetworkPolicy", f"{RELEASE}-zeroscaler-{component}")
+        assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+        assert policy["spec"]["egress"] == egress
+
+
+def test_priority_class_for_every_pod(helm: Helm) -> None:
+    objs = render(
+        helm,
+        "--set", "controller.priorityClassName=system-cluster-critical",
+        "--set", "webhook.priorityClassName=high",
+        "--set", "certificates.job.priorityClassName=batch",
+    )  # fmt: skip
+    assert deployment(objs, "controller")["spec"]["template"]["spec"]["priorityClassName"] == (
+        "system-cluster-critical"
+    )
+    assert deployment(objs, "webhook")["spec"]["template"]["spec"]["priorityClassName"] == "high"
+    assert only(objs, "Job")["spec"]["template"]["spec"]["priorityClassName"] == "batch"
+    for _, spec in _pod_specs(render(helm)):
+        assert "priorityClassName" not in spec
+
+
 # --- values that are refused ---------------------------------------------------------------------
 
 
@@ -807,6 +1090,12 @@ def test_policy_configmap_can_be_left_out(helm: Helm) -> None:
         (["--set", "hostNetwork=yes"], "hostNetwork"),
         (["--set", "apiServer.host=https://127.0.0.1"], "host"),
         (["--set", "apiServer.port=0"], "port"),
+        (["--set", "monitoring.serviceMonitor.every=1m"], "every"),
+        (["--set", "monitoring.prometheusRule.stuckAsleepFor=soon"], "stuckAsleepFor"),
+        (["--set-json", "monitoring.prometheusRule.webhookErrorRatio=2"], "webhookErrorRatio"),
+        (["--set", "networkPolicy.webhook.from=anyone"], "from"),
+        (["--set-json", 'webhook.excludeNamespaces=["Bad_Name"]'], "excludeNamespaces"),
+        (["--set-json", "certificates.job.renewal.fraction=1.5"], "fraction"),
     ],
 )
 def test_schema_rejects_bad_values(helm: Helm, flags: list[str], message: str) -> None:
@@ -824,6 +1113,15 @@ def test_chart_needs_kubernetes_1_30_or_newer(helm: Helm, version: str, accepted
     assert (proc.returncode == 0) is accepted, proc.stderr
     if not accepted:
         assert "kubeVersion" in proc.stderr
+
+
+def test_renewal_settle_shorter_than_two_syncs_fails_with_guidance(helm: Helm) -> None:
+    proc = helm.template(
+        "--set", "certificates.job.renewal.syncInterval=10",
+        "--set", "certificates.job.renewal.settle=15",
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert "certificates.job.renewal.settle (15) must be at least twice syncInterval" in proc.stderr
 
 
 def test_url_mode_without_a_url_fails_with_guidance(helm: Helm) -> None:

@@ -14,6 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pydantic_settings import CliApp
 
 from certs.issue import new_ca, new_serving_cert
 from tests.unit.fixtures import builtin_resources, crd_resource
@@ -120,6 +121,26 @@ def test_unopted_namespace_and_unknown_namespace(client: TestClient) -> None:
     body = review(namespace="elsewhere")
     response = check_valid(client.post("/mutate", json=body).json(), "0b0e-1")
     assert "patch" in response  # not in the cache: the API server's namespaceSelector is trusted
+
+
+@pytest.mark.parametrize(
+    ("flags", "namespace", "patched"),
+    [
+        ([], "kube-system", False),
+        (["--namespace", "zs-system"], "zs-system", False),
+        (["--exclude-namespaces", "ops,kube-system"], "ops", False),
+        (["--exclude-namespaces", "ops"], "zeroscaler", False),  # its own namespace stays out
+        (["--exclude-namespaces", "ops"], "kube-system", True),
+    ],
+)
+def test_excluded_namespaces_are_never_patched_even_when_opted_in(
+    flags: list[str], namespace: str, patched: bool
+) -> None:
+    settings = CliApp.run(Settings, cli_args=[*flags, "--gc-freeze", "false"])
+    opted = {namespace: {"zeroscaler.io/enabled": "true"}}
+    with TestClient(create_app(settings, StaticSource(VIEW, opted))) as c:
+        answer = c.post("/mutate", json=review(namespace=namespace)).json()
+    assert ("patch" in check_valid(answer, "0b0e-1")) == patched
 
 
 def test_warnings_are_passed_on(client: TestClient) -> None:

@@ -17,6 +17,8 @@ from zeroscaler.core.policy import Effective, Policy, clamp_idle_timeout, evalua
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
 WORKLOAD_KINDS = frozenset({"Deployment", "StatefulSet"})
 MAX_WARNING = 240  # the API server truncates longer warnings
+# Never mutated, whatever their labels say (the webhook adds its own namespace to these).
+EXCLUDED_NAMESPACES = frozenset({"kube-system"})
 
 
 class GroupVersionKind(TypedDict):
@@ -86,6 +88,7 @@ def decide_patch(
     *,
     namespace_labels: Mapping[str, str] | None,
     custom_resources: Collection[str] | None = None,
+    excluded_namespaces: Collection[str] = EXCLUDED_NAMESPACES,
 ) -> Decision:
     """The patch that adds missing zeroscaler annotations to a Deployment or StatefulSet."""
     kind = request.get("kind")
@@ -100,6 +103,8 @@ def decide_patch(
     namespace = request.get("namespace")
     if not isinstance(namespace, str) or not namespace:
         return Decision(reason="no namespace in the request")
+    if namespace in excluded_namespaces:
+        return Decision(reason=f"namespace {namespace} is excluded from mutation")
     if namespace_labels is not None and namespace_labels.get(a.NAMESPACE_ENABLED_LABEL) != "true":
         return Decision(reason=f"namespace {namespace} is not opted in")
     obj = request.get("object")

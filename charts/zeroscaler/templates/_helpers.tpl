@@ -83,6 +83,13 @@ app.kubernetes.io/component: {{ .component }}
 {{- default (printf "%s-tls" (include "zeroscaler.webhook.fullname" .)) .Values.certificates.secretName -}}
 {{- end -}}
 
+{{/* "true" when the running webhook renews its own certificate (mode job, renewal enabled). */}}
+{{- define "zeroscaler.webhook.renews" -}}
+{{- if and (eq .Values.certificates.mode "job") .Values.certificates.job.renewal.enabled -}}
+true
+{{- end -}}
+{{- end -}}
+
 {{- define "zeroscaler.certManager.certificateName" -}}
 {{- printf "%s-serving" (include "zeroscaler.webhook.fullname" .) -}}
 {{- end -}}
@@ -253,12 +260,34 @@ check against the programs' --help.
 {{- end }}
 {{- end -}}
 
+{{/* The namespaces the webhook never mutates, as a YAML list: the release's and the excluded. */}}
+{{- define "zeroscaler.webhook.excludedNamespaces" -}}
+{{- toYaml (uniq (prepend .Values.webhook.excludeNamespaces .Release.Namespace)) -}}
+{{- end -}}
+
 {{- define "zeroscaler.webhook.args" -}}
 - --namespace={{ .Release.Namespace }}
 - --host=0.0.0.0
 - --port={{ .Values.webhook.port }}
+{{- if include "zeroscaler.webhook.renews" . }}
+{{- $r := .Values.certificates.job.renewal }}
+{{- if lt (float64 $r.settle) (mulf 2 $r.syncInterval) }}
+{{- fail (printf "certificates.job.renewal.settle (%v) must be at least twice syncInterval (%v): every webhook replica reads the Secret in between" $r.settle $r.syncInterval) }}
+{{- end }}
+- --cert-file=/tmp/tls/tls.crt
+- --key-file=/tmp/tls/tls.key
+- --cert-secret={{ include "zeroscaler.tlsSecretName" . }}
+- --cert-webhook-configuration={{ include "zeroscaler.webhook.configurationName" . }}
+- --cert-renew-fraction={{ $r.fraction }}
+- --cert-serving-lifetime={{ $r.servingLifetime }}
+- --cert-ca-lifetime={{ $r.caLifetime }}
+- --cert-sync-interval={{ $r.syncInterval }}
+- --cert-settle={{ $r.settle }}
+{{- else }}
 - --cert-file=/etc/zeroscaler/tls/tls.crt
 - --key-file=/etc/zeroscaler/tls/tls.key
+{{- end }}
+- --exclude-namespaces={{ .Values.webhook.excludeNamespaces | toJson }}
 - --log-level={{ .Values.logLevel }}
 {{- range .Values.webhook.extraArgs }}
 - {{ . | quote }}
