@@ -11,6 +11,10 @@ from zeroscaler.kube import Conflict, Kube, KubeError, NotFound, Obj
 
 log = logging.getLogger(__name__)
 
+# A standby asks this often at most, so a released Lease is taken over within seconds, whatever
+# its duration (client-go's default retry period).
+RETRY_PERIOD = 2.0
+
 
 def _micro_time(when: datetime) -> str:
     return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -40,7 +44,7 @@ class LeaderElector:
         self._renewed_at = 0.0
 
     async def run(self) -> None:
-        """Try to acquire or renew every third of the lease duration until cancelled."""
+        """Renew every third of the lease duration, or try to acquire it, until cancelled."""
         loop = asyncio.get_running_loop()
         while True:
             try:
@@ -49,7 +53,7 @@ class LeaderElector:
                 log.warning("lease attempt failed: %s", e, extra={"lease": self._name})
                 held = self.is_leader and loop.time() - self._renewed_at < self.duration
             self._set(held)
-            await asyncio.sleep(self.duration / 3 if held else self.duration / 5)
+            await asyncio.sleep(self.duration / 3 if held else min(self.duration / 5, RETRY_PERIOD))
 
     async def release(self) -> None:
         """Give the Lease up at shutdown so a standby takes over at once."""

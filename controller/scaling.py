@@ -19,7 +19,7 @@ from zeroscaler.core.annotations import (
     awake_annotations,
     read_status,
 )
-from zeroscaler.core.decision import Decision, wake_replicas
+from zeroscaler.core.decision import Decision, restart_clock, wake_replicas
 from zeroscaler.kube import Conflict, Kube, NotFound
 
 log = logging.getLogger(__name__)
@@ -125,6 +125,8 @@ class Scaling:
         """Scale up now; recording the wake is left as a follow-up (`take_follow_up`)."""
         self._accounting.account(w, stop=True)
         await self._patch_scale(w, replicas)
+        # The clock restarts once it is awake, not at the event: a wake may come long after it.
+        w.last_activity = restart_clock(w.last_activity, self._clock.now())
         latency = None if w.activity_at is None else self._clock.monotonic() - w.activity_at
         if latency is not None:
             self._metrics.wake_latency.observe(latency)
@@ -180,6 +182,7 @@ class Scaling:
             reason = "WouldSleep"
         elif decision.action == "wake":
             replicas = decision.replicas or 1
+            w.last_activity = restart_clock(w.last_activity, now)
             w.pretend = (WorkloadStatus("awake", last_activity=w.last_activity), replicas)
             message = f"dry run: would wake ({decision.reason}), scaling 0 to {replicas}"
             reason = "WouldWake"

@@ -112,7 +112,9 @@ def parse_settings(
     parser.add_argument("--metrics-port", type=int, help="port for /metrics etc. (0: none)")
     parser.add_argument("--lease-namespace", help="namespace of the leader-election Lease")
     parser.add_argument("--lease-name", help="name of the leader-election Lease")
-    parser.add_argument("--id", help="this replica's identity in the Lease")
+    parser.add_argument(
+        "--id", help="this replica's identity in the Lease (default: $POD_NAME, else host-pid)"
+    )
     parser.add_argument("--lease-duration", type=float, help="seconds a leader holds the Lease")
     parser.add_argument(
         "--discovery-interval", type=float, help="seconds between API discovery refreshes"
@@ -123,9 +125,13 @@ def parse_settings(
     parser.add_argument("--workers", type=int, help="concurrent reconciles")
     parser.add_argument("--log-level", choices=LOG_LEVELS)
     args = parser.parse_args(argv)
+    environ = os.environ if environ is None else environ
     try:
-        values = _from_environment(os.environ if environ is None else environ)
+        values = _from_environment(environ)
         values.update({k: v for k, v in vars(args).items() if v is not None})
+        # A container restarted in the same pod keeps its identity, so it finds the Lease its own.
+        if "id" not in values and environ.get("POD_NAME"):
+            values["id"] = environ["POD_NAME"]
         return Settings(**values)
     except ValueError as e:
         parser.error(str(e))

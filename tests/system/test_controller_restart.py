@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from tests.system.controller_kit import (
     wait_event,
     wait_woken,
 )
+from zeroscaler.core.durations import parse_time
 
 pytestmark = pytest.mark.cluster
 
@@ -72,6 +74,48 @@ def test_restart_keeps_sleepers_asleep_and_catches_changes_made_meanwhile(
         third.stop()
 
 
+def test_a_wake_after_a_restart_stays_awake_its_whole_timeout_from_the_wake(
+    api: k8s.ApiClient, cluster: Cluster, opted_ns: str, tmp_path: Path
+) -> None:
+    """A restarted controller sees a change seconds before it acts; the clock starts at the wake."""
+    grant_watch(api, opted_ns, [("", ["configmaps"])])
+    create_configmap(api, opted_ns, "settings")
+    ref = create_workload(
+        api, opted_ns, "late-wake", config_for("4s", "ConfigMap", watch_namespaces=opted_ns)
+    )
+    # Killed, the first leader keeps the Lease: the next one (another id) waits out its 8 s.
+    lease = ["--lease-duration", "8"]
+    first = start_controller(cluster, opted_ns, tmp_path, id="first", extra=lease)
+    try:
+        wait_asleep(api, ref, 3)
+    finally:
+        first.stop(signal.SIGKILL)
+    # Times are to the second: a change in the second of the sleep would not read as newer.
+    slept = parse_time(state_of(api, ref)[1]["zeroscaler.io/asleep-since"])
+    wait_for(lambda: datetime.now(UTC) >= slept + timedelta(seconds=1), "a second after the sleep")
+    k8s.CoreV1Api(api).patch_namespaced_config_map(
+        "settings", opted_ns, {"data": {"changed": "while the controller was down"}}
+    )
+    second = start_controller(
+        cluster, opted_ns, tmp_path, id="second", extra=lease, wait_leader=False
+    )
+    try:
+        woken = wait_woken(
+            api, ref, f"ConfigMap {opted_ns}/settings changed while zeroscaler was not watching"
+        )
+        wait_for(lambda: reasons(api, ref).count("Sleeping") == 2, "asleep again")
+        _, ann = state_of(api, ref)
+    finally:
+        second.stop()
+    # All three times are written to the second, the Event's just after the scale-up's answer.
+    woken_at = woken.first_timestamp
+    last_activity = parse_time(ann["zeroscaler.io/last-activity"])
+    asleep_since = parse_time(ann["zeroscaler.io/asleep-since"])
+    assert woken_at - timedelta(seconds=1) <= last_activity <= woken_at
+    assert asleep_since - last_activity >= timedelta(seconds=4)
+    assert asleep_since - woken_at >= timedelta(seconds=3)
+
+
 def test_only_the_leader_acts_and_a_standby_takes_over(
     api: k8s.ApiClient, cluster: Cluster, opted_ns: str, tmp_path: Path
 ) -> None:
@@ -99,6 +143,64 @@ def test_only_the_leader_acts_and_a_standby_takes_over(
     finally:
         leader.stop()
         standby.stop()
+
+
+LONG_LEASE = ["--lease-duration", "30"]
+SOONER = 12.0  # seconds: well before a 30 s Lease could expire
+
+
+def _holder(api: k8s.ApiClient, namespace: str) -> str:
+    lease = k8s.CoordinationV1Api(api).read_namespaced_lease("zeroscaler-controller", namespace)
+    return str(lease.spec.holder_identity or "")
+
+
+def test_a_terminated_leader_hands_the_lease_to_a_standby_before_it_expires(
+    api: k8s.ApiClient, cluster: Cluster, opted_ns: str, tmp_path: Path
+) -> None:
+    leader = start_controller(cluster, opted_ns, tmp_path, id="leaving", extra=LONG_LEASE)
+    standby = start_controller(
+        cluster, opted_ns, tmp_path, id="staying", extra=LONG_LEASE, wait_leader=False
+    )
+    try:
+        assert not standby.is_leader()
+        assert _holder(api, opted_ns) == "leaving"
+        leader.stop(signal.SIGTERM)
+        assert "stopped leading" in leader.log.read_text()
+        wait_for(standby.is_leader, "the standby leading", timeout=SOONER)
+        assert _holder(api, opted_ns) == "staying"
+    finally:
+        leader.stop()
+        standby.stop()
+
+
+def test_a_killed_controller_restarted_with_its_id_leads_and_wakes_before_its_lease_expires(
+    api: k8s.ApiClient, cluster: Cluster, opted_ns: str, tmp_path: Path
+) -> None:
+    grant_watch(api, opted_ns, [("", ["configmaps"])])
+    create_configmap(api, opted_ns, "settings")
+    ref = create_workload(
+        api, opted_ns, "same-pod", config_for("3s", "ConfigMap", watch_namespaces=opted_ns)
+    )
+    first = start_controller(cluster, opted_ns, tmp_path, id="pod-0", extra=LONG_LEASE)
+    try:
+        wait_asleep(api, ref, 3)
+    finally:
+        first.stop(signal.SIGKILL)
+    assert _holder(api, opted_ns) == "pod-0"  # killed: nothing released it
+    slept = parse_time(state_of(api, ref)[1]["zeroscaler.io/asleep-since"])
+    wait_for(lambda: datetime.now(UTC) >= slept + timedelta(seconds=1), "a second after the sleep")
+    k8s.CoreV1Api(api).patch_namespaced_config_map(
+        "settings", opted_ns, {"data": {"changed": "while the controller was down"}}
+    )
+    again = start_controller(
+        cluster, opted_ns, tmp_path, id="pod-0", extra=LONG_LEASE, wait_leader=False
+    )
+    try:
+        wait_for(again.is_leader, "the restarted controller leading", timeout=SOONER)
+        reason = f"ConfigMap {opted_ns}/settings changed while zeroscaler was not watching"
+        wait_event(api, ref, "Woken", reason, timeout=SOONER)
+    finally:
+        again.stop()
 
 
 def test_a_crash_between_recording_and_scaling_strands_nothing(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 
 import pytest
 
@@ -31,6 +32,24 @@ def test_flags_override_defaults() -> None:
         "debug",
         "zeroscaler",
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "expected"),
+    [
+        ([], {"POD_NAME": "zeroscaler-controller-7d9f-x2k4q"}, "zeroscaler-controller-7d9f-x2k4q"),
+        ([], {"POD_NAME": "pod-a", "ZEROSCALER_ID": "set"}, "set"),
+        (["--id", "flag"], {"POD_NAME": "pod-a"}, "flag"),
+    ],
+)
+def test_identity_defaults_to_the_pod_name(
+    argv: list[str], environ: dict[str, str], expected: str
+) -> None:
+    assert parse_settings(argv, environ).id == expected
+
+
+def test_identity_without_a_pod_name_differs_per_process() -> None:
+    assert parse_settings([], {}).id.endswith(f"-{os.getpid()}")
 
 
 def test_environment_is_read(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,7 +7,7 @@ from datetime import datetime
 import pytest
 
 from zeroscaler.core.annotations import WorkloadConfig, WorkloadStatus
-from zeroscaler.core.decision import Decision, Observed, decide, wake_replicas
+from zeroscaler.core.decision import Decision, Observed, decide, restart_clock, wake_replicas
 from zeroscaler.core.durations import parse_time
 from zeroscaler.core.kinds import KindRef
 
@@ -156,3 +156,44 @@ def test_decide(
 def test_wake_replicas(wake: int | None, restore: int | None, expected: int) -> None:
     config = WorkloadConfig(wake_replicas=wake)
     assert wake_replicas(config, WorkloadStatus(restore_replicas=restore)) == expected
+
+
+@pytest.mark.parametrize(
+    ("activity", "woken_at", "now", "expected"),
+    [
+        # Woken 15 s after a change made while the controller was down: awake for the whole timeout.
+        (
+            "11:59:45",
+            "12:00:00",
+            "12:00:01",
+            Decision("none", next_check=t("2026-01-01T12:01:00Z")),
+        ),
+        # A mass wake reaches it 12.9 s after the event; still 1 m from the wake, not 47.1 s.
+        (
+            "11:59:47.1",
+            "12:00:00",
+            "12:00:47.1",
+            Decision("none", next_check=t("2026-01-01T12:01:00Z")),
+        ),
+        # Activity after the wake (written before the clock was read) counts from itself.
+        (
+            "12:00:02",
+            "12:00:00",
+            "12:00:30",
+            Decision("none", next_check=t("2026-01-01T12:01:02Z")),
+        ),
+        # A whole timeout after the wake with no activity: it sleeps again.
+        (
+            "11:59:45",
+            "12:00:00",
+            "12:01:00",
+            Decision("sleep", replicas=3, reason="idle for 1m (timeout 1m)"),
+        ),
+    ],
+)
+def test_a_wake_restarts_the_idle_clock_when_awake(
+    activity: str, woken_at: str, now: str, expected: Decision
+) -> None:
+    day = "2026-01-01T"
+    clock = restart_clock(t(f"{day}{activity}Z"), t(f"{day}{woken_at}Z"))
+    assert decide(Observed(3, clock), CONFIG, AWAKE, t(f"{day}{now}Z")) == expected

@@ -62,6 +62,11 @@ def decide(
     )
 
 
+def restart_clock(last_activity: datetime, woken_at: datetime) -> datetime:
+    """Where a wake restarts the idle clock: when the workload is awake, or at newer activity."""
+    return max(last_activity, woken_at)
+
+
 def wake_replicas(config: WorkloadConfig, status: WorkloadStatus) -> int:
     """wake-replicas, else restore-replicas, else 1."""
     return config.wake_replicas or status.restore_replicas or 1
