@@ -13,7 +13,6 @@ import json
 import os
 import secrets
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -67,16 +66,6 @@ def _leading(client: httpx.Client, namespace: str, release: str) -> bool:
     return bool(holder) and holder in _ready_pod_names(client, namespace, release, "controller")
 
 
-def _helm(cluster: Cluster, home: Path, *args: str) -> None:
-    env = {**os.environ}
-    for key in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME"):
-        env[key] = str(home / key.lower())
-    cmd = [str(cluster.binaries["helm"]), f"--kubeconfig={cluster.kubeconfig}", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
-    if proc.returncode != 0:
-        raise RuntimeError(f"helm {args[0]} failed: {proc.stderr.strip()}")
-
-
 def _install_once(cluster: Cluster, home: Path) -> dict[str, float]:
     name = f"zs-{secrets.token_hex(3)}"
     namespace = f"bench-{name}"
@@ -87,7 +76,9 @@ def _install_once(cluster: Cluster, home: Path) -> dict[str, float]:
     with cluster.client() as client:
         client.post("/api/v1/namespaces", json={"metadata": {"name": namespace}}).raise_for_status()
         began = time.monotonic()
-        _helm(cluster, home, "install", name, str(CHART), "-n", namespace, "-f", str(values))
+        cluster.helm(
+            home, "install", name, str(CHART), "-n", namespace, "-f", str(values), check=True
+        )
         times = {"helm install returned": time.monotonic() - began}
         while len(times) < 3:
             now = time.monotonic() - began
@@ -100,7 +91,7 @@ def _install_once(cluster: Cluster, home: Path) -> dict[str, float]:
             if "controller leading" not in times and _leading(client, namespace, name):
                 times["controller leading"] = now
             time.sleep(0.1)
-        _helm(cluster, home, "uninstall", name, "-n", namespace, "--wait")
+        cluster.helm(home, "uninstall", name, "-n", namespace, "--wait", check=True)
         client.delete(f"/api/v1/namespaces/{namespace}")
     return times
 

@@ -11,7 +11,6 @@ import base64
 import datetime
 import functools
 import json
-import os
 import secrets
 import ssl
 import statistics
@@ -114,16 +113,6 @@ def zeroscaler_status(cluster: Cluster, say: Say) -> None:
 # --- zeroscaler -----------------------------------------------------------------------------------
 
 
-def _helm(cluster: Cluster, home: Path, *args: str) -> None:
-    env = {**os.environ}
-    for key in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME"):
-        env[key] = str(home / key.lower())
-    cmd = [str(cluster.binaries["helm"]), f"--kubeconfig={cluster.kubeconfig}", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
-    if proc.returncode != 0:
-        raise SystemExit(f"demo failed: helm {args[0]}: {proc.stderr.strip()}")
-
-
 @contextmanager
 def _zeroscaler_in_containers(
     cluster: Cluster, work: Path, opts: Options, say: Say
@@ -142,8 +131,8 @@ def _zeroscaler_in_containers(
     )  # fmt: skip
     (work / "values.yaml").write_text(yaml.safe_dump(values))
     cluster.kubectl("create", "namespace", RELEASE_NS)
-    _helm(cluster, home, "install", "zeroscaler", str(CHART), "-n", RELEASE_NS,
-          "-f", str(work / "values.yaml"), "--timeout", "300s")  # fmt: skip
+    cluster.helm(home, "install", "zeroscaler", str(CHART), "-n", RELEASE_NS,
+                 "-f", str(work / "values.yaml"), "--timeout", "300s", check=True)  # fmt: skip
     try:
         for component in ("webhook", "controller"):
             ready = functools.partial(_component_ready, cluster, component)
@@ -151,8 +140,8 @@ def _zeroscaler_in_containers(
         show(cluster, say, "-n", RELEASE_NS, "get", "pods", "-o", "wide")
         yield
     finally:
-        _helm(cluster, home, "uninstall", "zeroscaler", "-n", RELEASE_NS, "--wait",
-              "--timeout", "120s")  # fmt: skip
+        cluster.helm(home, "uninstall", "zeroscaler", "-n", RELEASE_NS, "--wait",
+                     "--timeout", "120s", check=True)  # fmt: skip
         cluster.kubectl("delete", "namespace", RELEASE_NS, "--wait=false", check=False)
 
 
@@ -176,13 +165,13 @@ def _zeroscaler_as_processes(
     cluster.kubectl("-n", RELEASE_NS, "create", "secret", "tls", "zeroscaler-webhook-tls",
                     f"--cert={cert}", f"--key={key}")  # fmt: skip
     home = work / "helm"
-    _helm(cluster, home, "install", "zeroscaler", str(CHART), "--namespace", RELEASE_NS,
-          "--set", "webhook.clientConfig.mode=url",
-          "--set", f"webhook.clientConfig.url=https://127.0.0.1:{port}/mutate",
-          "--set", "certificates.mode=secret",
-          "--set", f"certificates.caBundle={base64.b64encode(ca.cert_pem).decode()}",
-          "--set", f"policy.defaults.idleTimeout={opts.idle_timeout}s",
-          "--set", "policy.bounds.minIdleTimeout=1s")  # fmt: skip
+    cluster.helm(home, "install", "zeroscaler", str(CHART), "--namespace", RELEASE_NS,
+                 "--set", "webhook.clientConfig.mode=url",
+                 "--set", f"webhook.clientConfig.url=https://127.0.0.1:{port}/mutate",
+                 "--set", "certificates.mode=secret",
+                 "--set", f"certificates.caBundle={base64.b64encode(ca.cert_pem).decode()}",
+                 "--set", f"policy.defaults.idleTimeout={opts.idle_timeout}s",
+                 "--set", "policy.bounds.minIdleTimeout=1s", check=True)  # fmt: skip
     kc = str(cluster.kubeconfig)
     webhook = [str(BIN / "zeroscaler-webhook"), "--kubeconfig", kc, "--namespace", RELEASE_NS,
                "--cert-file", str(cert), "--key-file", str(key), "--port", str(port),
@@ -198,7 +187,7 @@ def _zeroscaler_as_processes(
             say("   webhook and controller ready (local processes)")
             yield
     finally:
-        _helm(cluster, home, "uninstall", "zeroscaler", "-n", RELEASE_NS)
+        cluster.helm(home, "uninstall", "zeroscaler", "-n", RELEASE_NS, check=True)
         cluster.kubectl("delete", "namespace", RELEASE_NS, "--wait=false", check=False)
 
 

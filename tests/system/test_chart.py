@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import ipaddress
 import json
-import os
 import secrets
 import ssl
 import subprocess
@@ -65,18 +64,6 @@ class Release:
     secret: str
 
 
-def _helm(cluster: Cluster, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        **{
-            k: str(home / k.lower())
-            for k in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME")
-        },
-    }
-    cmd = [str(cluster.binaries["helm"]), f"--kubeconfig={cluster.kubeconfig}", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
-
-
 def _create_namespace(api: k8s.ApiClient, prefix: str, labels: dict[str, str]) -> str:
     name = f"{prefix}-{secrets.token_hex(3)}"
     k8s.CoreV1Api(api).create_namespace(
@@ -100,8 +87,7 @@ def _install(
             string_data={"tls.crt": pair.cert_pem.decode(), "tls.key": pair.key_pem.decode()},
         ),
     )
-    proc = _helm(
-        cluster,
+    proc = cluster.helm(
         home,
         "install",
         name,
@@ -139,7 +125,7 @@ def installed(
     namespace = _create_namespace(api, "chart", {})
     release = _install(cluster, api, home, namespace, recorder)
     yield release
-    _helm(cluster, home, "uninstall", release.name, "--namespace", namespace, "--wait")
+    cluster.helm(home, "uninstall", release.name, "--namespace", namespace, "--wait")
     k8s.CoreV1Api(api).delete_namespace(namespace)
 
 
@@ -447,7 +433,7 @@ def test_uninstall_removes_everything_the_chart_made(
     for list_ in namespaced:
         assert list_(ns, label_selector=selector).items, list_.__name__
 
-    proc = _helm(cluster, tmp_path, "uninstall", release.name, "--namespace", ns, "--wait")
+    proc = cluster.helm(tmp_path, "uninstall", release.name, "--namespace", ns, "--wait")
     assert proc.returncode == 0, proc.stderr
 
     for read, name in cluster_scoped:
@@ -503,8 +489,7 @@ def test_certs_hooks_clean_up_and_their_rbac_is_enough_for_zeroscaler_certs(
         "certificates.mode=job",
     ]
     home = tmp_path / "helm"
-    proc = _helm(
-        cluster,
+    proc = cluster.helm(
         home,
         "install",
         name,
@@ -527,8 +512,7 @@ def test_certs_hooks_clean_up_and_their_rbac_is_enough_for_zeroscaler_certs(
         assert _gone(k8s.CoreV1Api(api).read_namespaced_service_account, job_name, ns)
 
         # Do what the Job's container does, with exactly the hook's RBAC and the Job's flags.
-        rendered = _helm(
-            cluster,
+        rendered = cluster.helm(
             home,
             "template",
             name,
@@ -581,8 +565,7 @@ def test_certs_hooks_clean_up_and_their_rbac_is_enough_for_zeroscaler_certs(
         assert hook.client_config.url == recorder.url
 
         # An upgrade re-applies the configuration; the caBundle the Job wrote must survive it.
-        upgraded = _helm(
-            cluster,
+        upgraded = cluster.helm(
             home,
             "upgrade",
             name,
@@ -603,7 +586,7 @@ def test_certs_hooks_clean_up_and_their_rbac_is_enough_for_zeroscaler_certs(
             secret.data["ca.crt"]
         )
     finally:
-        _helm(cluster, home, "uninstall", name, "--namespace", ns, "--wait")
+        cluster.helm(home, "uninstall", name, "--namespace", ns, "--wait")
     assert _gone(registration.read_mutating_webhook_configuration, fullname)
 
 
@@ -682,8 +665,7 @@ def test_controller_and_webhook_work_with_the_charts_flags_and_rbac(
     name = f"zs-{secrets.token_hex(3)}"
     fullname = f"{name}-zeroscaler"
     home = tmp_path / "helm"
-    proc = _helm(
-        cluster,
+    proc = cluster.helm(
         home,
         "install",
         name,
@@ -813,7 +795,7 @@ def test_controller_and_webhook_work_with_the_charts_flags_and_rbac(
     finally:
         for program in programs:
             program.stop()
-        _helm(cluster, home, "uninstall", name, "--namespace", ns, "--wait")
+        cluster.helm(home, "uninstall", name, "--namespace", ns, "--wait")
 
 
 # --- in-process renewal with the chart's own identity ---------------------------------------------
@@ -836,7 +818,7 @@ def test_the_webhook_renews_with_exactly_the_chart_rbac_and_flags(
         "--set-json", "certificates.job.renewal.settle=1.5",
     ]  # fmt: skip
     home = tmp_path / "helm"
-    proc = _helm(cluster, home, "install", name, str(CHART), "--namespace", ns, "--wait",
+    proc = cluster.helm(home, "install", name, str(CHART), "--namespace", ns, "--wait",
                  "--timeout", "180s", *values)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     webhook: subprocess.Popen[bytes] | None = None
@@ -858,7 +840,7 @@ def test_the_webhook_renews_with_exactly_the_chart_rbac_and_flags(
                 "data": {k: base64.b64encode(v).decode() for k, v in raw.items()},
             },
         )
-        rendered = _helm(cluster, home, "template", name, str(CHART), "--namespace", ns,
+        rendered = cluster.helm(home, "template", name, str(CHART), "--namespace", ns,
                          "--show-only", "templates/webhook-deployment.yaml", *values)  # fmt: skip
         assert rendered.returncode == 0, rendered.stderr
         [dep] = [d for d in yaml.safe_load_all(rendered.stdout) if d]
@@ -907,7 +889,7 @@ def test_the_webhook_renews_with_exactly_the_chart_rbac_and_flags(
     finally:
         if webhook is not None:
             stop(webhook)
-        _helm(cluster, home, "uninstall", name, "--namespace", ns, "--wait")
+        cluster.helm(home, "uninstall", name, "--namespace", ns, "--wait")
 
 
 def test_the_api_server_accepts_the_network_policies(
@@ -915,8 +897,7 @@ def test_the_api_server_accepts_the_network_policies(
 ) -> None:
     peer = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
     egress = [{"to": [{"ipBlock": {"cidr": "10.0.0.1/32"}}], "ports": [{"port": 6443}]}]
-    rendered = _helm(
-        cluster, tmp_path, "template", "zs", str(CHART), "--namespace", ns,
+    rendered = cluster.helm(tmp_path, "template", "zs", str(CHART), "--namespace", ns,
         "--show-only", "templates/networkpolicy.yaml",
         "--set", "networkPolicy.enabled=true",
         "--set-json", f"networkPolicy.controller.from={json.dumps([peer])}",

@@ -58,14 +58,6 @@ def node(cluster: Cluster, real_node: realnode.RealNode) -> realnode.RealNode:
     return real_node
 
 
-def helm(cluster: Cluster, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ}
-    for key in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME"):
-        env[key] = str(home / key.lower())
-    cmd = [str(cluster.binaries["helm"]), f"--kubeconfig={cluster.kubeconfig}", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
-
-
 @pytest.fixture(scope="module")
 def release(
     cluster: Cluster,
@@ -81,13 +73,12 @@ def release(
     values = home / "values.yaml"
     values.write_text(yaml.safe_dump(real_node_values(cluster.server, free_port(), free_port())))
     # No --wait: with one node, the second controller replica cannot be placed (see above).
-    proc = helm(
-        cluster, home, "install", name, str(CHART), "-n", namespace, "-f", str(values),
+    proc = cluster.helm(home, "install", name, str(CHART), "-n", namespace, "-f", str(values),
         "--timeout", "300s",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     yield Release(name, namespace, f"{name}-zeroscaler", home, values)
-    helm(cluster, home, "uninstall", name, "-n", namespace, "--wait", "--timeout", "120s")
+    cluster.helm(home, "uninstall", name, "-n", namespace, "--wait", "--timeout", "120s")
     try:
         core.delete_namespace(namespace)
     except ApiException as e:
@@ -304,8 +295,7 @@ def test_helm_upgrade_with_a_changed_value_rolls_the_pods(
     before = {p.metadata.name for p in _pods(api, release, "webhook")}
     # One controller replica from now on: with more replicas than nodes, a host-network rollout
     # cannot go on (the one running pod is the only available one and holds the ports).
-    proc = helm(
-        cluster, release.home, "upgrade", release.name, str(CHART), "-n", release.namespace,
+    proc = cluster.helm(release.home, "upgrade", release.name, str(CHART), "-n", release.namespace,
         "-f", str(release.values), "--set", "logLevel=debug", "--set", "controller.replicas=1",
         "--timeout", "300s",
     )  # fmt: skip
@@ -336,8 +326,7 @@ def _names(items: list[Any]) -> set[str]:
 def test_helm_uninstall_leaves_nothing_behind(
     cluster: Cluster, api: k8s.ApiClient, release: Release, node: realnode.RealNode
 ) -> None:
-    proc = helm(
-        cluster, release.home, "uninstall", release.name, "-n", release.namespace,
+    proc = cluster.helm(release.home, "uninstall", release.name, "-n", release.namespace,
         "--wait", "--timeout", "120s",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
