@@ -13,6 +13,7 @@ from localcluster.cluster import Cluster
 from tests.support.waiting import wait_for
 from tests.system.controller_kit import (
     ControllerProcess,
+    Ref,
     config_for,
     create_configmap,
     create_workload,
@@ -36,6 +37,27 @@ def _settled(ctl: ControllerProcess) -> bool:
         ctl.metric("zeroscaler_managed_workloads", state="asleep") == 1
         and ctl.metric("zeroscaler_watched_types") == 1
         and ctl.events_seen("configmaps") >= 1
+    )
+
+
+def _sleep_under_a_killed_controller(
+    cluster: Cluster, api: k8s.ApiClient, ref: Ref, workdir: Path, id: str, extra: list[str]
+) -> None:
+    """A controller puts `ref` to sleep and is SIGKILLed: it releases nothing."""
+    ctl = start_controller(cluster, ref.namespace, workdir, id=id, extra=extra)
+    try:
+        wait_asleep(api, ref, 3)
+    finally:
+        ctl.stop(signal.SIGKILL)
+
+
+def _change_settings_while_down(api: k8s.ApiClient, ref: Ref) -> None:
+    """Change the watched ConfigMap `settings`, in a later second than `ref`'s sleep."""
+    # Times are to the second: a change in the second of the sleep would not read as newer.
+    slept = parse_time(state_of(api, ref)[1]["zeroscaler.io/asleep-since"])
+    wait_for(lambda: datetime.now(UTC) >= slept + timedelta(seconds=1), "a second after the sleep")
+    k8s.CoreV1Api(api).patch_namespaced_config_map(
+        "settings", ref.namespace, {"data": {"changed": "while the controller was down"}}
     )
 
 
@@ -85,17 +107,8 @@ def test_a_wake_after_a_restart_stays_awake_its_whole_timeout_from_the_wake(
     )
     # Killed, the first leader keeps the Lease: the next one (another id) waits out its 8 s.
     lease = ["--lease-duration", "8"]
-    first = start_controller(cluster, opted_ns, tmp_path, id="first", extra=lease)
-    try:
-        wait_asleep(api, ref, 3)
-    finally:
-        first.stop(signal.SIGKILL)
-    # Times are to the second: a change in the second of the sleep would not read as newer.
-    slept = parse_time(state_of(api, ref)[1]["zeroscaler.io/asleep-since"])
-    wait_for(lambda: datetime.now(UTC) >= slept + timedelta(seconds=1), "a second after the sleep")
-    k8s.CoreV1Api(api).patch_namespaced_config_map(
-        "settings", opted_ns, {"data": {"changed": "while the controller was down"}}
-    )
+    _sleep_under_a_killed_controller(cluster, api, ref, tmp_path, "first", lease)
+    _change_settings_while_down(api, ref)
     second = start_controller(
         cluster, opted_ns, tmp_path, id="second", extra=lease, wait_leader=False
     )
@@ -181,17 +194,9 @@ def test_a_killed_controller_restarted_with_its_id_leads_and_wakes_before_its_le
     ref = create_workload(
         api, opted_ns, "same-pod", config_for("3s", "ConfigMap", watch_namespaces=opted_ns)
     )
-    first = start_controller(cluster, opted_ns, tmp_path, id="pod-0", extra=LONG_LEASE)
-    try:
-        wait_asleep(api, ref, 3)
-    finally:
-        first.stop(signal.SIGKILL)
+    _sleep_under_a_killed_controller(cluster, api, ref, tmp_path, "pod-0", LONG_LEASE)
     assert _holder(api, opted_ns) == "pod-0"  # killed: nothing released it
-    slept = parse_time(state_of(api, ref)[1]["zeroscaler.io/asleep-since"])
-    wait_for(lambda: datetime.now(UTC) >= slept + timedelta(seconds=1), "a second after the sleep")
-    k8s.CoreV1Api(api).patch_namespaced_config_map(
-        "settings", opted_ns, {"data": {"changed": "while the controller was down"}}
-    )
+    _change_settings_while_down(api, ref)
     again = start_controller(
         cluster, opted_ns, tmp_path, id="pod-0", extra=LONG_LEASE, wait_leader=False
     )
