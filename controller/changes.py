@@ -46,6 +46,7 @@ class ChangeFeed:
         is_running: Callable[[WorkloadKey], bool],
         wake_due: Enqueue,
         users: Callable[[APIResource], Iterable[WorkloadKey]],
+        is_opted_in: Callable[[str], bool] = lambda _: True,
     ) -> None:
         self._workloads = workloads
         self._clock = clock
@@ -54,6 +55,7 @@ class ChangeFeed:
         self._is_running = is_running
         self._wake_due = wake_due
         self._users = users
+        self._is_opted_in = is_opted_in
         self._hpa_targets: dict[WorkloadKey, set[str]] = {}
 
     def hpa_names(self, key: WorkloadKey) -> list[str]:
@@ -65,9 +67,9 @@ class ChangeFeed:
             self._enqueue(key)
 
     def enqueue_inferred(self) -> None:
-        """RBAC changed: look again at every workload whose kinds come from it."""
+        """RBAC changed: look again at every opted-in workload whose kinds come from it."""
         for key, w in self._workloads.items():
-            if w.inferred:
+            if w.inferred or (w.follows_rbac and self._is_opted_in(w.namespace)):
                 self._enqueue(key)
 
     def on_workload(self, kind: str, event: WatchEvent) -> None:

@@ -17,6 +17,7 @@ from controller.subscription import Subscriptions
 from controller.timers import TimerHeap
 from controller.workload import EPOCH, Workload, WorkloadKey
 from zeroscaler.cluster import ClusterView
+from zeroscaler.core.admission import annotate_from_policy
 from zeroscaler.core.annotations import (
     Notice,
     WorkloadConfig,
@@ -27,7 +28,8 @@ from zeroscaler.core.annotations import (
     read_status,
 )
 from zeroscaler.core.decision import Decision, Observed, decide
-from zeroscaler.kube import KubeError
+from zeroscaler.core.policy import Policy
+from zeroscaler.kube import Conflict, KubeError, NotFound
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +56,8 @@ class Reconciler:
         is_leader: Callable[[], bool],
         background: Callable[[Coroutine[Any, Any, None]], None],
         dry_run: bool,
+        policy: Callable[[], Policy | None] = lambda: None,
+        excluded: frozenset[str] = frozenset(),
     ) -> None:
         self._workloads = workloads
         self._cluster = cluster
@@ -69,6 +73,8 @@ class Reconciler:
         self._is_leader = is_leader
         self._background = background
         self._dry_run = dry_run
+        self._policy = policy
+        self._excluded = excluded
 
     async def work(self) -> None:
         """One worker: reconcile keys from the queue until cancelled."""
@@ -115,6 +121,11 @@ class Reconciler:
         if not self._is_candidate(w, config):
             await self._unmanage(w, "not opted in", restore=not self._is_terminating(w))
             return
+        applied, policy_warnings = await self._apply_policy(w)
+        if not applied:
+            return
+        config, status, warnings = self._read(w)
+        warnings += policy_warnings
         config, inference_warnings = settle_kinds(w, config, self._cluster)
         warnings += inference_warnings
         if config.idle_timeout is None or not config.has_kinds:
@@ -132,6 +143,56 @@ class Reconciler:
             self._timers.schedule(key, self._clock.monotonic() + max(delay, 0.0))
         if decision.action != "none":
             await self._scaling.act(w, decision, now)
+
+    async def _apply_policy(self, w: Workload) -> tuple[bool, list[Notice]]:
+        """Write what policy gives the workload, as the webhook would at admission.
+
+        False when the write lost a race: the workload is looked at again once re-read.
+        """
+        policy = self._policy()
+        if (
+            policy is None  # policy not read yet: the built-in defaults must not be written
+            or not self._is_leader()
+            or w.namespace in self._excluded
+            or not self._cluster.is_rbac_synced()
+        ):
+            return True, []
+        labels = self._namespace_meta(w).get("labels") or {}
+        result = annotate_from_policy(
+            w.policy_object(),
+            w.namespace,
+            policy,
+            self._cluster.rbac(),
+            self._cluster.discovery,
+            namespace_labels=labels,
+            custom_resources=self._cluster.crd_names,
+        )
+        warnings = [("PolicyWarning", message) for message in result.warnings]
+        if not result.changes:
+            return True, warnings
+        described = ", ".join(
+            f"{k} removed" if v is None else f"{k}={v}" for k, v in result.changes.items()
+        )
+        if self._dry_run:
+            meta = dict(w.obj["metadata"])
+            merged = {**(meta.get("annotations") or {}), **result.changes}
+            meta["annotations"] = {k: v for k, v in merged.items() if v is not None}
+            w.obj = {**w.obj, "metadata": meta}
+            self._reporter.event(w, "Normal", "WouldApplyPolicy", f"dry run: {described}")
+            return True, warnings
+        try:
+            await self._scaling.annotate(w, result.changes)
+        except Conflict:
+            await self._scaling.refresh(w)
+            self._queue.add(w.key)
+            return False, []
+        except NotFound:
+            w.deleted = True
+            self._queue.add(w.key)
+            return False, []
+        log.info("policy applied", extra={"workload": w.label, "changes": described})
+        self._reporter.event(w, "Normal", "PolicyApplied", described)
+        return True, warnings
 
     def _read(self, w: Workload) -> tuple[WorkloadConfig, WorkloadStatus, list[Notice]]:
         """The workload's annotations, parsed; the malformed ones become warnings."""

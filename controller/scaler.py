@@ -33,8 +33,11 @@ from controller.workload import (
     trim_workload,
 )
 from zeroscaler.cluster import ClusterView
+from zeroscaler.core.annotations import is_namespace_enabled
+from zeroscaler.core.policy import Policy
 from zeroscaler.events import EventRecorder
 from zeroscaler.kube import Kube
+from zeroscaler.policies import PolicyWatch, Rejection
 from zeroscaler.watching import Informer
 
 log = logging.getLogger(__name__)
@@ -81,6 +84,7 @@ class Scaler:
             is_running=self.queue.is_running,
             wake_due=self.gate.due,
             users=self.hub.users,
+            is_opted_in=self._is_opted_in,
         )
         self.cluster = ClusterView(
             watcher,
@@ -98,13 +102,20 @@ class Scaler:
             informer = Informer(watcher, f"/apis/apps/v1/{resource}", transform=trim_workload)
             informer.add_handler(functools.partial(self.changes.on_workload, kind))
             self.workload_informers[kind] = informer
+        self.policies = PolicyWatch(
+            watcher,
+            settings.policy_source,
+            on_change=self.changes.enqueue_all,
+            on_rejected=self._on_policy_rejected,
+        )
+        self.events = EventRecorder(kube, "zeroscaler-controller", self.settings.id)
         self.accounting = Accounting(self.metrics, clock)
         self.reconciler = self._assemble(kube, clock)
 
     def _assemble(self, kube: Kube, clock: Clock) -> Reconciler:
         """The parts that decide and write, wired to the queue, the gate and each other."""
         reporter = Reporter(
-            EventRecorder(kube, "zeroscaler-controller", self.settings.id),
+            self.events,
             self.gate,
             background=self.tasks.background,
             is_leader=self._leading,
@@ -139,6 +150,8 @@ class Scaler:
             is_leader=self._leading,
             background=self.tasks.background,
             dry_run=self.settings.dry_run,
+            policy=self._policy,
+            excluded=self.settings.excluded,
         )
 
     async def run(self) -> None:
@@ -146,7 +159,7 @@ class Scaler:
         # Needed before deciding anything; the CRD and RBAC watches only help (a chart that does
         # not grant them must not keep the controller from becoming ready).
         essential = [self.cluster.namespaces, self.hpas, *self.workload_informers.values()]
-        self.tasks.spawn(self.cluster.run(), self.hpas.run())
+        self.tasks.spawn(self.cluster.run(), self.hpas.run(), self.policies.run())
         self.tasks.spawn(*(i.run() for i in self.workload_informers.values()))
         self.tasks.spawn(self.timers.run(), self._housekeeping())
         await asyncio.gather(self.cluster.discovered.wait(), *(i.synced.wait() for i in essential))
@@ -162,6 +175,36 @@ class Scaler:
 
     def _leading(self) -> bool:
         return self.is_leader
+
+    def _policy(self) -> Policy | None:
+        """The policy in force, or None until its ConfigMaps have been listed."""
+        return self.policies.policy if self.policies.is_synced() else None
+
+    def _is_opted_in(self, namespace: str) -> bool:
+        ns = self.cluster.namespaces.store.get(("", namespace)) or {}
+        return is_namespace_enabled((ns.get("metadata") or {}).get("labels") or {})
+
+    def _on_policy_rejected(self, rejection: Rejection) -> None:
+        log.error(
+            "policy ConfigMap rejected",
+            extra={
+                "configmap": f"{rejection.namespace}/{rejection.name}",
+                "why": rejection.message,
+            },
+        )
+        if self.is_leader:
+            configmap = {
+                "metadata": {
+                    "namespace": rejection.namespace,
+                    "name": rejection.name,
+                    "uid": rejection.uid,
+                }
+            }
+            self.tasks.background(
+                self.events.emit(
+                    configmap, "v1", "ConfigMap", "Warning", "InvalidPolicy", rejection.message
+                )
+            )
 
     def set_leader(self, leading: bool) -> None:
         self.is_leader = leading

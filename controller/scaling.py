@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -194,7 +194,11 @@ class Scaling:
         self._reporter.event(w, "Normal", reason, message)
         self._enqueue(w.key)
 
-    async def _patch_annotations(self, w: Workload, annotations: dict[str, str]) -> None:
+    async def annotate(self, w: Workload, changes: Mapping[str, str | None]) -> None:
+        """Write annotations (None removes one), guarded by the resourceVersion read."""
+        await self._patch_annotations(w, changes)
+
+    async def _patch_annotations(self, w: Workload, annotations: Mapping[str, str | None]) -> None:
         body = {"metadata": {"resourceVersion": w.resource_version, "annotations": annotations}}
         w.take(trim_workload(await self._kube.patch(w.path, body)))
 

@@ -32,6 +32,8 @@ class Settings:
     metrics_host: str = "0.0.0.0"
     metrics_port: int = 8080  # 0: no HTTP endpoints
     lease_namespace: str = "zeroscaler"
+    policy_namespace: str = ""  # empty: the lease namespace (the chart's release namespace)
+    exclude_namespaces: str = "kube-system"  # comma-separated; policy is never applied there
     lease_name: str = "zeroscaler-controller"
     id: str = field(default_factory=_default_id)
     lease_duration: float = 15.0
@@ -41,6 +43,17 @@ class Settings:
     max_connections: int = 1024  # for watches: one each
     request_connections: int = 16  # all kept alive
     log_level: LogLevel = "info"
+
+    @property
+    def policy_source(self) -> str:
+        """The namespace whose policy ConfigMaps are in force."""
+        return self.policy_namespace or self.lease_namespace
+
+    @property
+    def excluded(self) -> frozenset[str]:
+        """Namespaces policy is never applied in: the excluded ones and the policy's own."""
+        names = (n.strip() for n in self.exclude_namespaces.split(","))
+        return frozenset([*(n for n in names if n), self.policy_source])
 
     def __post_init__(self) -> None:
         for name, low, high in _BOUNDS:
@@ -112,6 +125,14 @@ def parse_settings(
     parser.add_argument("--metrics-port", type=int, help="port for /metrics etc. (0: none)")
     parser.add_argument("--lease-namespace", help="namespace of the leader-election Lease")
     parser.add_argument("--lease-name", help="name of the leader-election Lease")
+    parser.add_argument(
+        "--policy-namespace",
+        help="namespace of the policy ConfigMaps (default: the lease namespace)",
+    )
+    parser.add_argument(
+        "--exclude-namespaces",
+        help="comma-separated namespaces policy is never applied in (default: kube-system)",
+    )
     parser.add_argument(
         "--id", help="this replica's identity in the Lease (default: $POD_NAME, else host-pid)"
     )

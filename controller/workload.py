@@ -8,7 +8,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from zeroscaler.core.activity import GroupKind, Interest, Scope
-from zeroscaler.core.annotations import Notice, WorkloadConfig, WorkloadStatus, read_status
+from zeroscaler.core.annotations import (
+    OWNED_KINDS,
+    WATCHED_KINDS,
+    Notice,
+    WorkloadConfig,
+    WorkloadStatus,
+    has_kinds_annotated,
+    read_injected,
+    read_status,
+)
 from zeroscaler.core.kinds import APIResource
 from zeroscaler.kube import Obj
 
@@ -26,7 +35,15 @@ def trim_workload(obj: Obj) -> Obj:
     return {
         "metadata": {
             k: meta[k]
-            for k in ("name", "namespace", "uid", "resourceVersion", "generation", "annotations")
+            for k in (
+                "name",
+                "namespace",
+                "uid",
+                "resourceVersion",
+                "generation",
+                "annotations",
+                "labels",
+            )
             if k in meta
         },
         "spec": {
@@ -50,7 +67,7 @@ def is_newer(new: Obj, old: Obj) -> bool:
 def essence(obj: Obj) -> tuple[Any, ...]:
     """What a reconcile reads; an update that leaves it alone (status only) decides nothing."""
     meta = obj.get("metadata") or {}
-    return meta.get("generation"), meta.get("annotations"), obj.get("spec")
+    return meta.get("generation"), meta.get("annotations"), meta.get("labels"), obj.get("spec")
 
 
 def idle_since(annotations: Mapping[str, str], now: datetime) -> datetime:
@@ -128,6 +145,26 @@ class Workload:
     def shown_status(self) -> WorkloadStatus:
         """The status it has, or in a dry run the one it would have."""
         return self.pretend[0] if self.pretend else self.status
+
+    @property
+    def follows_rbac(self) -> bool:
+        """Whether its kinds come, or would come, from its ServiceAccount's RBAC."""
+        annotations = self.annotations
+        listed = read_injected(annotations)
+        return (
+            self.inferred
+            or not has_kinds_annotated(annotations)
+            or WATCHED_KINDS in listed
+            or OWNED_KINDS in listed
+        )
+
+    def policy_object(self) -> Obj:
+        """The parts of the workload policy reads, shaped as the object the webhook sees."""
+        meta = self.obj.get("metadata") or {}
+        return {
+            "metadata": {k: meta[k] for k in ("annotations", "labels") if k in meta},
+            "spec": {"template": {"spec": {"serviceAccountName": self.service_account}}},
+        }
 
     def take(self, obj: Obj) -> None:
         """Adopt a fresher copy of the object, and the status its annotations record."""

@@ -9,14 +9,13 @@ from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from webhook.policies import PolicyKeeper, Rejection
 from webhook.settings import Settings
 from webhook.state import View
 from zeroscaler.cluster import ClusterView
-from zeroscaler.core.annotations import POLICY_LABEL
 from zeroscaler.core.kinds import Discovery
 from zeroscaler.events import EventRecorder
 from zeroscaler.kube import Kube
+from zeroscaler.policies import PolicyWatch, Rejection
 from zeroscaler.watching import Informer, WatchEvent
 
 log = logging.getLogger(__name__)
@@ -28,7 +27,6 @@ class LiveSource:
     def __init__(self, kube: Kube, settings: Settings, registry: CollectorRegistry) -> None:
         self.kube = kube
         self.settings = settings
-        self.keeper = PolicyKeeper()
         self.events = EventRecorder(kube, "zeroscaler-webhook")
         self.cluster = ClusterView(
             kube,
@@ -36,11 +34,10 @@ class LiveSource:
             crd_specs=True,
             on_discovery=self._on_discovery,
         )
-        self.policies = Informer(
-            kube,
-            f"/api/v1/namespaces/{settings.namespace}/configmaps",
-            params={"labelSelector": f"{POLICY_LABEL}=true"},
+        self.policies = PolicyWatch(
+            kube, settings.namespace, on_change=self._on_policy, on_rejected=self._on_rejected
         )
+        self.keeper = self.policies.keeper
         self._namespace_seen = asyncio.Event()
         self._side_tasks: set[asyncio.Task[None]] = set()
         self._tasks: list[asyncio.Task[None]] = []
@@ -56,11 +53,10 @@ class LiveSource:
             registry=registry,
         )
         self.cluster.namespaces.add_handler(self._on_namespace)
-        self.policies.add_handler(self._on_policy)
 
     @property
     def _informers(self) -> list[Informer]:
-        return [*self.cluster.informers, self.policies]
+        return [*self.cluster.informers, self.policies.informer]
 
     async def start(self) -> None:
         self._tasks = [
@@ -114,17 +110,11 @@ class LiveSource:
     def _on_discovery(self, discovery: Discovery) -> None:
         self.discovery_kinds.set(len(discovery.resources))
 
-    def _on_policy(self, event: WatchEvent) -> None:
-        if event.type == "DELETED":
-            rejection = self.keeper.remove(event.obj)
-        else:
-            rejection = self.keeper.update(event.obj)
-        if rejection is None:
-            self.policy_loads.labels("ok").inc()
-            log.info(
-                "policy in force from %s", ", ".join(self.keeper.sources) or "built-in defaults"
-            )
-            return
+    def _on_policy(self) -> None:
+        self.policy_loads.labels("ok").inc()
+        log.info("policy in force from %s", ", ".join(self.keeper.sources) or "built-in defaults")
+
+    def _on_rejected(self, rejection: Rejection) -> None:
         self.policy_loads.labels("invalid").inc()
         log.error(
             "policy ConfigMap %s/%s rejected: %s",

@@ -13,6 +13,7 @@ from typing import Any, Literal
 import httpx
 
 from zeroscaler.access import ClusterAccess
+from zeroscaler.core.annotations import FIELD_MANAGER
 from zeroscaler.core.kinds import APIResource
 
 Obj = dict[str, Any]
@@ -177,8 +178,11 @@ class Kube:
     ) -> Obj:
         return await self.request("GET", path, params=params, accept=accept)
 
-    async def create(self, path: str, body: Obj, *, dry_run: bool = False) -> Obj:
-        return await self.request("POST", path, body=body, params=_dry(dry_run))
+    async def create(
+        self, path: str, body: Obj, *, dry_run: bool = False, field_manager: str = FIELD_MANAGER
+    ) -> Obj:
+        params: dict[str, str | int | bool] = {"fieldManager": field_manager, **_dry(dry_run)}
+        return await self.request("POST", path, body=body, params=params)
 
     async def patch(
         self,
@@ -187,7 +191,7 @@ class Kube:
         patch_type: PatchType = "merge",
         *,
         dry_run: bool = False,
-        field_manager: str = "zeroscaler",
+        field_manager: str = FIELD_MANAGER,
     ) -> Obj:
         params: dict[str, str | int | bool] = {"fieldManager": field_manager, **_dry(dry_run)}
         return await self.request(

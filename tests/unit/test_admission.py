@@ -9,7 +9,13 @@ import jsonpatch
 import pytest
 
 from tests.unit.fixtures import builtin_resources, crd_resource
-from zeroscaler.core.admission import AdmissionRequest, Decision, decide_patch, service_account_of
+from zeroscaler.core.admission import (
+    AdmissionRequest,
+    Decision,
+    annotate_from_policy,
+    decide_patch,
+    service_account_of,
+)
 from zeroscaler.core.inference import RBACSnapshot
 from zeroscaler.core.kinds import Discovery
 from zeroscaler.core.policy import DEFAULT_POLICY, Policy, merge_policies, parse_policy
@@ -213,7 +219,8 @@ def test_out_of_bounds_timeouts_are_clamped_with_warning(
     assert after["zeroscaler.io/idle-timeout"] == result
     if warning:
         assert warning in decision.warnings
-        assert "zeroscaler.io/idle-timeout" in after["zeroscaler.io/injected"]
+        # Still the person's value, clamped: not listed, so no policy change replaces it.
+        assert "zeroscaler.io/idle-timeout" not in after["zeroscaler.io/injected"]
         assert decide(request(applied(obj, decision), "UPDATE"), BOUNDED).patch == []
     else:
         assert not any("idle timeout" in w for w in decision.warnings)
@@ -377,3 +384,78 @@ def test_service_account_of() -> None:
 def test_dry_run_is_decided_the_same() -> None:
     obj = workload()
     assert decide(request(obj, dryRun=True)).patch == decide(request(obj)).patch
+
+
+# --- values from policy follow it; a person's never change ----------------------------------------
+
+SHORT = merge_policies([parse_policy("defaults: {idleTimeout: 30s}", "p")])
+NO_WIDGETS = RBACSnapshot.from_objects(
+    [
+        {
+            "kind": "ClusterRole",
+            "metadata": {"name": "op"},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["watch"]}],
+        },
+        {
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "op"},
+            "roleRef": {"kind": "ClusterRole", "name": "op"},
+            "subjects": [{"kind": "ServiceAccount", "name": "op", "namespace": NS}],
+        },
+    ]
+)
+
+
+def from_policy(
+    annotations: dict[str, str], policy: Policy = DEFAULT_POLICY, rbac: RBACSnapshot = RBAC
+) -> dict[str, str | None]:
+    return annotate_from_policy(
+        workload(annotations), NS, policy, rbac, DISCOVERY, namespace_labels=OPTED
+    ).changes
+
+
+def test_a_policy_change_reaches_the_values_it_gave() -> None:
+    assert from_policy(FULL, SHORT) == {"zeroscaler.io/idle-timeout": "30s"}
+    assert from_policy(FULL) == {}
+
+
+def test_a_persons_value_is_never_replaced_by_policy() -> None:
+    person = {**FULL, "zeroscaler.io/idle-timeout": "2h"}
+    person["zeroscaler.io/injected"] = "zeroscaler.io/watched-kinds"
+    assert from_policy(person, SHORT) == {}
+
+
+def test_an_rbac_change_infers_the_injected_kinds_again() -> None:
+    assert from_policy(FULL, rbac=NO_WIDGETS) == {
+        "zeroscaler.io/watched-kinds": "ConfigMap",
+        "zeroscaler.io/owned-kinds": None,
+        "zeroscaler.io/injected": (
+            "zeroscaler.io/idle-timeout,zeroscaler.io/watch-namespaces,zeroscaler.io/watched-kinds"
+        ),
+    }
+
+
+def test_a_policy_rule_that_excludes_it_takes_back_what_policy_gave() -> None:
+    mine = {
+        **FULL,
+        "zeroscaler.io/idle-timeout": "1h",
+        "zeroscaler.io/injected": "zeroscaler.io/watched-kinds",
+    }
+    skip = merge_policies([parse_policy("rules: [{name: skip, enabled: false}]", "p")])
+    assert from_policy(mine, skip) == {
+        "zeroscaler.io/watched-kinds": None,
+        "zeroscaler.io/injected": None,
+    }
+
+
+@pytest.mark.parametrize(
+    ("manager", "listed"),
+    [("kubectl-annotate", False), ("zeroscaler", True)],
+)
+def test_a_person_who_rewrites_an_injected_value_takes_it_over(manager: str, listed: bool) -> None:
+    old = workload(dict(FULL))
+    new = workload({**FULL, "zeroscaler.io/idle-timeout": "45m"})
+    req = request(new, "UPDATE", oldObject=old, options={"fieldManager": manager})
+    after = annotations_after(new, decide(req, SHORT))
+    assert ("zeroscaler.io/idle-timeout" in after["zeroscaler.io/injected"]) is listed
+    assert after["zeroscaler.io/idle-timeout"] == ("30s" if listed else "45m")

@@ -745,6 +745,8 @@ def test_controller_flags_are_understood_by_zeroscaler_controller(helm: Helm) ->
     assert settings.dry_run is True
     assert settings.log_level == "debug"
     assert settings.lease_namespace == NAMESPACE
+    assert settings.policy_source == NAMESPACE  # the policy ConfigMaps the webhook reads too
+    assert settings.excluded == {"kube-system", NAMESPACE}
     assert settings.lease_name == f"{RELEASE}-zeroscaler-controller"
     assert settings.id == "pod-0"
     assert settings.metrics_host == "0.0.0.0"

@@ -19,12 +19,12 @@ from pydantic_settings import CliApp
 from certs.issue import new_ca, new_serving_cert
 from tests.unit.fixtures import builtin_resources, crd_resource
 from webhook.app import INTERNAL_ERROR, create_app
-from webhook.policies import PolicyKeeper
 from webhook.settings import Settings
 from webhook.state import StaticSource, View
 from webhook.tls import CertReloader, server_context
 from zeroscaler.core.inference import Binding, RBACSnapshot
 from zeroscaler.core.kinds import Discovery
+from zeroscaler.policies import PolicyKeeper
 
 NS = "team"
 RBAC = RBACSnapshot.from_objects(

@@ -110,37 +110,113 @@ def decide_patch(
     obj = request.get("object")
     if not isinstance(obj, dict):
         return Decision(reason="no object in the request")
+    taken = taken_over(request) if request.get("operation") == "UPDATE" else frozenset()
+    result = annotate_from_policy(
+        obj,
+        namespace,
+        policy,
+        rbac,
+        discovery,
+        namespace_labels=namespace_labels or {},
+        custom_resources=custom_resources,
+        taken_over=taken,
+    )
+    warnings = (*result.problems, *result.warnings)
+    if not result.changes:
+        return Decision(warnings=warnings, reason=result.reason)
+    current = dict((obj.get("metadata") or {}).get("annotations") or {})
+    return Decision(patch=_patch(obj, current, result.changes), warnings=warnings, reason="added")
+
+
+@dataclass(frozen=True, slots=True)
+class Annotating:
+    """The annotation changes policy asks for (None removes a key), with warnings and why."""
+
+    changes: dict[str, str | None] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()  # malformed annotations, as messages
+    reason: str = ""
+
+
+def annotate_from_policy(
+    obj: Mapping[str, Any],
+    namespace: str,
+    policy: Policy,
+    rbac: RBACSnapshot,
+    discovery: Discovery,
+    *,
+    namespace_labels: Mapping[str, str],
+    custom_resources: Collection[str] | None = None,
+    taken_over: Collection[str] = (),
+) -> Annotating:
+    """What policy and RBAC give a workload: missing keys added, keys listed as injected kept
+    equal to policy (or removed when it no longer gives them), a person's keys never touched.
+
+    `taken_over` are injected keys a person has just written a value for: theirs from now on.
+    """
     meta = obj.get("metadata", {})
     annotations = meta.get("annotations") if isinstance(meta, dict) else None
     labels = meta.get("labels") if isinstance(meta, dict) else None
     bad = _bad_map(meta, "metadata") or _bad_map(annotations, "metadata.annotations")
     bad = bad or _bad_map(labels, "metadata.labels")
     if bad:
-        return Decision(warnings=(f"zeroscaler left the object alone: {bad}",), reason=bad)
-    current: dict[str, str] = dict(annotations or {})
-    config, problems = a.read_config(current)
-    warnings = [_cut(str(p)) for p in problems]
+        return Annotating(warnings=(f"zeroscaler left the object alone: {bad}",), reason=bad)
+    written: dict[str, str] = dict(annotations or {})
+    listed = a.read_injected(written)
+    ours = [k for k in listed if k in a.POLICY_KEYS and k not in taken_over]
+    # Keys policy wrote are looked at as if absent, so they follow the policy in force now.
+    current = {k: v for k, v in written.items() if k not in ours}
+    config, found = a.read_config(current)
+    problems = tuple(_cut(str(p)) for p in found)
     if config.opted_out:
-        return Decision(warnings=tuple(warnings), reason=f"opted out by {a.ENABLED}")
-    effective = evaluate_policy(policy, namespace_labels or {}, labels or {})
+        return Annotating(problems=problems, reason=f"opted out by {a.ENABLED}")
+    warnings: list[str] = []
+    effective = evaluate_policy(policy, namespace_labels, labels or {})
+    clamped: set[str] = set()
     if not effective.enabled:
-        return Decision(
-            warnings=tuple(warnings), reason=f"excluded by policy rule {effective.rule!r}"
-        )
+        updates: dict[str, str] = {}
+        reason = f"excluded by policy rule {effective.rule!r}"
+    else:
+        updates = _timeout_updates(current, config, policy, effective, warnings)
+        # A person's timeout clamped into bounds stays theirs: not listed, never replaced.
+        clamped = set(updates) if config.idle_timeout is not None else set()
+        updates.update(
+            _kind_updates(
+                obj, current, namespace, policy, effective, rbac, discovery, custom_resources,
+                warnings,
+            )
+        )  # fmt: skip
+        reason = "nothing to add"
+    changes: dict[str, str | None] = {
+        k: v for k, v in sorted(updates.items()) if written.get(k) != v
+    }
+    changes.update({k: None for k in ours if k not in updates and k in written})
+    owned = sorted(k for k in updates if k not in clamped)
+    kept = [k for k in listed if k not in a.POLICY_KEYS or k in owned]
+    injected = ",".join(dict.fromkeys([*kept, *owned]))
+    if injected != written.get(a.INJECTED, "") and (injected or a.INJECTED in written):
+        changes[a.INJECTED] = injected or None
+    if changes:
+        reason = "policy applied"
+    return Annotating(changes, tuple(warnings), problems, reason)
 
-    updates = _timeout_updates(current, config, policy, effective, warnings)
-    updates.update(
-        _kind_updates(
-            obj, current, namespace, policy, effective, rbac, discovery, custom_resources, warnings
-        )
-    )
-    if not updates:
-        return Decision(warnings=tuple(warnings), reason="nothing to add")
-    already = [k.strip() for k in current.get(a.INJECTED, "").split(",") if k.strip()]
-    injected = ",".join(dict.fromkeys([*already, *sorted(updates)]))
-    if injected != current.get(a.INJECTED):
-        updates[a.INJECTED] = injected
-    return Decision(patch=_patch(obj, current, updates), warnings=tuple(warnings), reason="added")
+
+def taken_over(request: AdmissionRequest) -> frozenset[str]:
+    """Injected keys whose value this update changes, unless zeroscaler itself writes them."""
+    options = request.get("options") or {}
+    if options.get("fieldManager") == a.FIELD_MANAGER:
+        return frozenset()
+    old, new = _annotations_of(request.get("oldObject")), _annotations_of(request.get("object"))
+    listed = a.read_injected(old)
+    return frozenset(k for k in listed if k in old and old.get(k) != new.get(k))
+
+
+def _annotations_of(obj: object) -> dict[str, str]:
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    found = meta.get("annotations") if isinstance(meta, dict) else None
+    if not isinstance(found, dict):
+        return {}
+    return {k: v for k, v in found.items() if isinstance(k, str) and isinstance(v, str)}
 
 
 def _timeout_updates(
@@ -201,12 +277,16 @@ def _kind_updates(
     return updates
 
 
-def _patch(obj: Mapping[str, Any], current: dict[str, str], updates: dict[str, str]) -> list[Any]:
-    """JSONPatch ops setting `updates`; they touch nothing else and create absent maps."""
+def _patch(
+    obj: Mapping[str, Any], current: dict[str, str], changes: Mapping[str, str | None]
+) -> list[Any]:
+    """JSONPatch ops making `changes` (None removes), touching nothing else; absent maps made."""
     meta = obj.get("metadata")
+    after = {k: v for k, v in {**current, **changes}.items() if v is not None}
     if isinstance(meta, dict) and isinstance(meta.get("annotations"), dict):
-        before = {k: current[k] for k in updates if k in current}
-        ops = jsonpatch.make_patch(before, updates)
+        before = {k: current[k] for k in changes if k in current}
+        wanted = {k: after[k] for k in changes if k in after}
+        ops = jsonpatch.make_patch(before, wanted)
         return [{**op, "path": "/metadata/annotations" + op["path"]} for op in ops]
     source: dict[str, Any]
     if "metadata" not in obj:
@@ -217,7 +297,7 @@ def _patch(obj: Mapping[str, Any], current: dict[str, str], updates: dict[str, s
         source = {"metadata": {"annotations": None}}
     else:
         source = {"metadata": {}}
-    return list(jsonpatch.make_patch(source, {"metadata": {"annotations": {**current, **updates}}}))
+    return list(jsonpatch.make_patch(source, {"metadata": {"annotations": after}}))
 
 
 def service_account_of(obj: Mapping[str, Any]) -> str | None:

@@ -32,13 +32,19 @@ OWNED_KINDS = PREFIX + "owned-kinds"
 WATCH_NAMESPACES = PREFIX + "watch-namespaces"
 WAKE_REPLICAS = PREFIX + "wake-replicas"
 ENABLED = PREFIX + "enabled"
+PAUSED = PREFIX + "paused"  # "true" holds a workload as it is
 # Written by the controller only.
 STATE = PREFIX + "state"
 RESTORE_REPLICAS = PREFIX + "restore-replicas"
 ASLEEP_SINCE = PREFIX + "asleep-since"
 LAST_ACTIVITY = PREFIX + "last-activity"
-# Written by the webhook only.
+FLAPPING = PREFIX + "flapping"  # woken again and again by the same manifest re-applied
+# Written by the webhook and the controller: the keys whose values came from policy.
 INJECTED = PREFIX + "injected"
+# The keys policy gives; listed in INJECTED they follow the policy in force.
+POLICY_KEYS = frozenset({IDLE_TIMEOUT, WATCHED_KINDS, OWNED_KINDS, WATCH_NAMESPACES})
+# The field manager of every write the controller makes (GitOps tools are told to leave its fields).
+FIELD_MANAGER = "zeroscaler"
 
 # Labels.
 NAMESPACE_ENABLED_LABEL = PREFIX + "enabled"
@@ -139,6 +145,13 @@ def read_status(annotations: Mapping[str, str]) -> tuple[WorkloadStatus, list[Pr
             last_activity=_read_time(annotations, LAST_ACTIVITY, problems),
         ),
         problems,
+    )
+
+
+def read_injected(annotations: Mapping[str, str]) -> list[str]:
+    """The keys listed in `zeroscaler.io/injected`, in order."""
+    return list(
+        dict.fromkeys(k.strip() for k in annotations.get(INJECTED, "").split(",") if k.strip())
     )
 
 

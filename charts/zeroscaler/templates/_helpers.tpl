@@ -247,6 +247,7 @@ check against the programs' --help.
 {{- define "zeroscaler.controller.args" -}}
 - --lease-namespace={{ .Release.Namespace }}
 - --lease-name={{ include "zeroscaler.controller.leaseName" . }}
+- --exclude-namespaces={{ join "," .Values.webhook.excludeNamespaces }}
 - --lease-duration={{ .Values.controller.leaderElection.leaseDuration }}
 - --id=$(POD_NAME)
 - --metrics-host=0.0.0.0

@@ -1,12 +1,17 @@
-"""The policy in force from the policy ConfigMaps; on errors the last valid one is kept."""
+"""The policy in force from the policy ConfigMaps; on errors the last valid one is kept.
+
+Both components keep one: the webhook applies it at admission, the controller to what exists.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from zeroscaler.core.annotations import POLICY_KEY
+from zeroscaler.core.annotations import POLICY_KEY, POLICY_LABEL
 from zeroscaler.core.policy import (
     DEFAULT_POLICY,
     Policy,
@@ -15,6 +20,10 @@ from zeroscaler.core.policy import (
     merge_policies,
     parse_policy,
 )
+from zeroscaler.kube import Kube
+from zeroscaler.watching import Informer, WatchEvent
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,3 +89,56 @@ class PolicyKeeper:
             uid=str(meta.get("uid", "")),
             message=f"invalid policy, keeping the last valid one ({kept}): {error}",
         )
+
+
+class PolicyWatch:
+    """Watches the policy ConfigMaps of one namespace into a keeper, telling of each outcome.
+
+    `on_change` is called once the first list is in and after each change taken later;
+    `on_rejected` with each ConfigMap that was not taken (the last valid policy stays).
+    """
+
+    def __init__(
+        self,
+        kube: Kube,
+        namespace: str,
+        *,
+        on_change: Callable[[], None],
+        on_rejected: Callable[[Rejection], None],
+    ) -> None:
+        self.keeper = PolicyKeeper()
+        self.informer = Informer(
+            kube,
+            f"/api/v1/namespaces/{namespace}/configmaps",
+            params={"labelSelector": f"{POLICY_LABEL}=true"},
+        )
+        self._on_change = on_change
+        self._on_rejected = on_rejected
+        self.informer.add_handler(self._on_event)
+
+    @property
+    def policy(self) -> Policy:
+        return self.keeper.policy
+
+    def is_synced(self) -> bool:
+        return self.informer.synced.is_set()
+
+    async def run(self) -> None:
+        """Watch until cancelled."""
+        await asyncio.gather(self.informer.run(), self._announce_synced())
+
+    async def _announce_synced(self) -> None:
+        await self.informer.synced.wait()
+        self._on_change()
+
+    def _on_event(self, event: WatchEvent) -> None:
+        before = self.keeper.policy
+        if event.type == "DELETED":
+            rejection = self.keeper.remove(event.obj)
+        else:
+            rejection = self.keeper.update(event.obj)
+        if rejection is not None:
+            self._on_rejected(rejection)
+            return
+        if not event.initial and self.keeper.policy != before:
+            self._on_change()

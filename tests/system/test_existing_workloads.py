@@ -1,0 +1,115 @@
+"""Workloads there before zeroscaler, or before their namespace opted in, managed by policy."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client as k8s
+
+from localcluster.cluster import Cluster
+from tests.support.crds import create_crd
+from tests.support.waiting import wait_for
+from tests.system.controller_kit import (
+    WIDGET,
+    WIDGET_GROUP,
+    ControllerProcess,
+    create_workload,
+    grant_watch,
+    start_controller,
+    state_of,
+    wait_asleep,
+    wait_event,
+)
+from tests.system.webhook_kit import events_for, put_policy
+
+pytestmark = pytest.mark.cluster
+
+IDLE = "zeroscaler.io/idle-timeout"
+INJECTED = "zeroscaler.io/injected"
+KINDS = "zeroscaler.io/watched-kinds"
+
+
+@pytest.fixture(scope="session")
+def widgets(api: k8s.ApiClient) -> None:
+    create_crd(api, WIDGET_GROUP, "Widget", "widgets")
+
+
+@pytest.fixture
+def controller(
+    cluster: Cluster, policy_ns: str, tmp_path: Path, widgets: None
+) -> Iterator[ControllerProcess]:
+    ctl = start_controller(cluster, policy_ns, tmp_path, extra=["--policy-namespace", policy_ns])
+    yield ctl
+    ctl.stop()
+    print(ctl.log_tail(80))  # shown by pytest when the test failed
+
+
+def opt_in(api: k8s.ApiClient, namespace: str) -> None:
+    body = {"metadata": {"labels": {"zeroscaler.io/enabled": "true"}}}
+    k8s.CoreV1Api(api).patch_namespace(namespace, body)
+
+
+def annotation(api: k8s.ApiClient, ref: object, key: str) -> str | None:
+    return state_of(api, ref)[1].get(key)  # type: ignore[arg-type]
+
+
+def test_operators_there_before_opt_in_are_managed_and_follow_policy(
+    api: k8s.ApiClient, cluster: Cluster, ns: str, policy_ns: str, tmp_path: Path, widgets: None
+) -> None:
+    put_policy(api, policy_ns, "base", "defaults: {idleTimeout: 3s}")
+    grant_watch(api, ns, [(WIDGET_GROUP, ["widgets"])])
+    # Both applied before zeroscaler runs and before the namespace opts in, as most are.
+    plain = create_workload(api, ns, "plain", {})
+    chosen = create_workload(api, ns, "chosen", {IDLE: "4s"})
+    ctl = start_controller(cluster, policy_ns, tmp_path, extra=["--policy-namespace", policy_ns])
+    try:
+        assert IDLE not in state_of(api, plain)[1]  # not opted in yet: left alone
+        opt_in(api, ns)
+        wait_asleep(api, plain, 3)
+        _, ann = state_of(api, plain)
+        assert ann[IDLE] == "3s"
+        assert ann[KINDS] == WIDGET
+        assert ann[INJECTED].split(",") == [
+            IDLE,
+            "zeroscaler.io/watch-namespaces",
+            KINDS,
+        ]
+        wait_event(api, plain, "PolicyApplied", f"{IDLE}=3s")
+        wait_asleep(api, chosen, 3)
+        assert annotation(api, chosen, IDLE) == "4s"
+        assert IDLE not in annotation(api, chosen, INJECTED).split(",")  # type: ignore[union-attr]
+
+        # A policy edit reaches what came from policy, never what a person wrote.
+        put_policy(api, policy_ns, "base", "defaults: {idleTimeout: 7m}")
+        wait_for(lambda: annotation(api, plain, IDLE) == "7m", "plain follows the new policy")
+        assert annotation(api, chosen, IDLE) == "4s"
+
+        # An invalid edit is refused with an Event; the last valid policy stays.
+        put_policy(api, policy_ns, "base", "defaults: {idleTimeout: soon}")
+        wait_for(
+            lambda: any(
+                e.reason == "InvalidPolicy" and e.source.component == "zeroscaler-controller"
+                for e in events_for(api, policy_ns, "ConfigMap", "base")
+            ),
+            "InvalidPolicy Event from the controller",
+        )
+        assert annotation(api, plain, IDLE) == "7m"
+    finally:
+        ctl.stop()
+        print(ctl.log_tail(80))
+
+
+def test_an_rbac_change_infers_the_injected_kinds_again(
+    api: k8s.ApiClient, opted_ns: str, policy_ns: str, controller: ControllerProcess
+) -> None:
+    put_policy(api, policy_ns, "base", "defaults: {idleTimeout: 1h}")
+    grant_watch(api, opted_ns, [(WIDGET_GROUP, ["widgets"])])
+    ref = create_workload(api, opted_ns, "grows", {})
+    wait_for(lambda: annotation(api, ref, KINDS) == WIDGET, "kinds inferred from RBAC")
+    grant_watch(api, opted_ns, [("", ["configmaps"])], name="more")
+    wait_for(
+        lambda: annotation(api, ref, KINDS) == f"ConfigMap,{WIDGET}",
+        "kinds inferred again after the RBAC change",
+    )
