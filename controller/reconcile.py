@@ -19,6 +19,7 @@ from controller.workload import EPOCH, Workload, WorkloadKey
 from zeroscaler.cluster import ClusterView
 from zeroscaler.core.admission import annotate_from_policy
 from zeroscaler.core.annotations import (
+    PAUSED,
     Notice,
     WorkloadConfig,
     WorkloadStatus,
@@ -118,6 +119,9 @@ class Reconciler:
             self._forget(w)
             return
         config, status, warnings = self._read(w)
+        if self._is_held(w, config):
+            self._reporter.warn(w, warnings)
+            return
         if not self._is_candidate(w, config):
             await self._unmanage(w, "not opted in", restore=not self._is_terminating(w))
             return
@@ -143,6 +147,25 @@ class Reconciler:
             self._timers.schedule(key, self._clock.monotonic() + max(delay, 0.0))
         if decision.action != "none":
             await self._scaling.act(w, decision, now)
+
+    def _is_held(self, w: Workload, config: WorkloadConfig) -> bool:
+        """Paused: nothing is written (no sleep, wake, restore or policy) until it is resumed."""
+        if config.paused == w.paused:
+            if config.paused:
+                self._timers.cancel(w.key)
+            return config.paused
+        w.paused = config.paused
+        if config.paused:
+            self._timers.cancel(w.key)
+            message = f"{PAUSED} is true: held at {w.replicas} replicas, no sleep or wake"
+            log.info("paused", extra={"workload": w.label})
+            if self._is_leader():
+                self._reporter.event(w, "Normal", "Paused", message)
+            return True
+        log.info("resumed", extra={"workload": w.label})
+        if self._is_leader():
+            self._reporter.event(w, "Normal", "Resumed", f"{PAUSED} removed: managed again")
+        return False
 
     async def _apply_policy(self, w: Workload) -> tuple[bool, list[Notice]]:
         """Write what policy gives the workload, as the webhook would at admission.

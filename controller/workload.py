@@ -99,6 +99,7 @@ class Workload:
     warned: set[Notice] = field(default_factory=set)
     accounted_at: float | None = None  # loop time replica-seconds were last counted
     pretend: tuple[WorkloadStatus, int] | None = None  # dry run: the status we would have made
+    paused: bool = False  # held by zeroscaler.io/paused, as last seen
     inferred: bool = False  # no kinds annotated: they come from the ServiceAccount's RBAC
     names: dict[GroupKind, frozenset[str]] = field(default_factory=dict)  # inferred resourceNames
     reach: tuple[Scope, frozenset[str]] = (None, frozenset())  # working namespaces, own CRDs

@@ -460,3 +460,32 @@ def test_rbac_resource_names_limit_what_wakes_an_inferred_workload(
     )
     core.patch_namespaced_config_map("operator-config", opted_ns, {"data": {"k": "changed"}})
     wait_woken(api, ref, f"ConfigMap {opted_ns}/operator-config changed")
+
+
+def test_a_paused_workload_is_held_as_it_is(
+    api: k8s.ApiClient, opted_ns: str, controller: ControllerProcess
+) -> None:
+    grant_watch(api, opted_ns, [(WIDGET_GROUP, ["widgets"])])
+    config = config_for("3s", WIDGET, watch_namespaces=opted_ns)
+    held = create_workload(api, opted_ns, "held", {**config, "zeroscaler.io/paused": "true"})
+    # The same settings without the pause: what happens to it shows what the pause held back.
+    sentinel = create_workload(api, opted_ns, "sentinel", config)
+    wait_event(api, held, "Paused", "held at 3 replicas")
+    wait_asleep(api, sentinel, 3)
+    assert state_of(api, held)[0] == 3  # idle longer than the sentinel, yet not put to sleep
+
+    patch_workload(api, held, {"metadata": {"annotations": {"zeroscaler.io/paused": None}}})
+    wait_asleep(api, held, 3)
+    patch_workload(api, held, {"metadata": {"annotations": {"zeroscaler.io/paused": "true"}}})
+    wait_for(lambda: reasons(api, held).count("Paused") == 2, "paused again")
+    create_widget(api, opted_ns, "while-held")
+    wait_woken(api, sentinel, f"Widget {opted_ns}/while-held created")
+    wait_asleep(api, sentinel, 3)
+    # Leaving the opt-in restores the sentinel; the paused one stays at zero.
+    k8s.CoreV1Api(api).patch_namespace(
+        opted_ns, {"metadata": {"labels": {"zeroscaler.io/enabled": None}}}
+    )
+    wait_awake(api, sentinel, 3)
+    replicas, ann = state_of(api, held)
+    assert (replicas, ann["zeroscaler.io/state"]) == (0, "asleep")
+    assert "Woken" not in reasons(api, held)

@@ -6,7 +6,7 @@ from datetime import datetime
 
 import pytest
 
-from zeroscaler.core.annotations import WorkloadConfig, WorkloadStatus
+from zeroscaler.core.annotations import WorkloadConfig, WorkloadStatus, read_config
 from zeroscaler.core.decision import Decision, Observed, decide, restart_clock, wake_replicas
 from zeroscaler.core.durations import parse_time
 from zeroscaler.core.kinds import KindRef
@@ -21,6 +21,8 @@ def t(text: str) -> datetime:
 NOW = t("2026-01-01T12:00:00Z")
 CONFIG = WorkloadConfig(idle_timeout=60.0, watched=CM)
 AWAKE = WorkloadStatus(state="awake")
+PAUSED = WorkloadConfig(idle_timeout=60.0, watched=CM, paused=True)
+HELD = "zeroscaler.io/paused is true; held as it is"
 ASLEEP = WorkloadStatus(state="asleep", restore_replicas=3, asleep_since=t("2026-01-01T11:00:00Z"))
 
 CASES: list[tuple[str, Observed, WorkloadConfig, WorkloadStatus, Decision]] = [
@@ -136,6 +138,27 @@ CASES: list[tuple[str, Observed, WorkloadConfig, WorkloadStatus, Decision]] = [
         WorkloadStatus(state="asleep", restore_replicas=2),
         Decision("wake", replicas=2),
     ),
+    (
+        "paused and idle past the timeout: held awake",
+        Observed(3, t("2026-01-01T10:00:00Z")),
+        PAUSED,
+        AWAKE,
+        Decision("none", reason=HELD),
+    ),
+    (
+        "paused and asleep with activity: held asleep",
+        Observed(0, t("2026-01-01T11:30:00Z")),
+        PAUSED,
+        ASLEEP,
+        Decision("none", reason=HELD),
+    ),
+    (
+        "paused and asleep, scaled up by someone else: not recorded",
+        Observed(2, t("2026-01-01T10:00:00Z")),
+        PAUSED,
+        ASLEEP,
+        Decision("none", reason=HELD),
+    ),
 ]
 
 
@@ -197,3 +220,13 @@ def test_a_wake_restarts_the_idle_clock_when_awake(
     day = "2026-01-01T"
     clock = restart_clock(t(f"{day}{activity}Z"), t(f"{day}{woken_at}Z"))
     assert decide(Observed(3, clock), CONFIG, AWAKE, t(f"{day}{now}Z")) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "paused", "problem"),
+    [("true", True, False), (" True ", True, False), ("false", False, False), ("yes", False, True)],
+)
+def test_paused_reads_true_or_false(value: str, paused: bool, problem: bool) -> None:
+    config, problems = read_config({"zeroscaler.io/paused": value})
+    assert config.paused is paused
+    assert bool(problems) is problem

@@ -85,6 +85,7 @@ class WorkloadConfig:
     """What a workload's annotations ask of zeroscaler."""
 
     opted_out: bool = False
+    paused: bool = False  # held as it is: no sleep, no wake, nothing restored
     idle_timeout: float | None = None
     watched: tuple[KindRef, ...] = ()
     owned: tuple[KindRef, ...] = ()
@@ -117,8 +118,12 @@ def read_config(annotations: Mapping[str, str]) -> tuple[WorkloadConfig, list[Pr
     enabled = annotations.get(ENABLED)
     if enabled is not None and enabled.strip().lower() not in ("true", "false"):
         problems.append(Problem(ENABLED, f'{_short(enabled)} is not "true" or "false"'))
+    paused = annotations.get(PAUSED)
+    if paused is not None and paused.strip().lower() not in ("true", "false"):
+        problems.append(Problem(PAUSED, f'{_short(paused)} is not "true" or "false"'))
     config = WorkloadConfig(
         opted_out=(enabled or "").strip().lower() == "false",
+        paused=(paused or "").strip().lower() == "true",
         idle_timeout=timeout,
         watched=watched,
         owned=owned,

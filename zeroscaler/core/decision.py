@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from zeroscaler.core.annotations import WorkloadConfig, WorkloadStatus
+from zeroscaler.core.annotations import PAUSED, WorkloadConfig, WorkloadStatus
 from zeroscaler.core.durations import format_duration
 
 Action = Literal["sleep", "wake", "mark-awake", "none"]
@@ -40,6 +40,8 @@ def decide(
     observed: Observed, config: WorkloadConfig, status: WorkloadStatus, now: datetime
 ) -> Decision:
     """Sleep, wake, record a manual wake, or nothing (with the time to look again)."""
+    if config.paused:
+        return Decision("none", reason=f"{PAUSED} is true; held as it is")
     if status.state == "asleep":
         return _decide_asleep(observed, config, status)
     if observed.replicas == 0:
