@@ -18,6 +18,7 @@ from controller.timers import TimerHeap
 from controller.workload import EPOCH, Workload, WorkloadKey
 from zeroscaler.cluster import ClusterView
 from zeroscaler.core.annotations import (
+    CENSUS,
     Notice,
     WorkloadConfig,
     WorkloadStatus,
@@ -26,6 +27,7 @@ from zeroscaler.core.annotations import (
     read_config,
     read_status,
 )
+from zeroscaler.core.census import parse_census
 from zeroscaler.core.decision import Decision, Observed, decide
 from zeroscaler.kube import KubeError
 
@@ -123,6 +125,7 @@ class Reconciler:
             return
         self._manage(w, status)
         await self._subscriptions.prepare(w, config)
+        self._subscriptions.check_census(w)
         hpa = self._hpa_names(key)
         warnings += w.kind_warnings + self._hpa_warnings(hpa, status)
         self._reporter.warn(w, warnings)
@@ -184,6 +187,8 @@ class Reconciler:
         if w.managed:
             return
         w.managed = True
+        if status.state == "asleep":  # asleep before we watched: compare what it saw at sleep
+            w.unchecked = set(parse_census(w.annotations.get(CENSUS, ""))[0])
         self._accounting.start(w)
         w.last_activity = (
             (status.asleep_since or EPOCH)

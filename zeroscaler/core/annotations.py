@@ -37,6 +37,7 @@ STATE = PREFIX + "state"
 RESTORE_REPLICAS = PREFIX + "restore-replicas"
 ASLEEP_SINCE = PREFIX + "asleep-since"
 LAST_ACTIVITY = PREFIX + "last-activity"
+CENSUS = PREFIX + "census"  # per kind: objects in scope at the last sleep, and their digest
 # Written by the webhook only.
 INJECTED = PREFIX + "injected"
 
