@@ -121,6 +121,13 @@ class ChangeFeed:
         if key in self._workloads:
             self._enqueue(key)
 
+    def on_synced(self, resource: APIResource) -> None:
+        """A watch holds its whole collection: sleepers still to compare their census look now."""
+        for key in self._users(resource):
+            w = self._workloads.get(key)
+            if w is not None and w.unchecked:
+                self._enqueue(key)
+
     def on_object(self, resource: APIResource, event: WatchEvent) -> None:
         """A watched object changed: note it for every workload it is activity for."""
         self._metrics.watch_events.labels(resource.group_resource).inc()

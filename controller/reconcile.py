@@ -19,6 +19,7 @@ from controller.workload import EPOCH, Workload, WorkloadKey
 from zeroscaler.cluster import ClusterView
 from zeroscaler.core.admission import annotate_from_policy
 from zeroscaler.core.annotations import (
+    CENSUS,
     PAUSED,
     Notice,
     WorkloadConfig,
@@ -28,6 +29,7 @@ from zeroscaler.core.annotations import (
     read_config,
     read_status,
 )
+from zeroscaler.core.census import parse_census
 from zeroscaler.core.decision import Decision, Observed, decide
 from zeroscaler.core.policy import Policy
 from zeroscaler.kube import Conflict, KubeError, NotFound
@@ -138,6 +140,7 @@ class Reconciler:
             return
         self._manage(w, status)
         await self._subscriptions.prepare(w, config)
+        self._subscriptions.check_census(w)
         hpa = self._hpa_names(key)
         warnings += w.kind_warnings + self._hpa_warnings(hpa, status)
         self._reporter.warn(w, warnings)
@@ -268,6 +271,8 @@ class Reconciler:
         if w.managed:
             return
         w.managed = True
+        if status.state == "asleep":  # asleep before we watched: compare what it saw at sleep
+            w.unchecked = set(parse_census(w.annotations.get(CENSUS, ""))[0])
         self._accounting.start(w)
         w.last_activity = (
             (status.asleep_since or EPOCH)

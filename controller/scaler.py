@@ -69,7 +69,9 @@ class Scaler:
         self.gate: WakeGate[WorkloadKey] = WakeGate(FOLLOW_UP_PATIENCE)
         self.timers: TimerHeap[WorkloadKey] = TimerHeap(self.queue.add)
         self.hub: WatchHub[WorkloadKey] = WatchHub(
-            watcher, lambda resource, event: self.changes.on_object(resource, event)
+            watcher,
+            lambda resource, event: self.changes.on_object(resource, event),
+            lambda resource: self.changes.on_synced(resource),
         )
         self.metrics = Metrics(
             lambda: count_by_state(self.workloads.values()),
@@ -134,6 +136,7 @@ class Scaler:
             dry_run=self.settings.dry_run,
             enqueue=self.queue.add,
             is_leader=self._leading,
+            census=subscriptions.census,
         )
         return Reconciler(
             self.workloads,

@@ -14,11 +14,13 @@ from controller.queue import WakeGate
 from controller.reporting import Reporter
 from controller.workload import Workload, WorkloadKey, trim_workload
 from zeroscaler.core.annotations import (
+    CENSUS,
     WorkloadStatus,
     asleep_annotations,
     awake_annotations,
     read_status,
 )
+from zeroscaler.core.census import Census, format_census
 from zeroscaler.core.decision import Decision, restart_clock, wake_replicas
 from zeroscaler.kube import Conflict, Kube, NotFound
 
@@ -42,6 +44,7 @@ class Scaling:
         dry_run: bool,
         enqueue: Callable[[WorkloadKey], None],
         is_leader: Callable[[], bool],
+        census: Callable[[Workload], Census],
     ) -> None:
         self._kube = kube
         self._reporter = reporter
@@ -52,6 +55,7 @@ class Scaling:
         self._dry_run = dry_run
         self._enqueue = enqueue
         self._is_leader = is_leader
+        self._census = census
         self._follow_ups: dict[WorkloadKey, FollowUp] = {}
 
     def take_follow_up(self, key: WorkloadKey) -> FollowUp | None:
@@ -92,7 +96,10 @@ class Scaling:
     async def _sleep(self, w: Workload, decision: Decision, now: datetime) -> None:
         replicas = decision.replicas or w.replicas
         # Annotations first: a crash before the scale leaves a workload awake, never lost at zero.
-        await self._patch_annotations(w, asleep_annotations(replicas, now, w.last_activity))
+        status = asleep_annotations(replicas, now, w.last_activity)
+        # What is in scope now, so a restart can tell what was deleted while nobody watched.
+        status[CENSUS] = format_census(self._census(w))
+        await self._patch_annotations(w, status)
         if not await self._scale_to_zero(w, replicas):
             self._enqueue(w.key)
             return

@@ -20,7 +20,14 @@ from zeroscaler.core.activity import (
     find_activity,
     working_namespaces,
 )
-from zeroscaler.core.annotations import Notice, WorkloadConfig, WorkloadStatus, kind_list_keys
+from zeroscaler.core.annotations import (
+    CENSUS,
+    Notice,
+    WorkloadConfig,
+    WorkloadStatus,
+    kind_list_keys,
+)
+from zeroscaler.core.census import Census, Tally, difference, parse_census, tally
 from zeroscaler.core.kinds import KIND_REF_FORM, APIResource, KindRef
 from zeroscaler.core.scope import Ask, Grant, resolve_scope
 from zeroscaler.kube import Obj
@@ -166,6 +173,39 @@ class Subscriptions:
         )
         if interest != w.interest:
             w.interest = interest
+
+    def census(self, w: Workload) -> Census:
+        """Per kind whose watch holds its whole collection, what is in the workload's scope now."""
+        if w.interest is None:
+            return {}
+        found: dict[str, Tally] = {}
+        for resource in w.resources:
+            informer = self._hub.informer(resource)
+            if informer is not None and informer.synced.is_set():
+                found[resource.canonical] = tally(informer.store.values(), resource, w.interest)
+        return found
+
+    def check_census(self, w: Workload) -> None:
+        """Asleep since before we watched: a kind whose objects differ from its census wakes it."""
+        if not w.unchecked or w.interest is None or w.status.state != "asleep":
+            w.unchecked.clear()
+            return
+        recorded, _ = parse_census(w.annotations.get(CENSUS, ""))
+        served = {r.canonical: r for r in w.resources}
+        for kind in list(w.unchecked):
+            resource = served.get(kind)
+            informer = self._hub.informer(resource) if resource is not None else None
+            if resource is None or kind not in recorded:  # not watched now: nothing to compare
+                w.unchecked.discard(kind)
+                continue
+            if informer is None or not informer.synced.is_set():
+                continue  # its list is still coming; its sync asks for another look
+            w.unchecked.discard(kind)
+            now = tally(informer.store.values(), resource, w.interest)
+            reason = difference(kind, recorded[kind], now)
+            # A wake already due names the object that changed: a better reason than a count.
+            if reason is not None and w.activity_at is None:
+                self._on_activity(w, Activity(resource.kind, "", "", reason), self._clock.now())
 
     def subscribe(self, w: Workload, wanted: set[APIResource]) -> None:
         """Hold exactly the watches in `wanted`; a warm one is replayed to an asleep workload."""

@@ -15,6 +15,7 @@ from zeroscaler.watching import Informer, WatchEvent
 log = logging.getLogger(__name__)
 
 Listener = Callable[[APIResource, WatchEvent], None]
+SyncListener = Callable[[APIResource], None]
 U = TypeVar("U", bound=Hashable)
 
 
@@ -26,9 +27,12 @@ def _shrink(obj: Obj) -> Obj:
 class WatchHub(Generic[U]):
     """Reference-counted informers keyed by resource type; events go to one listener."""
 
-    def __init__(self, kube: Kube, listener: Listener) -> None:
+    def __init__(
+        self, kube: Kube, listener: Listener, on_synced: SyncListener | None = None
+    ) -> None:
         self._kube = kube
         self._listener = listener
+        self._on_synced = on_synced
         self._informers: dict[APIResource, tuple[Informer, asyncio.Task[None]]] = {}
         self._users: dict[APIResource, set[U]] = {}
 
@@ -51,6 +55,9 @@ class WatchHub(Generic[U]):
             return self._informers[resource][0]
         informer = Informer(self._kube, resource.api_path(), metadata_only=True, transform=_shrink)
         informer.add_handler(lambda event: self._listener(resource, event))
+        if self._on_synced is not None:
+            on_synced = self._on_synced
+            informer.add_sync_handler(lambda: on_synced(resource))
         task = asyncio.create_task(informer.run(), name=f"watch {resource.group_resource}")
         self._informers[resource] = (informer, task)
         log.info("watch started", extra={"resource": resource.group_resource})

@@ -103,6 +103,7 @@ class Workload:
     inferred: bool = False  # no kinds annotated: they come from the ServiceAccount's RBAC
     names: dict[GroupKind, frozenset[str]] = field(default_factory=dict)  # inferred resourceNames
     reach: tuple[Scope, frozenset[str]] = (None, frozenset())  # working namespaces, own CRDs
+    unchecked: set[str] = field(default_factory=set)  # kinds of its census not yet compared
 
     @property
     def kind(self) -> str:

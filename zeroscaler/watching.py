@@ -65,6 +65,11 @@ class Informer:
         self.resource_version = ""
         self.last_error: KubeError | None = None
         self._handlers: list[Handler] = []
+        self._sync_handlers: list[Callable[[], None]] = []
+
+    def add_sync_handler(self, handler: Callable[[], None]) -> None:
+        """Call `handler` after every complete list, once the store holds the whole collection."""
+        self._sync_handlers.append(handler)
 
     def add_handler(self, handler: Handler) -> None:
         self._handlers.append(handler)
@@ -110,6 +115,11 @@ class Informer:
                 self._emit(WatchEvent("DELETED", obj, obj))
         self.last_error = None
         self.synced.set()
+        for handler in list(self._sync_handlers):
+            try:
+                handler()
+            except Exception:
+                log.exception("sync handler failed", extra={"path": self.path})
 
     async def _watch(self) -> None:
         async for event in self.kube.watch(

@@ -19,6 +19,7 @@ from tests.system.controller_kit import (
     create_workload,
     events_of,
     grant_watch,
+    patch_workload,
     reasons,
     start_controller,
     state_of,
@@ -227,3 +228,61 @@ def test_a_crash_between_recording_and_scaling_strands_nothing(
         assert "Woken" not in reasons(api, ref)
     finally:
         ctl.stop()
+
+
+def _asleep_then_stopped(
+    api: k8s.ApiClient, cluster: Cluster, ns: str, workdir: Path, name: str
+) -> Ref:
+    """A workload watching ConfigMaps in `ns`, put to sleep by a controller that then stops."""
+    grant_watch(api, ns, [("", ["configmaps"])])
+    create_configmap(api, ns, "settings")
+    create_configmap(api, ns, "other")
+    ref = create_workload(api, ns, name, config_for("3s", "ConfigMap", watch_namespaces=ns))
+    first = start_controller(cluster, ns, workdir, id="first")
+    try:
+        wait_asleep(api, ref, 3)
+    finally:
+        first.stop()
+    assert "zeroscaler.io/census" in state_of(api, ref)[1]
+    return ref
+
+
+def test_a_watched_object_deleted_while_the_controller_is_down_wakes_its_sleeper(
+    api: k8s.ApiClient, cluster: Cluster, opted_ns: str, tmp_path: Path
+) -> None:
+    ref = _asleep_then_stopped(api, cluster, opted_ns, tmp_path, "deleted-meanwhile")
+    k8s.CoreV1Api(api).delete_namespaced_config_map("settings", opted_ns)
+    second = start_controller(cluster, opted_ns, tmp_path, id="second")
+    try:
+        reason = "1 ConfigMap object deleted while zeroscaler was not watching (3 in scope at sleep"
+        wait_event(api, ref, "Woken", reason)
+    finally:
+        second.stop()
+
+
+def test_a_change_in_the_second_of_the_sleep_wakes_its_sleeper_after_a_restart(
+    api: k8s.ApiClient, cluster: Cluster, opted_ns: str, tmp_path: Path
+) -> None:
+    """The sleep is recorded in the second of the change, so no managedFields time is newer."""
+    ref = _asleep_then_stopped(api, cluster, opted_ns, tmp_path, "same-second")
+    changed = k8s.CoreV1Api(api).patch_namespaced_config_map(
+        "settings", opted_ns, {"data": {"changed": "in the second of the sleep"}}
+    )
+    second_of_change = max(e.time for e in changed.metadata.managed_fields)
+    patch_workload(
+        api,
+        ref,
+        {
+            "metadata": {
+                "annotations": {
+                    "zeroscaler.io/asleep-since": f"{second_of_change:%Y-%m-%dT%H:%M:%SZ}"
+                }
+            }
+        },
+    )
+    second = start_controller(cluster, opted_ns, tmp_path, id="second")
+    try:
+        wait_event(api, ref, "Woken", "ConfigMap objects changed while zeroscaler was not watching")
+        assert second.metric("zeroscaler_activity_total") == 1  # the list alone saw nothing new
+    finally:
+        second.stop()

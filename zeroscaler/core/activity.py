@@ -60,37 +60,45 @@ class Activity:
 def find_activity(change: Change, resource: APIResource, interest: Interest) -> Activity | None:
     """The activity this change is for the workload, or None when it does not count."""
     meta: Meta = change.obj.get("metadata") or {}
+    if not is_in_interest(meta, resource, interest):
+        return None
+    if not is_news(change, resource.has_status, interest.since):
+        return None
+    namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+    where = f"{namespace}/{name}" if namespace else name
+    what = f"{resource.kind} {where}"
+    owner = (
+        controller_owner(meta) if (resource.group, resource.kind) not in interest.watched else None
+    )
+    if owner is not None:
+        what += f" (controlled by a {owner[1]})"
+    verb = "changed while zeroscaler was not watching" if change.initial else _VERBS[change.type]
+    return Activity(resource.kind, namespace, name, f"{what} {verb}")
+
+
+def is_in_interest(meta: Meta, resource: APIResource, interest: Interest) -> bool:
+    """Whether a change of this object, whatever it is, could be activity for the workload."""
     namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
     group_kind = (resource.group, resource.kind)
     if (resource.group, resource.kind, namespace, name) == interest.self_ref:
-        return None
+        return False
     if is_leader_lock(resource, meta):
-        return None
-    owner: GroupKind | None = None
+        return False
     if group_kind in interest.watched:
         scope = interest.watched[group_kind]
     elif group_kind in interest.owned:
         owner = controller_owner(meta)
         if owner is None or owner not in interest.watched:
-            return None
+            return False
         scope = interest.owned[group_kind]
     else:
-        return None
+        return False
     if resource.namespaced and not is_in_scope(namespace, scope):
-        return None
+        return False
     if not resource.namespaced and not concerns_namespaces(resource, name, interest):
-        return None
+        return False
     allowed_names = interest.names.get(group_kind)
-    if allowed_names is not None and name not in allowed_names:
-        return None
-    if not is_news(change, resource.has_status, interest.since):
-        return None
-    where = f"{namespace}/{name}" if namespace else name
-    what = f"{resource.kind} {where}"
-    if owner is not None:
-        what += f" (controlled by a {owner[1]})"
-    verb = "changed while zeroscaler was not watching" if change.initial else _VERBS[change.type]
-    return Activity(resource.kind, namespace, name, f"{what} {verb}")
+    return allowed_names is None or name in allowed_names
 
 
 def is_news(change: Change, has_status: bool, since: datetime | None) -> bool:

@@ -39,6 +39,7 @@ RESTORE_REPLICAS = PREFIX + "restore-replicas"
 ASLEEP_SINCE = PREFIX + "asleep-since"
 LAST_ACTIVITY = PREFIX + "last-activity"
 FLAPPING = PREFIX + "flapping"  # woken again and again by the same manifest re-applied
+CENSUS = PREFIX + "census"  # per kind: objects in scope at the last sleep, and their digest
 # Written by the webhook and the controller: the keys whose values came from policy.
 INJECTED = PREFIX + "injected"
 # The keys policy gives; listed in INJECTED they follow the policy in force.

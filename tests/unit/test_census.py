@@ -1,0 +1,212 @@
+"""The census a sleep records: it moves with every change that is activity, and with no other."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from zeroscaler.core.activity import Interest, shrink
+from zeroscaler.core.census import (
+    Tally,
+    difference,
+    fingerprint,
+    format_census,
+    parse_census,
+    tally,
+)
+from zeroscaler.core.kinds import APIResource
+
+CONFIGMAP = APIResource("", "v1", "configmaps", "ConfigMap")
+WIDGET = APIResource("example.com", "v1", "widgets", "Widget", subresources=frozenset({"status"}))
+DEPLOYMENT = APIResource(
+    "apps", "v1", "deployments", "Deployment", subresources=frozenset({"status", "scale"})
+)
+SECRET = APIResource("", "v1", "secrets", "Secret")
+INTEREST = Interest(
+    watched={
+        ("", "ConfigMap"): frozenset({"ops"}),
+        ("example.com", "Widget"): frozenset({"ops"}),
+        ("apps", "Deployment"): frozenset({"ops"}),
+    },
+    owned={("", "Secret"): frozenset({"ops"})},
+    self_ref=("apps", "Deployment", "ops", "the-operator"),
+)
+CREATED = {"manager": "kubectl", "operation": "Update", "time": "2026-01-01T10:00:00Z"}
+
+
+def obj(name: str, rv: str = "1", namespace: str = "ops", **fields: Any) -> dict[str, Any]:
+    meta = {"namespace": namespace, "name": name, "resourceVersion": rv, "generation": 1}
+    return {"metadata": {"managedFields": [CREATED], **meta, **fields}}
+
+
+def entry(manager: str, time: str, subresource: str = "") -> dict[str, str]:
+    found = {"manager": manager, "operation": "Update", "time": time}
+    return {**found, "subresource": subresource} if subresource else found
+
+
+def tally_of(resource: APIResource, *objects: dict[str, Any]) -> Tally:
+    return tally([shrink(o) for o in objects], resource, INTEREST)
+
+
+SAME = "same"
+# (id, resource, objects at sleep, objects at restart, "same" or the start of the reason)
+CASES: list[tuple[str, APIResource, list[dict[str, Any]], list[dict[str, Any]], str]] = [
+    ("nothing happened", CONFIGMAP, [obj("a"), obj("b")], [obj("b"), obj("a")], SAME),
+    (
+        "one deleted",
+        CONFIGMAP,
+        [obj("a"), obj("b")],
+        [obj("a")],
+        "1 ConfigMap object deleted while zeroscaler was not watching (2 in scope at sleep, 1 now)",
+    ),
+    ("all deleted", CONFIGMAP, [obj("a"), obj("b")], [], "2 ConfigMap objects deleted"),
+    (
+        "one deleted and another created: same count",
+        CONFIGMAP,
+        [obj("a"), obj("b")],
+        [obj("a"), obj("c")],
+        "ConfigMap objects changed while zeroscaler was not watching (2 in scope at sleep, 2 now)",
+    ),
+    (
+        "updated in the second of the sleep (same managedFields time, new resourceVersion)",
+        CONFIGMAP,
+        [obj("a")],
+        [obj("a", rv="2")],
+        "ConfigMap objects changed",
+    ),
+    (
+        "deleted out of scope",
+        CONFIGMAP,
+        [obj("a"), obj("x", namespace="elsewhere")],
+        [obj("a")],
+        SAME,
+    ),
+    (
+        "a leader lock went away",
+        CONFIGMAP,
+        [obj("a"), obj("lock", annotations={"control-plane.alpha.kubernetes.io/leader": "{}"})],
+        [obj("a")],
+        SAME,
+    ),
+    (
+        "status-only update",
+        WIDGET,
+        [obj("w")],
+        [obj("w", rv="9", managedFields=[CREATED, entry("op", "2026-01-01T11:00:00Z", "status")])],
+        SAME,
+    ),
+    ("spec changed in the same second", WIDGET, [obj("w")], [obj("w", generation=2)], "Widget"),
+    (
+        "labelled in the same second",
+        WIDGET,
+        [obj("w")],
+        [obj("w", labels={"tier": "gold"})],
+        "Widget",
+    ),
+    (
+        "finalizer removed",
+        WIDGET,
+        [obj("w", finalizers=["example.com/x"])],
+        [obj("w")],
+        "Widget",
+    ),
+    (
+        "a Deployment scaled and annotated by zeroscaler only",
+        DEPLOYMENT,
+        [obj("other", annotations={"zeroscaler.io/state": "awake"})],
+        [
+            obj(
+                "other",
+                rv="5",
+                generation=2,
+                annotations={"zeroscaler.io/state": "asleep", "zeroscaler.io/census": "x"},
+                managedFields=[CREATED, entry("zeroscaler", "2026-01-01T11:00:00Z")],
+            )
+        ],
+        SAME,
+    ),
+    (
+        "a Deployment changed by someone else",
+        DEPLOYMENT,
+        [obj("other")],
+        [obj("other", generation=2, managedFields=[entry("kubectl", "2026-01-01T11:00:00Z")])],
+        "Deployment objects changed",
+    ),
+    (
+        "the workload itself is not in its own census",
+        DEPLOYMENT,
+        [obj("other"), obj("the-operator")],
+        [obj("other")],
+        SAME,
+    ),
+    (
+        "an owned object whose controller is of a watched kind, deleted",
+        SECRET,
+        [
+            obj(
+                "s",
+                ownerReferences=[
+                    {
+                        "apiVersion": "example.com/v1",
+                        "kind": "Widget",
+                        "name": "w",
+                        "controller": True,
+                    }
+                ],
+            )
+        ],
+        [],
+        "1 Secret object deleted",
+    ),
+    ("an owned object controlled by nothing we watch, deleted", SECRET, [obj("s")], [], SAME),
+]
+
+
+@pytest.mark.parametrize(
+    ("resource", "before", "after", "expected"),
+    [c[1:] for c in CASES],
+    ids=[c[0] for c in CASES],
+)
+def test_census_moves_with_activity_only(
+    resource: APIResource,
+    before: list[dict[str, Any]],
+    after: list[dict[str, Any]],
+    expected: str,
+) -> None:
+    found = difference(resource.kind, tally_of(resource, *before), tally_of(resource, *after))
+    if expected == SAME:
+        assert found is None
+    else:
+        assert found is not None
+        assert found.startswith(expected)
+
+
+@pytest.mark.parametrize("form", [shrink, lambda o: o], ids=["shrunk", "as listed"])
+def test_fingerprint_reads_a_stored_object_as_the_listed_one(
+    form: Callable[[dict[str, Any]], Any],
+) -> None:
+    listed = obj(
+        "w", labels={"a": "b"}, managedFields=[CREATED, entry("op", "2026-01-01T11:00:00Z")]
+    )
+    assert fingerprint(form(listed)["metadata"], WIDGET) == fingerprint(listed["metadata"], WIDGET)
+
+
+def test_census_annotation_round_trips_in_kind_order() -> None:
+    census = {"Widget.example.com": Tally(2, 0xABC), "ConfigMap": Tally(0, 0)}
+    text = format_census(census)
+    assert text == "ConfigMap=0:0000000000000000, Widget.example.com=2:0000000000000abc"
+    assert parse_census(text) == (census, [])
+
+
+@pytest.mark.parametrize(
+    "text", ["ConfigMap", "ConfigMap=2", "ConfigMap=two:0000000000000000", "=1:0000000000000000"]
+)
+def test_a_malformed_census_entry_is_left_out_and_named(text: str) -> None:
+    census, problems = parse_census(f"{text}, Widget.example.com=1:00000000000000ff")
+    assert census == {"Widget.example.com": Tally(1, 255)}
+    assert [str(p) for p in problems] == [
+        f"zeroscaler.io/census: {text!r} is not of the form comma-separated "
+        "Kind.group=count:16 hex digits (written by the controller)"
+    ]

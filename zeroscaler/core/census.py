@@ -1,0 +1,118 @@
+"""What a sleep remembers of the objects in a workload's scope, so a restart sees what it missed.
+
+Created and updated objects show it in their managedFields times, deleted ones leave nothing behind.
+At sleep the controller records, per kind, how many objects were in scope and an order-independent
+digest of them (one annotation, no write per object); the first list after a restart is compared.
+The digest moves only with changes that count as activity, so a status-only update or one of our own
+writes never wakes anyone, and a change in the very second of the sleep does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from zeroscaler.core.activity import MANAGER, Interest, Meta, is_in_interest
+from zeroscaler.core.annotations import CENSUS, PREFIX, Problem
+from zeroscaler.core.kinds import APIResource
+
+CENSUS_FORM = "comma-separated Kind.group=count:16 hex digits (written by the controller)"
+_MODULUS = 1 << 64
+# The kinds we scale ourselves: our scale writes move their generation, so it is left out for them.
+_SCALED = frozenset({("apps", "Deployment"), ("apps", "StatefulSet")})
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """How many objects of one kind were in scope, and a digest of them."""
+
+    count: int = 0
+    digest: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.count}:{self.digest:016x}"
+
+
+Census = Mapping[str, Tally]  # by kind, in the `Kind.group` form
+
+
+def fingerprint(meta: Meta, resource: APIResource) -> int:
+    """A 64-bit hash of what, changed, would be activity: status and our own writes left out."""
+    parts: list[Any] = [meta.get("namespace") or "", meta.get("name") or ""]
+    if not resource.has_status:
+        parts.append(str(meta.get("resourceVersion") or ""))  # every update counts
+    else:
+        annotations = meta.get("annotations") or {}
+        parts += [
+            dict(meta.get("labels") or {}),
+            {k: v for k, v in annotations.items() if not k.startswith(PREFIX)},
+            list(meta.get("finalizers") or ()),
+            list(meta.get("ownerReferences") or ()),
+            meta.get("deletionTimestamp") or "",
+            sorted(_writes_by_others(meta.get("managedFields") or ())),
+        ]
+        if (resource.group, resource.kind) not in _SCALED:
+            parts.append(meta.get("generation") or 0)
+    text = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
+
+
+def tally(objects: Iterable[Mapping[str, Any]], resource: APIResource, interest: Interest) -> Tally:
+    """Count and digest the objects of one type that are in the workload's scope."""
+    count, digest = 0, 0
+    for obj in objects:
+        meta: Meta = obj.get("metadata") or {}
+        if is_in_interest(meta, resource, interest):
+            count += 1
+            digest = (digest + fingerprint(meta, resource)) % _MODULUS
+    return Tally(count, digest)
+
+
+def difference(kind: str, before: Tally, after: Tally) -> str | None:
+    """What changed while nobody watched, in an Event's words; None when the tallies agree."""
+    if before == after:
+        return None
+    counts = f"{before.count} in scope at sleep, {after.count} now"
+    if after.count < before.count:
+        gone = before.count - after.count
+        what = f"{gone} {kind} {'object' if gone == 1 else 'objects'}"
+        return f"{what} deleted while zeroscaler was not watching ({counts})"
+    return f"{kind} objects changed while zeroscaler was not watching ({counts})"
+
+
+def format_census(census: Census) -> str:
+    """The annotation value, kinds in name order."""
+    return ", ".join(f"{kind}={census[kind]}" for kind in sorted(census))
+
+
+def parse_census(text: str) -> tuple[dict[str, Tally], list[Problem]]:
+    """The annotation read back; malformed entries are left out and reported."""
+    census: dict[str, Tally] = {}
+    problems: list[Problem] = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        kind, _, value = item.partition("=")
+        count, _, digest = value.partition(":")
+        try:
+            tally_ = Tally(int(count), int(digest, 16))
+        except ValueError:
+            tally_ = None
+        if not kind or tally_ is None or len(digest) != 16 or tally_.count < 0:
+            problems.append(Problem(CENSUS, f"{item[:60]!r} is not of the form {CENSUS_FORM}"))
+            continue
+        census[kind] = tally_
+    return census, problems
+
+
+def _writes_by_others(entries: Iterable[Any]) -> Iterable[tuple[str, str, str]]:
+    """managedFields entries (manager, operation, time) of writes that were not status-only."""
+    for entry in entries:
+        if isinstance(entry, Mapping):
+            manager, operation = str(entry.get("manager", "")), str(entry.get("operation", ""))
+            subresource, time = str(entry.get("subresource", "")), str(entry.get("time", ""))
+        else:
+            manager, operation, subresource, time = entry
+        if manager != MANAGER and subresource != "status":
+            yield manager, operation, time
