@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +67,13 @@ def test_relative_files_are_relative_to_the_kubeconfig(tmp_path: Path) -> None:
     assert access.ca_file == "/abs/ca.crt"
 
 
-def test_embedded_client_certificate_is_loaded_without_leaving_files(tmp_path: Path) -> None:
+def test_embedded_client_certificate_is_loaded_without_leaving_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A private temporary directory: other processes on the machine write to the shared one.
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     ca = new_ca("test")
     pair = new_serving_cert(ca, ["client"], days=1, client=True)
     user = {
@@ -75,9 +81,8 @@ def test_embedded_client_certificate_is_loaded_without_leaving_files(tmp_path: P
         "client-key-data": base64.b64encode(pair.key_pem).decode(),
     }
     access = from_kubeconfig([kubeconfig(tmp_path / "k", user=user)])
-    before = set(os.listdir(os.environ.get("TMPDIR", "/tmp")))
     assert access.ssl_context()
-    assert set(os.listdir(os.environ.get("TMPDIR", "/tmp"))) <= before
+    assert list(scratch.iterdir()) == []
 
 
 def test_files_merge_first_one_wins(tmp_path: Path) -> None:
