@@ -39,6 +39,10 @@ ASLEEP_SINCE = PREFIX + "asleep-since"
 LAST_ACTIVITY = PREFIX + "last-activity"
 # Written by the webhook only.
 INJECTED = PREFIX + "injected"
+# Written by people: "true" holds a workload as it is (no sleep, no wake, nothing restored).
+PAUSED = PREFIX + "paused"
+# Written by the controller only, while one manifest re-applied wakes a workload again and again.
+FLAPPING = PREFIX + "flapping"
 
 # Labels.
 NAMESPACE_ENABLED_LABEL = PREFIX + "enabled"
