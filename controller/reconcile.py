@@ -225,6 +225,8 @@ class Reconciler:
         config, problems = read_config(w.annotations)
         status, status_problems = read_status(w.annotations)
         w.config, w.status = config, status
+        if status.last_activity is not None and status.last_activity > w.last_activity:
+            w.last_activity = status.last_activity  # a person's `zeroscaler wake` restarts it
         warnings = [("InvalidAnnotation", f"{p}; ignored") for p in [*problems, *status_problems]]
         return config, status, warnings
 

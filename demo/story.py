@@ -104,8 +104,7 @@ def show(cluster: Cluster, say: Say, *args: str) -> str:
 
 
 def zeroscaler_status(cluster: Cluster, say: Say) -> None:
-    # `zeroscaler explain` belongs to another issue; only status exists so far.
-    cmd = [str(BIN / "zeroscaler"), "status", "--kubeconfig", str(cluster.kubeconfig)]
+    cmd = [str(BIN / "zeroscaler"), "status", "-A", "--kubeconfig", str(cluster.kubeconfig)]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.rstrip()
     say(f"$ zeroscaler status\n{out}")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import os
 import ssl
 import tempfile
@@ -49,6 +50,7 @@ class ClusterAccess:
     proxy: str | None = None
     tls_server_name: str | None = None  # the name to ask for and verify, when not the server's
     refresh_token: Callable[[], str] | None = None  # a plugin's tokens expire: ask it again
+    namespace: str = "default"  # the context's namespace, or the pod's own in-cluster
 
     def ssl_context(self) -> ssl.SSLContext | bool:
         if not self.verify:
@@ -157,10 +159,15 @@ def in_cluster(
         raise ConfigError("not in a cluster: KUBERNETES_SERVICE_HOST/PORT are not set")
     if ":" in host:  # IPv6
         host = f"[{host}]"
+    try:
+        namespace = (directory / "namespace").read_text().strip() or "default"
+    except OSError:
+        namespace = "default"
     return ClusterAccess(
         server=f"https://{host}:{port}",
         ca_file=str(directory / "ca.crt"),
         token_file=str(directory / "token"),
+        namespace=namespace,
     )
 
 
@@ -195,8 +202,10 @@ def from_kubeconfig(paths: list[Path], context: str | None = None) -> ClusterAcc
             f"kubeconfig user {ctx.get('user')!r}: basic auth (username/password) is not "
             "supported (Kubernetes removed it); use a token or a client certificate"
         )
+    namespace = str(ctx.get("namespace") or "default")
     if {"exec", "auth-provider"} & user.keys():
-        return _from_kubernetes_package(paths[0] if len(paths) == 1 else None, name)
+        plugin = _from_kubernetes_package(paths[0] if len(paths) == 1 else None, name)
+        return dataclasses.replace(plugin, namespace=namespace)
     server = str(cluster.get("server") or "")
     if not server:
         raise ConfigError(f"kubeconfig cluster {ctx.get('cluster')!r} has no server")
@@ -213,6 +222,7 @@ def from_kubeconfig(paths: list[Path], context: str | None = None) -> ClusterAcc
         verify=not cluster.get("insecure-skip-tls-verify", False),
         proxy=str(cluster["proxy-url"]) if cluster.get("proxy-url") else None,
         tls_server_name=str(cluster["tls-server-name"]) if cluster.get("tls-server-name") else None,
+        namespace=namespace,
     )
 
 

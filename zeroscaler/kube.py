@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Mapping
+from datetime import datetime
+from email.utils import parsedate_to_datetime
 from typing import Any, Literal
 
 import httpx
@@ -261,6 +263,14 @@ class Kube:
                     yield event
         except httpx.TransportError as e:
             raise Transient(0, type(e).__name__, str(e) or repr(e)) from e
+
+    async def server_time(self) -> datetime | None:
+        """The API server's clock (its /version answer's Date), to the second; None if unsaid."""
+        resp = await self._send("GET", "/version", headers={"Accept": "application/json"})
+        try:
+            return parsedate_to_datetime(resp.headers.get("Date", ""))
+        except (TypeError, ValueError):
+            return None
 
     async def discover(self) -> list[APIResource]:
         """Every served resource type at its group's preferred version (aggregated discovery).

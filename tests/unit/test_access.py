@@ -186,6 +186,17 @@ def test_in_cluster_reads_the_mounted_service_account(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match="not in a cluster"):
         in_cluster({}, tmp_path)
+    (tmp_path / "namespace").write_text("ops\n")
+    assert in_cluster(env, tmp_path).namespace == "ops"
+
+
+def test_the_context_names_the_default_namespace(tmp_path: Path) -> None:
+    path = kubeconfig(tmp_path / "k", user={"token": "t"})
+    assert from_kubeconfig([path]).namespace == "default"
+    doc = json.loads(path.read_text())
+    doc["contexts"][0]["context"]["namespace"] = "team-a"
+    path.write_text(json.dumps(doc))
+    assert from_kubeconfig([path]).namespace == "team-a"
 
 
 def test_a_rotated_token_file_is_read_again_after_a_401(tmp_path: Path) -> None:

@@ -1,0 +1,158 @@
+"""`zeroscaler sleep` and `zeroscaler wake`: a person's own controls, each in an Event naming them.
+
+The CLI makes the transition itself, in one merge patch of the workload (replicas and the status
+annotations together, with a resourceVersion precondition), so there is no moment at which the
+controller could read half of it; docs/DESIGN.md says why this and not a request to the controller.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping
+from datetime import datetime
+
+from zeroscaler.cli.session import (
+    FIELD_MANAGER,
+    WORKLOAD_RESOURCES,
+    Failure,
+    Session,
+    add_target,
+    parse_target,
+    run,
+    workload_path,
+)
+from zeroscaler.cli.view import Facts, read_facts
+from zeroscaler.core.annotations import WorkloadConfig, WorkloadStatus
+from zeroscaler.core.durations import format_duration
+from zeroscaler.core.manual import Manual, Refused, plan_sleep, plan_wake
+from zeroscaler.events import EventRecorder
+from zeroscaler.kube import Conflict, NotFound, Obj
+
+Planner = Callable[[WorkloadConfig, WorkloadStatus, int, Mapping[str, str], str, datetime], Manual]
+ATTEMPTS = 3  # a write that loses a race is decided again on what won
+REASONS = {"sleep": "ManualSleep", "wake": "ManualWake", "restart-clock": "IdleClockRestarted"}
+
+
+def patch_body(plan: Manual, resource_version: str) -> Obj:
+    """The one merge patch that makes the transition, only if nobody changed it since reading."""
+    body: Obj = {
+        "metadata": {"resourceVersion": resource_version, "annotations": dict(plan.annotations)}
+    }
+    if plan.action == "sleep":
+        body["spec"] = {"replicas": 0}
+    elif plan.action == "wake":
+        body["spec"] = {"replicas": plan.replicas}
+    return body
+
+
+def event_message(plan: Manual, user: str, command: str, kinds: str) -> str:
+    """The Event's words: what was done, by whom."""
+    by = f"by {user} (zeroscaler {command})"
+    if plan.action == "sleep":
+        scaled = f"scaled from {plan.replicas} to 0 replicas"
+        return f"put to sleep {by}: {scaled}; wakes on a change to {kinds}"
+    if plan.action == "wake":
+        return f"woken {by}: scaled from 0 to {plan.replicas} replicas; idle clock restarted"
+    return f"kept awake {by}: idle clock restarted"
+
+
+def outcome(facts: Facts, plan: Manual) -> str:
+    """What the person is told."""
+    what = f"{facts.kind} {facts.namespace}/{facts.name}"
+    timeout = facts.config.idle_timeout
+    sleeps = f"; it sleeps after {format_duration(timeout)} idle" if timeout else ""
+    if plan.action == "sleep":
+        return f"{what}: put to sleep, {plan.replicas} replicas remembered; it wakes on activity"
+    if plan.action == "wake":
+        return f"{what}: woken to {plan.replicas} replicas{sleeps}"
+    if plan.action == "restart-clock":
+        return f"{what}: already awake, idle clock restarted{sleeps}"
+    return f"{what}: {plan.message}"
+
+
+def kinds_of(facts: Facts) -> str:
+    refs = [*facts.config.watched, *facts.config.owned]
+    return ", ".join(map(str, refs)) or "the kinds its ServiceAccount may watch"
+
+
+async def check_access(session: Session, kind: str, namespace: str) -> None:
+    """Refuse before writing anything when either write would be denied."""
+    resource = WORKLOAD_RESOURCES[kind]
+    for verb, what, group in (("patch", resource, "apps"), ("create", "events", "")):
+        if not await session.may(verb, what, namespace, group):
+            name = f"{what}.{group}" if group else what
+            raise Failure(f"access denied: you may not {verb} {name} in namespace {namespace}")
+
+
+async def _labels(session: Session, namespace: str) -> Mapping[str, str] | None:
+    try:
+        ns = await session.get(f"/api/v1/namespaces/{namespace}")
+    except (NotFound, Failure):
+        return None  # unknown: the controller's view of it is not ours to read
+    return dict((ns.get("metadata") or {}).get("labels") or {})
+
+
+async def manual(session: Session, args: argparse.Namespace, command: str) -> int:
+    planner: Planner = plan_sleep if command == "sleep" else plan_wake
+    namespace, name = parse_target(args.workload, args.namespace or session.access.namespace)
+    obj = await session.find_workload(namespace, name, args.kind)
+    kind = str(obj["kind"])
+    await check_access(session, kind, namespace)
+    user = await session.username()
+    labels = await _labels(session, namespace)
+    path = workload_path(kind, namespace, name)
+    for _ in range(ATTEMPTS):
+        facts = read_facts(obj, labels)
+        try:
+            plan = planner(
+                facts.config,
+                facts.status,
+                facts.replicas,
+                facts.annotations,
+                facts.unmanaged,
+                await session.now(),
+            )
+        except Refused as e:
+            raise Failure(f"{kind} {namespace}/{name}: not done: {e}") from None
+        if plan.action == "none":
+            print(outcome(facts, plan))
+            return 0
+        try:
+            written = await session.patch(
+                path, patch_body(plan, str(obj["metadata"]["resourceVersion"]))
+            )
+        except Conflict:
+            obj = {**await session.get(path), "kind": kind}
+            continue
+        recorder = EventRecorder(session.kube, FIELD_MANAGER, instance=user)
+        message = event_message(plan, user, command, kinds_of(facts))
+        await recorder.emit(written, "apps/v1", kind, "Normal", REASONS[plan.action], message)
+        print(outcome(facts, plan))
+        return 0
+    raise Failure(f"{kind} {namespace}/{name} kept changing under us; try again")
+
+
+def cmd_sleep(args: argparse.Namespace) -> int:
+    """Put a workload to sleep now."""
+    return run("sleep", args, lambda s: manual(s, args, "sleep"))
+
+
+def cmd_wake(args: argparse.Namespace) -> int:
+    """Wake a workload now, or restart its idle clock."""
+    return run("wake", args, lambda s: manual(s, args, "wake"))
+
+
+def add_sleep(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register `zeroscaler sleep`."""
+    parser = sub.add_parser("sleep", help="put a workload to sleep now (until activity wakes it)")
+    add_target(parser)
+    parser.set_defaults(func=cmd_sleep)
+
+
+def add_wake(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register `zeroscaler wake`."""
+    parser = sub.add_parser(
+        "wake", help="wake a workload now; awake already, restart its idle clock"
+    )
+    add_target(parser)
+    parser.set_defaults(func=cmd_wake)

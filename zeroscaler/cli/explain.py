@@ -1,0 +1,242 @@
+"""`zeroscaler explain NS/NAME`: why it is awake or asleep, what wakes it, when it sleeps."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+
+from zeroscaler.cli.session import Failure, Session, add_target, parse_target, run
+from zeroscaler.cli.status import WAKE_REASONS, state_of
+from zeroscaler.cli.view import Facts, Looker, Reach, read_facts
+from zeroscaler.core.annotations import (
+    IDLE_TIMEOUT,
+    INJECTED,
+    PAUSED,
+    WATCH_NAMESPACES,
+)
+from zeroscaler.core.decision import MIN_IDLE_TIMEOUT, wake_replicas
+from zeroscaler.core.durations import format_duration, format_time
+from zeroscaler.core.scope import EVERYWHERE
+from zeroscaler.kube import NotFound, Obj
+
+SLEEP_REASONS = ("Sleeping", "ManualSleep")
+INDENT = "  "
+
+
+def ago(when: datetime, now: datetime) -> str:
+    """`2026-01-01T11:00:00Z (1h ago)`, or `(in 5m)` for a time to come."""
+    seconds = (now - when).total_seconds()
+    span = format_duration(abs(seconds))
+    return (
+        f"{format_time(when)} ({span} ago)" if seconds >= 0 else f"{format_time(when)} (in {span})"
+    )
+
+
+def newest(events: Iterable[Obj], reasons: Sequence[str]) -> Obj | None:
+    """The newest Event with one of these reasons."""
+    chosen = [e for e in events if e.get("reason") in reasons]
+    return max(chosen, key=_event_time, default=None)
+
+
+def _event_time(event: Obj) -> str:
+    return str(event.get("lastTimestamp") or event.get("eventTime") or "")
+
+
+def describe_state(facts: Facts) -> str:
+    state = state_of(facts)
+    replicas = facts.replicas
+    if state == "asleep":
+        return f"asleep (0 replicas; wakes to {wake_replicas(facts.config, facts.status)})"
+    if state == "waking":
+        return f"waking ({replicas} replicas; the controller has not recorded the wake yet)"
+    if state == "stopped":
+        return "at 0 replicas, scaled down by someone else; zeroscaler leaves it alone"
+    if state == "unmanaged":
+        return f"not managed ({replicas} replicas), with a status zeroscaler left on it"
+    return f"awake ({replicas} replicas)"
+
+
+def describe_managed(facts: Facts) -> list[str]:
+    if facts.unmanaged:
+        return [f"Managed: no: {facts.unmanaged}."]
+    injected = {k.strip() for k in facts.annotations.get(INJECTED, "").split(",") if k.strip()}
+    timeout = facts.config.idle_timeout or 0.0
+    source = " (from policy)" if IDLE_TIMEOUT in injected else ""
+    namespace = (
+        "namespace opted in"
+        if facts.namespace_labels is not None
+        else "namespace labels not readable to you"
+    )
+    lines = [f"Managed: yes ({namespace}); idle timeout {format_duration(timeout)}{source}."]
+    if facts.paused:
+        lines.append(f'Paused: {PAUSED} is "true": held as it is (no sleep, no wake).')
+    if facts.flapping:
+        lines.append(f"Flapping: {facts.flapping}")
+    return lines
+
+
+def describe_reach(reach: Reach, facts: Facts) -> list[str]:
+    """One kind: the type, where it counts, and the access verdicts behind that."""
+    role = "owned" if reach.owned else "watched"
+    head = f"{reach.ref} ({role}"
+    if reach.resource is None:
+        return [f"{head}): not served by the API server, or not listable and watchable"]
+    head += f", {reach.resource.group_resource}"
+    head += ")" if reach.resource.namespaced else ", cluster-scoped)"
+    grant = reach.grant
+    assert grant is not None
+    if not grant.permitted:
+        where = "counts nowhere: the ServiceAccount may not watch it"
+    elif not reach.resource.namespaced:
+        where = "counts everywhere"
+        narrowed = _narrowing(reach, facts)
+        if narrowed:
+            where = narrowed
+    elif grant.scope is None:
+        where = "counts in all namespaces"
+    else:
+        where = "counts in namespace " + ", ".join(sorted(grant.scope))
+    if reach.owned and grant.permitted:
+        where += ", when controlled by an object of a watched kind"
+    lines = [f"{head}: {where}"]
+    account = f"{facts.namespace}/{facts.service_account}"
+    if not reach.checked:
+        lines.append(
+            f"{INDENT}not checked: you may not create SubjectAccessReviews; "
+            f"scope as annotated ({WATCH_NAMESPACES})"
+        )
+    elif reach.verdicts:
+        said = ", ".join(
+            f"{'all namespaces' if ns == EVERYWHERE else ns}: {'yes' if ok else 'no'}"
+            for ns, ok in reach.verdicts
+        )
+        lines.append(f"{INDENT}ServiceAccount {account} may watch it: {said}")
+    return lines
+
+
+def _narrowing(reach: Reach, facts: Facts) -> str:
+    """Cluster-scoped Namespaces and CRDs count only for where the workload works."""
+    assert reach.resource is not None
+    works_in: set[str] = set()
+    for r in facts.reach:
+        if r.counts and not r.owned and r.resource is not None and r.resource.namespaced:
+            if r.grant is None or r.grant.scope is None:
+                return ""
+            works_in |= r.grant.scope
+    if not works_in:
+        return ""
+    if (reach.resource.group, reach.resource.kind) == ("", "Namespace"):
+        return "counts only for namespace " + ", ".join(sorted(works_in))
+    if reach.resource.kind == "CustomResourceDefinition":
+        return "counts only for the CRDs of its watched kinds"
+    return ""
+
+
+def describe_when(facts: Facts, now: datetime) -> list[str]:
+    """When it will sleep (or what it waits for), from where its idle clock stands."""
+    state = state_of(facts)
+    if facts.unmanaged or state == "stopped":
+        return ["Sleeps: never while it is not managed."]
+    if facts.paused:
+        return ["Sleeps: not while paused."]
+    if state in ("asleep", "waking"):
+        since = facts.status.asleep_since
+        slept = f" since {ago(since, now)}" if since else ""
+        return [f"Asleep{slept}: it wakes on the next change to a kind that counts, above."]
+    if facts.reach and not any(r.counts and not r.owned for r in facts.reach):
+        return ["Sleeps: never: no watched kind can be watched, so nothing could wake it."]
+    since = facts.idle_since
+    timeout = max(facts.config.idle_timeout or 0.0, MIN_IDLE_TIMEOUT)
+    if since is None:
+        return ["Sleeps: unknown: no time of last activity is known."]
+    lines = []
+    if facts.seen is not None and facts.seen.at == since:
+        a = facts.seen.activity
+        where = f"{a.namespace}/{a.name}" if a.namespace else a.name
+        lines.append(f"Last activity: {a.kind} {where} changed at {ago(since, now)}.")
+    else:
+        lines.append(f"Idle since: {ago(since, now)} (the last wake or change recorded).")
+    if not facts.complete:
+        lines.append(f"{INDENT}you may not " + "; ".join(facts.unlisted) + ": it may be later")
+    deadline = since + timedelta(seconds=timeout)
+    if deadline <= now:
+        lines.append("Sleeps: now, at the controller's next look.")
+    else:
+        lines.append(f"Sleeps: at {ago(deadline, now)}, unless something changes.")
+    return lines
+
+
+def describe_warnings(facts: Facts, events: Iterable[Obj], now: datetime) -> list[str]:
+    lines = [f"{INDENT}{p}; ignored" for p in facts.problems]
+    seen: set[tuple[str, str]] = set()
+    for event in sorted(events, key=_event_time, reverse=True):
+        key = (str(event.get("reason", "")), str(event.get("message", "")))
+        if event.get("type") != "Warning" or key in seen:
+            continue
+        seen.add(key)
+        count = int(event.get("count") or 1)
+        times = f", {count} times" if count > 1 else ""
+        lines.append(f"{INDENT}Event {key[0]}{times}, last at {_event_time(event)}: {key[1]}")
+    return ["Warnings:", *(lines or [f"{INDENT}none"])]
+
+
+def explain_lines(facts: Facts, events: Sequence[Obj], now: datetime) -> list[str]:
+    """The whole explanation, line by line."""
+    lines = [f"{facts.kind} {facts.namespace}/{facts.name}: {describe_state(facts)}"]
+    lines += describe_managed(facts)
+    if facts.status.state == "asleep":
+        why = newest(events, SLEEP_REASONS)
+        if why is not None:
+            lines.append(f"Put to sleep: {why.get('message', '')}")
+    else:
+        why = newest(events, WAKE_REASONS)
+        if why is not None:
+            lines.append(f"Last woken: {why.get('message', '')}")
+    if not facts.unmanaged:
+        lines.append("What wakes it:")
+        for reach in facts.reach:
+            lines += [INDENT + line for line in describe_reach(reach, facts)]
+        if not facts.reach:
+            lines.append(f"{INDENT}no watched or owned kinds are annotated")
+    lines += describe_when(facts, now)
+    lines += describe_warnings(facts, events, now)
+    return lines
+
+
+async def _explain(session: Session, args: argparse.Namespace) -> int:
+    namespace, name = parse_target(args.workload, args.namespace or session.access.namespace)
+    obj = await session.find_workload(namespace, name, args.kind)
+    try:
+        ns = await session.get(f"/api/v1/namespaces/{namespace}")
+        labels: dict[str, str] | None = dict((ns.get("metadata") or {}).get("labels") or {})
+    except (NotFound, Failure):
+        labels = None
+    facts = read_facts(obj, labels)
+    if not facts.unmanaged:
+        await Looker(session).look(facts, activity=True)
+    uid = str(obj["metadata"].get("uid", ""))
+    try:
+        events = await session.list(
+            f"/api/v1/namespaces/{namespace}/events",
+            params={"fieldSelector": f"involvedObject.uid={uid}"},
+        )
+    except Failure:
+        events = []
+    now = await session.now()
+    print("\n".join(explain_lines(facts, events, now)))
+    return 0
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    """Explain one workload."""
+    return run("explain", args, lambda s: _explain(s, args))
+
+
+def add_explain(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register `zeroscaler explain`."""
+    parser = sub.add_parser(
+        "explain", help="why a workload is awake or asleep, what wakes it, when it sleeps"
+    )
+    add_target(parser)
+    parser.set_defaults(func=cmd_explain)

@@ -1,0 +1,221 @@
+"""What every command shares: the connection, one-line failures, the target, who is asking."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ssl
+import sys
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from zeroscaler.access import ClusterAccess, ConfigError, load_access
+from zeroscaler.kube import Conflict, Forbidden, Kube, KubeError, NotFound, Obj, Transient
+
+WORKLOAD_RESOURCES = {"Deployment": "deployments", "StatefulSet": "statefulsets"}
+FIELD_MANAGER = "zeroscaler-cli"
+_VERBS = {"GET": "get", "POST": "create", "PATCH": "patch", "PUT": "update", "DELETE": "delete"}
+
+
+class Failure(Exception):
+    """A command cannot go on; the message is the one line the person sees."""
+
+
+def describe_request(method: str, path: str) -> str:
+    """`list deployments.apps in namespace ops`-style words for a REST request."""
+    parts = [p for p in path.split("?", 1)[0].split("/") if p]
+    if parts[:1] == ["api"]:
+        group, rest = "", parts[2:]
+    elif parts[:1] == ["apis"] and len(parts) >= 3:
+        group, rest = parts[1], parts[3:]
+    else:
+        return f"{_VERBS.get(method, method.lower())} {path}"
+    namespace = ""
+    if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) > 2:
+        namespace, rest = rest[1], rest[2:]
+    resource = rest[0] if rest else ""
+    name = rest[1] if len(rest) > 1 else ""
+    subresource = rest[2] if len(rest) > 2 else ""
+    verb = _VERBS.get(method, method.lower())
+    if method == "GET" and not name:
+        verb = "list"
+    what = f"{resource}.{group}" if group else resource
+    if subresource:
+        what += f"/{subresource}"
+    if name:
+        what += f" {name}"
+    where = f" in namespace {namespace}" if namespace else ""
+    if not namespace and resource != "namespaces" and not name:
+        where = " in all namespaces"
+    return f"{verb} {what}{where}"
+
+
+def failure_for(error: KubeError, method: str, path: str, server: str) -> Failure:
+    """The one line that says what went wrong with a request, and which."""
+    what = describe_request(method, path)
+    if isinstance(error, Forbidden):
+        if error.status == 401:
+            return Failure(f"not authenticated to {server}: the kubeconfig's credentials expired?")
+        return Failure(f"access denied: you may not {what} ({error.message or error.reason})")
+    if isinstance(error, Transient) and error.status == 0:
+        return Failure(f"cannot reach the API server at {server} ({error.reason}: {error.message})")
+    return Failure(f"could not {what}: {error}")
+
+
+class Session:
+    """A Kube whose failures become `Failure`s naming the request; reads what commands share."""
+
+    def __init__(self, access: ClusterAccess) -> None:
+        self.access = access
+        self.kube = Kube(access)
+
+    async def aclose(self) -> None:
+        await self.kube.aclose()
+
+    async def call(self, method: str, path: str, work: Awaitable[Any]) -> Any:
+        """Await `work`, a request for `method` `path`; NotFound and Conflict pass, others fail."""
+        try:
+            return await work
+        except (NotFound, Conflict):
+            raise
+        except KubeError as e:
+            raise failure_for(e, method, path, self.access.server) from None
+
+    async def get(self, path: str) -> Obj:
+        result: Obj = await self.call("GET", path, self.kube.get(path))
+        return result
+
+    async def list(
+        self,
+        path: str,
+        *,
+        params: Mapping[str, str | int | bool] | None = None,
+        metadata_only: bool = False,
+    ) -> list[Obj]:
+        work = self.kube.list_all(path, params=params, metadata_only=metadata_only)
+        items, _ = await self.call("GET", path, work)
+        return list(items)
+
+    async def create(self, path: str, body: Obj) -> Obj:
+        result: Obj = await self.call("POST", path, self.kube.create(path, body))
+        return result
+
+    async def patch(self, path: str, body: Obj) -> Obj:
+        work = self.kube.patch(path, body, field_manager=FIELD_MANAGER)
+        result: Obj = await self.call("PATCH", path, work)
+        return result
+
+    async def now(self) -> datetime:
+        """The API server's clock, so a laptop's skewed clock does not move idle clocks."""
+        try:
+            told = await self.kube.server_time()
+        except KubeError:
+            told = None
+        return told or datetime.now(UTC)
+
+    async def username(self) -> str:
+        """Who the API server says we are (SelfSubjectReview)."""
+        path = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+        review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+        answer = await self.create(path, review)
+        user = ((answer.get("status") or {}).get("userInfo") or {}).get("username")
+        return str(user or "unknown user")
+
+    async def may(self, verb: str, resource: str, namespace: str, group: str = "") -> bool:
+        """Whether we may do `verb` on `resource` (SelfSubjectAccessReview)."""
+        group_name, _, subresource = resource.partition("/")
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {
+                "resourceAttributes": {
+                    "verb": verb,
+                    "group": group,
+                    "resource": group_name,
+                    "subresource": subresource,
+                    "namespace": namespace,
+                }
+            },
+        }
+        path = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+        answer = await self.create(path, review)
+        return bool((answer.get("status") or {}).get("allowed"))
+
+    async def find_workload(self, namespace: str, name: str, kind: str | None) -> Obj:
+        """The Deployment or StatefulSet `namespace/name`, with its `kind` set."""
+        kinds = [kind] if kind else list(WORKLOAD_RESOURCES)
+        found: list[Obj] = []
+        denied: list[Failure] = []
+        for k in kinds:
+            path = workload_path(k, namespace, name)
+            try:
+                found.append({**await self.get(path), "kind": k})
+            except NotFound:
+                continue
+            except Failure as e:  # may read one kind but not the other: the one readable will do
+                denied.append(e)
+        if not found:
+            if denied:
+                raise denied[0]
+            what = kind or "Deployment or StatefulSet"
+            raise Failure(f"no {what} {namespace}/{name}")
+        if len(found) > 1:
+            raise Failure(
+                f"{namespace}/{name} is both a Deployment and a StatefulSet: "
+                "say which with --kind Deployment or --kind StatefulSet"
+            )
+        return found[0]
+
+
+def workload_path(kind: str, namespace: str, name: str = "") -> str:
+    """The REST path of a Deployment or StatefulSet (or of the collection)."""
+    path = f"/apis/apps/v1/namespaces/{namespace}/{WORKLOAD_RESOURCES[kind]}"
+    return f"{path}/{name}" if name else path
+
+
+def parse_target(text: str, namespace: str) -> tuple[str, str]:
+    """`NS/NAME` or `NAME` (in `namespace`) as (namespace, name)."""
+    ns, sep, name = text.partition("/")
+    if not sep:
+        ns, name = namespace, ns
+    if not ns or not name or "/" in name:
+        raise Failure(f"{text!r} is not NAMESPACE/NAME or NAME")
+    return ns, name
+
+
+def add_connection(parser: argparse.ArgumentParser) -> None:
+    """The flags every command takes to find the cluster."""
+    parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube)")
+    parser.add_argument("--context", help="kubeconfig context (default: its current-context)")
+
+
+def add_target(parser: argparse.ArgumentParser) -> None:
+    """A workload argument, `NS/NAME` or `NAME` with -n."""
+    add_connection(parser)
+    parser.add_argument("workload", metavar="NS/NAME", help="the Deployment or StatefulSet")
+    parser.add_argument("-n", "--namespace", help="namespace of NAME (default: the context's)")
+    parser.add_argument("--kind", choices=sorted(WORKLOAD_RESOURCES), help="when both exist")
+
+
+def run(command: str, args: argparse.Namespace, work: Callable[[Session], Awaitable[int]]) -> int:
+    """Connect, run `work`, close; every expected failure is one line on stderr and exit 1."""
+
+    async def session() -> int:
+        access = load_access(args.kubeconfig, args.context)
+        s = Session(access)
+        try:
+            return await work(s)
+        finally:
+            await s.aclose()
+
+    try:
+        return asyncio.run(session())
+    except (Failure, ConfigError) as e:
+        message = str(e)
+    except KubeError as e:  # a request not made through Session.call
+        message = str(e)
+    except (OSError, ssl.SSLError) as e:  # an unreadable CA or key file, say
+        message = f"{type(e).__name__}: {e}"
+    print(f"zeroscaler {command}: {message}", file=sys.stderr)
+    return 1

@@ -1,0 +1,262 @@
+"""`zeroscaler status`: the workloads zeroscaler manages, in a table, JSON or YAML."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+import yaml
+
+from zeroscaler.cli.session import Failure, Session, add_connection, run, workload_path
+from zeroscaler.cli.view import Facts, Looker, read_facts
+from zeroscaler.core.annotations import NAMESPACE_ENABLED_LABEL
+from zeroscaler.core.decision import wake_replicas
+from zeroscaler.core.durations import format_duration, format_time
+from zeroscaler.kube import NotFound, Obj
+
+# The Events that say why a workload last woke: the controller's, someone else's, a person's.
+WAKE_REASONS = ("Woken", "WokenExternally", "ManualWake")
+COLUMNS = (
+    ("NAMESPACE", "namespace"),
+    ("NAME", "name"),
+    ("KIND", "kind"),
+    ("STATE", "state"),
+    ("REPLICAS", "replicas"),
+    ("RESTORE", "restore"),
+    ("IDLE FOR", "idle_for"),
+    ("TIMEOUT", "timeout"),
+    ("FLAGS", "flags"),
+    ("LAST WAKE REASON", "last_wake"),
+)
+WIDE = (
+    ("WATCHED KINDS", "watched"),
+    ("OWNED KINDS", "owned"),
+    ("WATCH NAMESPACES", "watch_namespaces"),
+    ("SERVICE ACCOUNT", "service_account"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One workload as the table shows it."""
+
+    namespace: str
+    name: str
+    kind: str
+    state: str
+    replicas: str
+    restore: str
+    idle_for: str
+    timeout: str
+    flags: str
+    last_wake: str
+    watched: str = "-"
+    owned: str = "-"
+    watch_namespaces: str = "-"
+    service_account: str = "-"
+
+
+def state_of(facts: Facts) -> str:
+    """awake, asleep, waking (scaled up, not yet recorded), stopped (at 0 by someone else)."""
+    if facts.unmanaged:
+        return "unmanaged"
+    if facts.status.state == "asleep":
+        return "asleep" if facts.replicas == 0 else "waking"
+    return "awake" if facts.replicas > 0 else "stopped"
+
+
+def flags_of(facts: Facts) -> list[str]:
+    """Marks beside the state: held by a person, flapping, annotations ignored, never sleeps."""
+    flags = []
+    if facts.paused:
+        flags.append("paused")
+    if facts.flapping:
+        flags.append("flapping")
+    if facts.problems:
+        flags.append("invalid-annotations")
+    if facts.reach and not any(r.counts and not r.owned for r in facts.reach):
+        flags.append("cannot-wake")
+    if not facts.complete:
+        flags.append("partial-view")
+    return flags
+
+
+def idle_for(facts: Facts, now: datetime) -> str:
+    """How long it has been idle; `<=` when some of its kinds could not be listed."""
+    since = facts.idle_since
+    if since is None:
+        return "-"
+    shown = format_duration(max((now - since).total_seconds(), 0.0))
+    return shown if facts.complete else f"<={shown}"
+
+
+def last_wakes(events: Iterable[Obj]) -> dict[str, str]:
+    """Each workload's (by uid) newest wake Event message, without its `: scaled from` tail."""
+    newest: dict[str, tuple[str, str]] = {}
+    for event in events:
+        uid = str((event.get("involvedObject") or {}).get("uid", ""))
+        when = str(event.get("lastTimestamp") or event.get("eventTime") or "")
+        message = str(event.get("message", "")).rsplit(": scaled ", 1)[0]
+        if uid and when >= newest.get(uid, ("", ""))[0]:
+            newest[uid] = (when, message)
+    return {uid: message for uid, (_, message) in newest.items()}
+
+
+def status_row(facts: Facts, wakes: Mapping[str, str], now: datetime) -> Row:
+    """The row for one workload."""
+    config, status = facts.config, facts.status
+    restore = wake_replicas(config, status) if status.state == "asleep" else None
+    namespaces = config.watch_namespaces
+    return Row(
+        namespace=facts.namespace,
+        name=facts.name,
+        kind=facts.kind,
+        state=state_of(facts),
+        replicas=str(facts.replicas),
+        restore=str(restore) if restore is not None else "-",
+        idle_for=idle_for(facts, now),
+        timeout=format_duration(config.idle_timeout) if config.idle_timeout else "-",
+        flags=",".join(flags_of(facts)) or "-",
+        last_wake=wakes.get(str(facts.meta.get("uid", "")), "-"),
+        watched=", ".join(map(str, config.watched)) or "-",
+        owned=", ".join(map(str, config.owned)) or "-",
+        watch_namespaces=", ".join(namespaces) if namespaces else "(from RBAC)",
+        service_account=facts.service_account,
+    )
+
+
+def is_shown(facts: Facts) -> bool:
+    """Managed workloads, and those zeroscaler left a status on (one it slept, say)."""
+    return not facts.unmanaged or facts.status.state is not None
+
+
+def format_table(rows: Sequence[Row], *, wide: bool = False, namespaces: bool = True) -> str:
+    """Left-aligned columns separated by three spaces, as kubectl prints them."""
+    columns = [c for c in COLUMNS if namespaces or c[1] != "namespace"]
+    if wide:
+        columns += WIDE
+    table = [[header for header, _ in columns]]
+    table += [[str(getattr(r, attr)) for _, attr in columns] for r in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(len(columns))]
+    return "\n".join(
+        "   ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
+        for line in table
+    )
+
+
+def status_item(facts: Facts, row: Row, now: datetime) -> dict[str, Any]:
+    """One workload for `-o json|yaml`: times in RFC 3339, durations in seconds."""
+    since = facts.idle_since
+    item: dict[str, Any] = {
+        **{k: v for k, v in asdict(row).items() if k not in ("idle_for", "timeout", "flags")},
+        "replicas": facts.replicas,
+        "restore": int(row.restore) if row.restore != "-" else None,
+        "idleSince": format_time(since) if since else None,
+        "idleSeconds": round((now - since).total_seconds()) if since else None,
+        "idleComplete": facts.complete,
+        "timeoutSeconds": facts.config.idle_timeout,
+        "flags": flags_of(facts),
+        "paused": facts.paused,
+        "flapping": facts.flapping or None,
+        "asleepSince": format_time(facts.status.asleep_since)
+        if facts.status.asleep_since
+        else None,
+        "problems": [str(p) for p in facts.problems],
+        "watched": [str(r) for r in facts.config.watched],
+        "owned": [str(r) for r in facts.config.owned],
+        "watch_namespaces": list(facts.config.watch_namespaces or ()) or None,  # None: from RBAC
+    }
+    renamed = {"last_wake": "lastWakeReason", "watch_namespaces": "watchNamespaces"}
+    renamed["service_account"] = "serviceAccount"
+    return {renamed.get(k, k): (None if v == "-" else v) for k, v in item.items()}
+
+
+def render(
+    facts: Sequence[Facts], wakes: Mapping[str, str], now: datetime, output: str, all_ns: bool
+) -> str:
+    """The whole output in the asked format."""
+    shown = sorted((f for f in facts if is_shown(f)), key=lambda f: (f.namespace, f.name, f.kind))
+    rows = [status_row(f, wakes, now) for f in shown]
+    if output in ("json", "yaml"):
+        doc = {"items": [status_item(f, r, now) for f, r in zip(shown, rows, strict=True)]}
+        if output == "json":
+            return json.dumps(doc, indent=2)
+        return yaml.safe_dump(doc, sort_keys=False).rstrip()
+    if not rows:
+        where = "in any namespace" if all_ns else f"in namespace {facts_namespace(facts)}"
+        return f"No workloads managed by zeroscaler {where}."
+    return format_table(rows, wide=output == "wide", namespaces=all_ns)
+
+
+def facts_namespace(facts: Sequence[Facts]) -> str:
+    return facts[0].namespace if facts else "?"
+
+
+async def gather(session: Session, namespace: str | None) -> tuple[list[Facts], dict[str, str]]:
+    """Read every Deployment and StatefulSet in scope, and what the status shows of each."""
+    workloads: list[Obj] = []
+    for kind in ("Deployment", "StatefulSet"):
+        path = workload_path(kind, namespace) if namespace else f"/apis/apps/v1/{kind.lower()}s"
+        workloads += [{**o, "kind": kind} for o in await session.list(path)]
+    labels = await namespace_labels(session, namespace)
+    facts = [read_facts(o, labels(str(o["metadata"].get("namespace", "")))) for o in workloads]
+    looker = Looker(session)
+    for f in facts:
+        if not f.unmanaged and f.is_awake:
+            await looker.look(f, activity=True)
+    events: list[Obj] = []
+    where = f"/namespaces/{namespace}" if namespace else ""
+    for reason in WAKE_REASONS:
+        path = f"/api/v1{where}/events"
+        try:
+            events += await session.list(path, params={"fieldSelector": f"reason={reason}"})
+        except Failure:
+            break  # no Events to read: the column stays empty rather than the command failing
+    return facts, last_wakes(events)
+
+
+async def namespace_labels(session: Session, namespace: str | None) -> Any:
+    """A function from a namespace's name to its labels (None: gone or unknown)."""
+    if namespace is None:
+        params = {"labelSelector": f"{NAMESPACE_ENABLED_LABEL}=true"}
+        items = await session.list("/api/v1/namespaces", params=params, metadata_only=True)
+        enabled = {str(n["metadata"]["name"]) for n in items}
+        return lambda name: {NAMESPACE_ENABLED_LABEL: "true"} if name in enabled else {}
+    try:
+        ns = await session.get(f"/api/v1/namespaces/{namespace}")
+    except NotFound:
+        raise Failure(f"namespace {namespace} does not exist") from None
+    except Failure:  # may read workloads but not their Namespace: opted in or not is unknown
+        return lambda _: None
+    found = dict((ns.get("metadata") or {}).get("labels") or {})
+    return lambda _: found
+
+
+async def _status(session: Session, args: argparse.Namespace) -> int:
+    namespace = None if args.all_namespaces else (args.namespace or session.access.namespace)
+    facts, wakes = await gather(session, namespace)
+    now = await session.now()
+    print(render(facts, wakes, now, args.output, namespace is None))
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """Print the managed workloads."""
+    return run("status", args, lambda s: _status(s, args))
+
+
+def add_status(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register `zeroscaler status`."""
+    parser = sub.add_parser("status", help="show the workloads zeroscaler manages")
+    add_connection(parser)
+    scope = parser.add_mutually_exclusive_group()
+    scope.add_argument("-n", "--namespace", help="this namespace (default: the context's)")
+    scope.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
+    parser.add_argument(
+        "-o", "--output", choices=("table", "wide", "json", "yaml"), default="table"
+    )
+    parser.set_defaults(func=cmd_status)

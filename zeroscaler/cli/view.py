@@ -1,0 +1,248 @@
+"""A workload as the commands show it: its annotations read, what wakes it, how long it is idle.
+
+What wakes it is worked out as the controller does: kinds resolved through discovery, the scope of
+each from SubjectAccessReviews for the workload's ServiceAccount (`resolve_scope`), and, for an
+awake workload, the newest counted change among the objects in that scope (`newest_activity`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from controller.access import AccessReviews
+from zeroscaler.cli.session import Session, failure_for
+from zeroscaler.core.activity import Scope
+from zeroscaler.core.annotations import (
+    FLAPPING,
+    Problem,
+    WorkloadConfig,
+    WorkloadStatus,
+    kind_list_keys,
+    read_config,
+    read_status,
+)
+from zeroscaler.core.durations import parse_time
+from zeroscaler.core.idleness import Seen, build_interest, idle_since, newest_activity
+from zeroscaler.core.kinds import APIResource, Discovery, KindRef
+from zeroscaler.core.manual import is_paused, unmanaged_reason
+from zeroscaler.core.scope import Ask, Grant, resolve_scope
+from zeroscaler.kube import Forbidden, KubeError, Obj
+
+ACCESS_TTL = 300.0  # one command's run: each question is asked once
+
+
+@dataclass(frozen=True, slots=True)
+class Reach:
+    """One watched or owned kind: the type it names, and where the ServiceAccount may watch it."""
+
+    ref: KindRef
+    key: str  # the annotation it was read from
+    owned: bool
+    resource: APIResource | None = None  # None: not served, or not listable and watchable
+    grant: Grant | None = None
+    checked: bool = True  # False: we may not ask SubjectAccessReviews; scope as annotated
+    verdicts: tuple[tuple[str, bool], ...] = ()  # (namespace asked about, allowed)
+
+    @property
+    def counts(self) -> bool:
+        return self.resource is not None and self.grant is not None and self.grant.permitted
+
+
+@dataclass
+class Facts:
+    """Everything the commands say about one workload."""
+
+    obj: Obj
+    namespace_labels: Mapping[str, str] | None
+    config: WorkloadConfig
+    status: WorkloadStatus
+    problems: list[Problem]
+    unmanaged: str
+    reach: list[Reach] = field(default_factory=list)
+    seen: Seen | None = None
+    complete: bool = True  # every kind that counts could be listed
+    unlisted: list[str] = field(default_factory=list)  # the ones that could not
+
+    @property
+    def meta(self) -> Mapping[str, Any]:
+        return self.obj.get("metadata") or {}
+
+    @property
+    def kind(self) -> str:
+        return str(self.obj.get("kind", ""))
+
+    @property
+    def namespace(self) -> str:
+        return str(self.meta.get("namespace", ""))
+
+    @property
+    def name(self) -> str:
+        return str(self.meta.get("name", ""))
+
+    @property
+    def annotations(self) -> Mapping[str, str]:
+        return self.meta.get("annotations") or {}
+
+    @property
+    def replicas(self) -> int:
+        return int((self.obj.get("spec") or {}).get("replicas") or 0)
+
+    @property
+    def service_account(self) -> str:
+        pod = ((self.obj.get("spec") or {}).get("template") or {}).get("spec") or {}
+        return str(pod.get("serviceAccountName") or pod.get("serviceAccount") or "default")
+
+    @property
+    def paused(self) -> bool:
+        return is_paused(self.annotations)
+
+    @property
+    def flapping(self) -> str:
+        return str(self.annotations.get(FLAPPING, ""))
+
+    @property
+    def is_awake(self) -> bool:
+        return self.status.state != "asleep" and self.replicas > 0
+
+    @property
+    def idle_since(self) -> datetime | None:
+        """Since when it is idle: the last activity for one asleep, the newest known if awake."""
+        if not self.is_awake:
+            return self.status.last_activity
+        created = self.meta.get("creationTimestamp")
+        return idle_since(
+            self.status.last_activity, parse_time(str(created)) if created else None, self.seen
+        )
+
+
+def read_facts(obj: Obj, namespace_labels: Mapping[str, str] | None) -> Facts:
+    """The workload's annotations read, and whether it is managed."""
+    config, problems = read_config(obj["metadata"].get("annotations") or {})
+    status, status_problems = read_status(obj["metadata"].get("annotations") or {})
+    namespace = str(obj["metadata"].get("namespace", ""))
+    unmanaged = unmanaged_reason(config, namespace, namespace_labels)
+    return Facts(obj, namespace_labels, config, status, problems + status_problems, unmanaged)
+
+
+class Looker:
+    """Works out reach and idleness for many workloads, asking each question only once."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+        self._reviews = AccessReviews(session.kube, ACCESS_TTL)
+        self._may_review = True
+        self._discovery: Discovery | None = None
+        self._lists: dict[tuple[APIResource, str], list[Obj] | None] = {}
+
+    async def discovery(self) -> Discovery:
+        if self._discovery is None:
+            found = await self._session.call("GET", "/apis", self._session.kube.discover())
+            self._discovery = Discovery(found)
+        return self._discovery
+
+    async def look(self, facts: Facts, *, activity: bool) -> None:
+        """Fill in what wakes the workload and, if `activity` and it is awake, its idleness."""
+        discovery = await self.discovery()
+        lists = zip(
+            (facts.config.watched, facts.config.owned),
+            kind_list_keys(facts.annotations),
+            (False, True),
+            strict=True,
+        )
+        for refs, key, owned in lists:
+            for ref in refs:
+                facts.reach.append(await self._reach(facts, discovery, ref, key, owned))
+        if activity and facts.is_awake and not facts.unmanaged:
+            await self._idleness(facts)
+
+    async def _reach(
+        self, facts: Facts, discovery: Discovery, ref: KindRef, key: str, owned: bool
+    ) -> Reach:
+        resource = discovery.resolve(ref)
+        if resource is None or not {"list", "watch"} <= resource.verbs:
+            return Reach(ref, key, owned)
+        answers: dict[str, bool] = {}
+        wanted = facts.config.watch_namespaces
+        while isinstance(
+            step := resolve_scope(resource.namespaced, facts.namespace, wanted, answers), Ask
+        ):
+            verdict = await self._may_watch(facts, resource, step.namespace)
+            if verdict is None:
+                return Reach(ref, key, owned, resource, _as_annotated(resource, wanted), False)
+            answers[step.namespace] = verdict
+        return Reach(ref, key, owned, resource, step, True, tuple(answers.items()))
+
+    async def _may_watch(self, facts: Facts, resource: APIResource, scope: str) -> bool | None:
+        if not self._may_review:
+            return None
+        try:
+            return await self._reviews.may_watch(
+                facts.namespace, facts.service_account, resource, scope
+            )
+        except Forbidden:
+            self._may_review = False  # ask no more; scopes are then taken as annotated
+            return None
+        except KubeError as e:
+            path = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+            raise failure_for(e, "POST", path, self._session.access.server) from None
+
+    async def _idleness(self, facts: Facts) -> None:
+        counted = [
+            (r.resource, r.grant.scope, r.owned)
+            for r in facts.reach
+            if r.resource is not None and r.grant is not None and r.grant.permitted
+        ]
+        interest = build_interest(
+            [(r, scope) for r, scope, owned in counted if not owned],
+            [(r, scope) for r, scope, owned in counted if owned],
+            (facts.kind, facts.namespace, facts.name),
+            facts.status.last_activity,
+        )
+        listed: list[tuple[APIResource, Obj]] = []
+        for resource, scope, _ in counted:
+            for namespace in _namespaces(resource, scope):
+                objects = await self._list(resource, namespace)
+                if objects is None:
+                    facts.complete = False
+                    facts.unlisted.append(describe_list(resource, namespace))
+                    continue
+                listed.extend((resource, o) for o in objects)
+        facts.seen = newest_activity(listed, interest)
+
+    async def _list(self, resource: APIResource, namespace: str) -> list[Obj] | None:
+        key = (resource, namespace)
+        if key not in self._lists:
+            path = resource.api_path(namespace or None)
+            try:
+                items, _ = await self._session.kube.list_all(path, metadata_only=True)
+                self._lists[key] = items
+            except Forbidden:
+                self._lists[key] = None
+            except KubeError as e:
+                raise failure_for(e, "GET", path, self._session.access.server) from None
+        return self._lists[key]
+
+
+def describe_list(resource: APIResource, namespace: str) -> str:
+    """`list widgets.example.com in namespace ops`: what we could not do."""
+    where = f"in namespace {namespace}" if namespace else "in all namespaces"
+    return (
+        f"list {resource.group_resource} {where}"
+        if resource.namespaced
+        else (f"list {resource.group_resource}")
+    )
+
+
+def _namespaces(resource: APIResource, scope: Scope) -> Iterable[str]:
+    if not resource.namespaced or scope is None:
+        return ("",)
+    return sorted(scope)
+
+
+def _as_annotated(resource: APIResource, wanted: tuple[str, ...] | None) -> Grant:
+    if not resource.namespaced or wanted is None or wanted == ("*",):
+        return Grant(True)
+    return Grant(True, frozenset(wanted))
