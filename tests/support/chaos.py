@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import random
@@ -29,6 +30,7 @@ from kubernetes import config as k8s_config
 
 from localcluster import build
 from localcluster.cluster import Cluster, start
+from tests.support.cutter import Cutter
 from tests.support.invariants import Observer, Report, wait_settled
 from tests.support.waiting import wait_for
 from tests.system.controller_kit import (
@@ -110,13 +112,16 @@ class Stage:
             create_workload(self.api, self.ns, name, config, replicas=REPLICAS)
             self.observer.expect(name, REPLICAS, TIMEOUT)
 
-    def controller(self, id: str = "pod-0", *, wait_leader: bool = True) -> ControllerProcess:
-        """Start a controller; each process logs to a file of its own."""
+    def controller(
+        self, id: str = "pod-0", *, wait_leader: bool = True, via: Cluster | None = None
+    ) -> ControllerProcess:
+        """Start a controller (reaching the API server `via` another kubeconfig); each process
+        logs to a file of its own."""
         self._started += 1
         workdir = self.workdir / f"run-{self._started}"
         workdir.mkdir()
         ctl = start_controller(
-            self.cluster,
+            via or self.cluster,
             self.ns,
             workdir,
             id=id,
@@ -264,6 +269,38 @@ def relist_after_gone(cluster: Cluster, workdir: Path, size: Size) -> Outcome:
         return stage.finish("watch 410 Gone, re-list", runs, "deletion seen by the re-list")
 
 
+def cut_streams(cluster: Cluster, workdir: Path, size: Size) -> Outcome:
+    """The controller reaches the API server through a relay that cuts every open connection just
+    after a watched object is deleted, while its DELETED event may still be on the wire."""
+    rng = random.Random(3)
+    port = int(cluster.server.rsplit(":", 1)[1])
+    relay = Cutter(port)
+    config = json.loads(cluster.kubeconfig.read_text())
+    for entry in config["clusters"]:
+        entry["cluster"]["server"] = f"https://127.0.0.1:{relay.port}"
+    via = dataclasses.replace(cluster, kubeconfig=workdir / f"relay-{relay.port}.kubeconfig")
+    workdir.mkdir(parents=True, exist_ok=True)
+    via.kubeconfig.write_text(json.dumps(config))
+    try:
+        with staged(cluster, workdir, "cut", size) as stage:
+            stage.controller(via=via)
+            runs = 0
+            while runs < size.runs and stage.time_left():
+                create_configmap(stage.api, stage.ns, f"cut-{runs}")
+                stage.observer.activity()
+                stage.all_asleep()
+                core = k8s.CoreV1Api(stage.api)
+                core.delete_namespaced_config_map(f"cut-{runs}", stage.ns)
+                stage.observer.activity()
+                time.sleep(rng.uniform(0.0, 0.05))
+                relay.cut()
+                stage.all_awake()
+                runs += 1
+            return stage.finish("watch streams cut mid-event", runs, f"{relay.cuts} cuts")
+    finally:
+        relay.close()
+
+
 def controller_kills(cluster: Cluster, workdir: Path, size: Size) -> Outcome:
     """The controller SIGKILLed at a random moment of a sleep or of a wake, and restarted in the
     same pod (same id), `4 x runs` times; kills alternate between the two."""
@@ -364,6 +401,7 @@ SCENARIOS: dict[str, Scenario] = {
     "apiserver-down": lambda c, w, s: component_restarts(c, w, s, "kube-apiserver", down=20),
     "etcd": lambda c, w, s: component_restarts(c, w, s, "etcd"),
     "relist": relist_after_gone,
+    "cut": cut_streams,
     "controller-kill": controller_kills,
     "failover": leader_failovers,
     "writers": conflicting_writers,
