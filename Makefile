@@ -8,14 +8,16 @@ ISOLATE := $(PY) -m localcluster isolate --
 NETNS ?= zeroscaler-dev
 PYTEST_ARGS ?=
 DEMO_ARGS ?=
+CHAOS_ARGS ?=
 
-.PHONY: help install controlplane image lint format test unit demo bench cluster cluster-down clean
+.PHONY: help install controlplane image lint format test unit demo bench chaos cluster cluster-down clean
 
 help:
 	@echo "make demo          a kopf operator on a local Kubernetes: sleeps, wakes on a Backup, reconciles"
 	@echo "make test          lint-free code, unit tests and system tests on a real local control plane"
 	@echo "make lint          ruff, ruff format --check, mypy --strict, import-linter"
 	@echo "make bench         benchmarks (tables in the terminal, plots in bench/results/)"
+	@echo "make chaos         fault scenarios in full on a control plane of their own (CHAOS_ARGS=\"etcd relist\")"
 	@echo "make cluster       start a local control plane in the background; prints its kubeconfig"
 	@echo "make cluster-down  stop it"
 	@echo "make controlplane  build (or reuse) the control-plane binaries"
@@ -76,6 +78,10 @@ demo: install controlplane $(IMAGE_TAR) $(OPERATOR_TAR)
 
 bench: install controlplane $(IMAGE_TAR)
 	$(ISOLATE) $(PY) -m bench
+
+# Kills the API server, etcd and controllers of its own cluster; bounded in time per scenario.
+chaos: install controlplane
+	$(ISOLATE) $(PY) -m tests.support.chaos $(CHAOS_ARGS)
 
 # A long-lived cluster for a developer lives in a named loopback-only namespace (root) or, where
 # that cannot be made, on the host's loopback. nsenter, unlike `ip netns exec`, keeps /sys and so the

@@ -37,6 +37,7 @@ from zeroscaler.kube import Conflict, KubeError, NotFound
 log = logging.getLogger(__name__)
 
 RETRY_AFTER = 5.0  # seconds before a failed reconcile is tried again
+WAKE_RETRY_AFTER = 1.0  # for a wake: a dropped connection must not hold an operator at zero long
 
 
 class Reconciler:
@@ -99,10 +100,16 @@ class Reconciler:
             await work
         except KubeError as e:
             log.warning("%s failed: %s", what, e, extra={"workload": "/".join(key)})
-            self._timers.schedule(key, self._clock.monotonic() + RETRY_AFTER)
+            self._timers.schedule(key, self._clock.monotonic() + self._retry_after(key))
         except Exception:
             log.exception("%s failed", what, extra={"workload": "/".join(key)})
             self._timers.schedule(key, self._clock.monotonic() + RETRY_AFTER)
+
+    def _retry_after(self, key: WorkloadKey) -> float:
+        """Seconds before a failed reconcile is tried again: sooner when it was to wake."""
+        w = self._workloads.get(key)
+        waking = w is not None and w.activity_at is not None and w.shown_status.state == "asleep"
+        return WAKE_RETRY_AFTER if waking else RETRY_AFTER
 
     async def _follow_up(self, key: WorkloadKey, write: Coroutine[Any, Any, None]) -> None:
         """Finish a workload's wake off the worker, once no other wake waits for its scale."""

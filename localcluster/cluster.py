@@ -10,6 +10,7 @@ tails of the component logs say why.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import secrets
@@ -50,6 +51,8 @@ class Component:
     log: Path
     proc: subprocess.Popen[bytes] | None = None
     program: str = ""  # the executable's name where it is not `name` (a namespace wrapper)
+    cmd: list[str] = field(default_factory=list)  # how it was started, to start it again
+    env: dict[str, str] | None = None
 
     def alive(self) -> bool:
         if self.proc is not None:
@@ -112,6 +115,25 @@ class Cluster:
         if check and proc.returncode != 0:
             raise ClusterError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
         return proc
+
+    def restart(self, name: str, sig: int = signal.SIGKILL, down: float = 0.0) -> None:
+        """Kill one component with `sig`, leave it down `down` seconds, and start it again on the
+        same ports and data (fault tests)."""
+        old = next(c for c in self.components if c.name == name)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(old.pid, sig)
+        if old.proc is not None:
+            old.proc.wait()
+        self.components.remove(old)
+        time.sleep(down)
+        _launch(self, name, [], old.proc is None, argv=old.cmd, env=old.env)
+        if name == "etcd":
+            url = next(a.split("=", 1)[1] for a in old.cmd if a.startswith("--listen-client-urls="))
+            _wait(self, "etcd /health", lambda _c: _etcd_healthy(url))
+        else:
+            _wait(
+                self, f"{name} ready", lambda c: name != "kube-apiserver" or _get_ok(c, "/readyz")
+            )
 
     def log_tails(self, lines: int = 25) -> str:
         parts = []
@@ -404,8 +426,8 @@ def _launch(
             cwd=cluster.workdir,
             start_new_session=True,  # its own process group: stopped as a whole, untouched by ^C
         )
-    program = "" if argv is None else Path(cmd[0]).name
-    component = Component(name, proc.pid, log_path, None if detach else proc, program)
+    program = "" if argv is None or Path(cmd[0]).name == name else Path(cmd[0]).name
+    component = Component(name, proc.pid, log_path, None if detach else proc, program, cmd, env)
     cluster.components.append(component)
     return component
 

@@ -51,7 +51,7 @@ class Informer:
         params: Mapping[str, str] | None = None,
         transform: Callable[[Obj], Obj] | None = None,
         timeout_seconds: int = 300,
-        max_backoff: float = 30.0,
+        max_backoff: float = 5.0,  # 30 s, after an API server outage, delayed wakes as long
     ) -> None:
         self.kube = kube
         self.path = path

@@ -1,0 +1,465 @@
+"""Fault scenarios against a control plane of their own, checked by `tests.support.invariants`.
+
+Each scenario puts workloads to sleep, breaks something (the API server, etcd, the controller,
+the leader, the workload's other writers), makes activity, and lets the `Observer` judge. Sizes are
+small in `make test` (tests/system/test_chaos.py) and full in `make chaos`
+(`python -m tests.support.chaos`), which prints a table and writes bench/results/chaos.json. Every
+scenario is bounded in time: it stops at its deadline whatever it has done.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import os
+import random
+import secrets
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+
+from localcluster import build
+from localcluster.cluster import Cluster, start
+from tests.support.cutter import Cutter
+from tests.support.invariants import Observer, Report, wait_settled
+from tests.support.waiting import wait_for
+from tests.system.controller_kit import (
+    ControllerProcess,
+    config_for,
+    create_configmap,
+    create_workload,
+    grant_watch,
+    start_controller,
+)
+
+REPLICAS = 3
+TIMEOUT = 3.0  # seconds idle before a sleep
+BOUND = 15.0  # seconds after the controller can see activity by which its workload must be awake
+RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results" / "chaos.json"
+
+
+@dataclass(frozen=True)
+class Size:
+    """How much of a scenario to run."""
+
+    workloads: int
+    runs: int
+    deadline: float  # seconds
+
+
+SHORT = Size(workloads=3, runs=1, deadline=120.0)
+FULL = Size(workloads=10, runs=5, deadline=600.0)
+
+
+@dataclass
+class Outcome:
+    """One scenario's row in the table."""
+
+    scenario: str
+    runs: int
+    report: Report
+    note: str = ""
+
+    def row(self) -> dict[str, object]:
+        r = self.report
+        return {
+            "scenario": self.scenario,
+            "runs": self.runs,
+            "wakes_expected": r.wakes_expected,
+            "wakes_observed": r.wakes_observed,
+            "violations": len(r.violations),
+            "worst_wake_delay_s": None if r.worst_delay is None else round(r.worst_delay, 2),
+            "note": self.note,
+            "first_violations": r.violations[:5],
+        }
+
+
+class Stage:
+    """One scenario's namespace, workloads, controllers and observer on a cluster."""
+
+    def __init__(self, cluster: Cluster, workdir: Path, name: str, size: Size) -> None:
+        self.cluster = cluster
+        self.size = size
+        self.api = new_api(cluster)
+        self.ns = f"chaos-{name}-{secrets.token_hex(3)}"
+        self.workdir = workdir / self.ns
+        self.workdir.mkdir(parents=True)
+        self.began = time.monotonic()
+        self.controllers: list[ControllerProcess] = []
+        self.ended: dict[str, datetime] = {}
+        self.observer = Observer(lambda: new_api(cluster), self.ns)
+        self.names = [f"op-{i}" for i in range(size.workloads)]
+        self._started = 0
+
+    def setup(self) -> None:
+        """The namespace opted in, and workloads that watch its ConfigMaps."""
+        core = k8s.CoreV1Api(self.api)
+        labels = {"zeroscaler.io/enabled": "true"}
+        core.create_namespace({"metadata": {"name": self.ns, "labels": labels}})
+        grant_watch(self.api, self.ns, [("", ["configmaps"])])
+        config = config_for(f"{TIMEOUT:g}s", "ConfigMap", watch_namespaces=self.ns)
+        for name in self.names:
+            create_workload(self.api, self.ns, name, config, replicas=REPLICAS)
+            self.observer.expect(name, REPLICAS, TIMEOUT)
+
+    def controller(
+        self, id: str = "pod-0", *, wait_leader: bool = True, via: Cluster | None = None
+    ) -> ControllerProcess:
+        """Start a controller (reaching the API server `via` another kubeconfig); each process
+        logs to a file of its own."""
+        self._started += 1
+        workdir = self.workdir / f"run-{self._started}"
+        workdir.mkdir()
+        ctl = start_controller(
+            via or self.cluster,
+            self.ns,
+            workdir,
+            id=id,
+            wait_leader=wait_leader,
+            extra=["--log-level", "info", "--access-review-ttl", "30"],
+        )
+        self.controllers.append(ctl)
+        return ctl
+
+    def kill(self, ctl: ControllerProcess, sig: int = signal.SIGKILL) -> None:
+        ctl.stop(sig)
+        self.ended[str(ctl.log)] = datetime.now(UTC)
+
+    def touch(self, what: str = "") -> None:
+        """Activity for every workload: a ConfigMap created in their namespace (retried while
+        the API server or etcd is still coming back)."""
+        name = f"change-{what or secrets.token_hex(4)}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                create_configmap(self.api, self.ns, name)
+                break
+            except k8s.ApiException as e:
+                if e.status == 409:
+                    break
+                if time.monotonic() > deadline:
+                    raise
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+            time.sleep(0.2)
+        self.observer.activity()
+
+    def all_asleep(self, timeout: float = 60.0) -> None:
+        def asleep() -> bool:
+            items = k8s.AppsV1Api(self.api).list_namespaced_deployment(self.ns).items
+            return len(items) == len(self.names) and all(
+                (d.metadata.annotations or {}).get("zeroscaler.io/state") == "asleep"
+                and not d.spec.replicas
+                for d in items
+            )
+
+        wait_for(asleep, f"every workload in {self.ns} asleep", timeout=timeout)
+
+    def all_awake(self, timeout: float = BOUND + 5) -> None:
+        def awake() -> bool:
+            items = k8s.AppsV1Api(self.api).list_namespaced_deployment(self.ns).items
+            return all(
+                (d.metadata.annotations or {}).get("zeroscaler.io/state", "awake") == "awake"
+                and d.spec.replicas == REPLICAS
+                for d in items
+            )
+
+        wait_for(awake, f"every workload in {self.ns} awake", timeout=timeout)
+
+    def time_left(self) -> bool:
+        return time.monotonic() - self.began < self.size.deadline
+
+    def finish(self, scenario: str, runs: int, note: str = "") -> Outcome:
+        """Let everything settle, stop the controllers, check the invariants."""
+        wait_settled(self.observer, timeout=BOUND + TIMEOUT * 2)
+        self.observer.stop()
+        for ctl in self.controllers:
+            if ctl.alive():
+                self.kill(ctl, signal.SIGTERM)
+        logs = [c.log for c in self.controllers]
+        report = self.observer.check(BOUND, logs, self.ended)
+        with contextlib.suppress(Exception):
+            k8s.CoreV1Api(self.api).delete_namespace(self.ns)
+        self.api.close()
+        return Outcome(scenario, runs, report, note)
+
+    def abort(self) -> None:
+        self.observer.stop()
+        for ctl in self.controllers:
+            ctl.stop(signal.SIGKILL)
+        self.api.close()
+
+
+def new_api(cluster: Cluster) -> k8s.ApiClient:
+    return k8s_config.new_client_from_config(config_file=str(cluster.kubeconfig))
+
+
+@contextlib.contextmanager
+def staged(cluster: Cluster, workdir: Path, name: str, size: Size) -> Iterator[Stage]:
+    stage = Stage(cluster, workdir, name, size)
+    try:
+        stage.setup()
+        with stage.observer:
+            yield stage
+    except BaseException:
+        stage.abort()
+        raise
+
+
+def component_restarts(
+    cluster: Cluster,
+    workdir: Path,
+    size: Size,
+    component: str,
+    repeats: int = 1,
+    down: float = 0.0,
+) -> Outcome:
+    """Workloads asleep; `component` SIGKILLed (left down `down` s) and restarted `repeats` times
+    in a row while the controller's watches are open; a change made once it is back wakes them."""
+    label = f"{component} SIGKILL" + (f" x{repeats} in a row" if repeats > 1 else "")
+    label += f", down {down:g} s" if down else ""
+    with staged(cluster, workdir, f"{component[-9:]}-{repeats}-{down:g}", size) as stage:
+        stage.controller()
+        runs = 0
+        while runs < size.runs and stage.time_left():
+            stage.all_asleep()
+            stage.observer.fault()
+            for _ in range(repeats):
+                cluster.restart(component, down=down)
+            stage.observer.recovered()
+            stage.touch(f"{runs}")
+            stage.all_awake()
+            runs += 1
+        return stage.finish(label, runs)
+
+
+def relist_after_gone(cluster: Cluster, workdir: Path, size: Size) -> Outcome:
+    """The controller frozen (SIGSTOP) while a watched object is deleted and the API server
+    restarts: its watches resume from a resourceVersion the new server no longer has (410 Gone),
+    list again, and the deletion found by the list wakes the sleepers."""
+    with staged(cluster, workdir, "relist", size) as stage:
+        ctl = stage.controller()
+        runs = 0
+        while runs < size.runs and stage.time_left():
+            create_configmap(stage.api, stage.ns, f"doomed-{runs}")
+            stage.observer.activity()
+            stage.all_asleep()
+            stage.observer.fault()
+            os.kill(ctl.proc.pid, signal.SIGSTOP)
+            try:
+                k8s.CoreV1Api(stage.api).delete_namespaced_config_map(f"doomed-{runs}", stage.ns)
+                stage.observer.activity()
+                cluster.restart("kube-apiserver")
+            finally:
+                os.kill(ctl.proc.pid, signal.SIGCONT)
+            stage.observer.recovered()
+            stage.all_awake()
+            runs += 1
+        return stage.finish("watch 410 Gone, re-list", runs, "deletion seen by the re-list")
+
+
+def cut_streams(cluster: Cluster, workdir: Path, size: Size) -> Outcome:
+    """The controller reaches the API server through a relay that cuts every open connection just
+    after a watched object is deleted, while its DELETED event may still be on the wire."""
+    rng = random.Random(3)
+    port = int(cluster.server.rsplit(":", 1)[1])
+    relay = Cutter(port)
+    config = json.loads(cluster.kubeconfig.read_text())
+    for entry in config["clusters"]:
+        entry["cluster"]["server"] = f"https://127.0.0.1:{relay.port}"
+    via = dataclasses.replace(cluster, kubeconfig=workdir / f"relay-{relay.port}.kubeconfig")
+    workdir.mkdir(parents=True, exist_ok=True)
+    via.kubeconfig.write_text(json.dumps(config))
+    try:
+        with staged(cluster, workdir, "cut", size) as stage:
+            stage.controller(via=via)
+            runs = 0
+            while runs < size.runs and stage.time_left():
+                create_configmap(stage.api, stage.ns, f"cut-{runs}")
+                stage.observer.activity()
+                stage.all_asleep()
+                core = k8s.CoreV1Api(stage.api)
+                core.delete_namespaced_config_map(f"cut-{runs}", stage.ns)
+                stage.observer.activity()
+                time.sleep(rng.uniform(0.0, 0.05))
+                relay.cut()
+                stage.all_awake()
+                runs += 1
+            return stage.finish("watch streams cut mid-event", runs, f"{relay.cuts} cuts")
+    finally:
+        relay.close()
+
+
+def controller_kills(cluster: Cluster, workdir: Path, size: Size) -> Outcome:
+    """The controller SIGKILLed at a random moment of a sleep or of a wake, and restarted in the
+    same pod (same id), `4 x runs` times; kills alternate between the two."""
+    rng = random.Random(12)
+    kills = 4 * size.runs
+    with staged(cluster, workdir, "kill", size) as stage:
+        ctl = stage.controller()
+        done = 0
+        while done < kills and stage.time_left():
+            if done % 2 == 0:  # around the moment the idle timeout runs out
+                stage.all_awake(timeout=BOUND + TIMEOUT)
+                time.sleep(rng.uniform(TIMEOUT - 0.5, TIMEOUT + 0.5))
+            else:  # just after activity reached a sleeping workload
+                stage.all_asleep()
+                stage.touch(f"{done}")
+                time.sleep(rng.uniform(0.0, 0.3))
+            stage.observer.fault()
+            stage.kill(ctl)
+            ctl = stage.controller()
+            stage.observer.recovered()
+            done += 1
+        return stage.finish("controller SIGKILL in a sleep or a wake", done)
+
+
+def leader_failovers(cluster: Cluster, workdir: Path, size: Size) -> Outcome:
+    """Two replicas; the leader SIGKILLed while activity goes on; the standby takes over."""
+    with staged(cluster, workdir, "failover", size) as stage:
+        leader = stage.controller("replica-a")
+        standby = stage.controller("replica-b", wait_leader=False)
+        runs = 0
+        stop = threading.Event()
+        while runs < size.runs and stage.time_left():
+            stage.all_asleep()
+            stop.clear()
+            busy = threading.Thread(target=_keep_busy, args=(stage, stop), daemon=True)
+            busy.start()
+            time.sleep(0.5)
+            stage.observer.fault()
+            stage.kill(leader)
+            wait_for(standby.is_leader, "the standby leading", timeout=30)
+            stage.observer.recovered()
+            time.sleep(1.0)
+            stop.set()
+            busy.join()
+            stage.all_awake()
+            leader, standby = standby, stage.controller(leader.id, wait_leader=False)
+            runs += 1
+        stop.set()
+        return stage.finish("leader failover with activity", runs)
+
+
+def _keep_busy(stage: Stage, stop: threading.Event) -> None:
+    api = new_api(stage.cluster)
+    try:
+        n = 0
+        while not stop.is_set():
+            body = {"metadata": {"name": f"busy-{secrets.token_hex(4)}"}, "data": {"n": str(n)}}
+            k8s.CoreV1Api(api).create_namespaced_config_map(stage.ns, body)
+            stage.observer.activity()
+            n += 1
+            stop.wait(0.25)
+    finally:
+        api.close()
+
+
+def conflicting_writers(cluster: Cluster, workdir: Path, size: Size) -> Outcome:
+    """Another actor scales the workloads and edits their annotations at random moments, around
+    the controller's own sleeps and wakes; the restore count follows the actor's last scale."""
+    rng = random.Random(7)
+    with staged(cluster, workdir, "writers", size) as stage:
+        stage.controller()
+        apps = k8s.AppsV1Api(stage.api)
+        runs = 0
+        while runs < size.runs * 4 and stage.time_left():
+            time.sleep(rng.uniform(0.5, TIMEOUT + 1.0))
+            name = rng.choice(stage.names)
+            dice = rng.random()
+            if dice < 0.2:
+                stage.touch(f"{runs}")
+            elif dice < 0.6:
+                count = rng.choice((2, 3, 4))
+                with contextlib.suppress(k8s.ApiException):
+                    apps.patch_namespaced_deployment_scale(
+                        name, stage.ns, {"spec": {"replicas": count}}
+                    )
+                    stage.observer.set_replicas(name, count)
+            else:
+                body = {"metadata": {"annotations": {"example.com/touched": str(runs)}}}
+                apps.patch_namespaced_deployment(name, stage.ns, body)
+            runs += 1
+        return stage.finish("conflicting writers", runs, "scale and annotation edits")
+
+
+Scenario = Callable[[Cluster, Path, Size], Outcome]
+SCENARIOS: dict[str, Scenario] = {
+    "apiserver": lambda c, w, s: component_restarts(c, w, s, "kube-apiserver"),
+    "apiserver-repeated": lambda c, w, s: component_restarts(c, w, s, "kube-apiserver", 3),
+    "apiserver-down": lambda c, w, s: component_restarts(c, w, s, "kube-apiserver", down=20),
+    "etcd": lambda c, w, s: component_restarts(c, w, s, "etcd"),
+    "relist": relist_after_gone,
+    "cut": cut_streams,
+    "controller-kill": controller_kills,
+    "failover": leader_failovers,
+    "writers": conflicting_writers,
+}
+
+
+def own_cluster(progress: Callable[[str], None] | None = None) -> Cluster:
+    """A control plane for faults alone: killing its parts harms no other test."""
+    binaries = build.ensure_binaries(progress=progress)
+    return start(binaries, nodes=1, progress=progress)
+
+
+def table(outcomes: list[Outcome]) -> str:
+    head = (
+        "| scenario | runs | wakes expected / observed | invariant violations | worst wake delay |"
+    )
+    lines = [head, "|---|---|---|---|---|"]
+    for o in outcomes:
+        r = o.report
+        delay = "-" if r.worst_delay is None else f"{r.worst_delay:.1f} s"
+        lines.append(
+            f"| {o.scenario} | {o.runs} | {r.wakes_expected} / {r.wakes_observed} "
+            f"| {len(r.violations)} | {delay} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.support.chaos")
+    parser.add_argument("scenarios", nargs="*", choices=[[], *SCENARIOS], default=[])
+    parser.add_argument("--short", action="store_true", help="the sizes `make test` runs")
+    parser.add_argument("--logs", type=Path, help="keep the controllers' logs here")
+    args = parser.parse_args()
+    size = SHORT if args.short else FULL
+    chosen = args.scenarios or list(SCENARIOS)
+    cluster = own_cluster(lambda m: print(f"[localcluster] {m}", file=sys.stderr, flush=True))
+    outcomes = []
+    try:
+        workdir = args.logs or cluster.workdir / "chaos"
+        for name in chosen:
+            began = time.monotonic()
+            outcome = SCENARIOS[name](cluster, workdir, size)
+            outcomes.append(outcome)
+            print(
+                f"{name}: {outcome.runs} runs, {len(outcome.report.violations)} violations, "
+                f"{time.monotonic() - began:.0f}s",
+                flush=True,
+            )
+            for v in outcome.report.violations[:5]:
+                print(f"  {v}", flush=True)
+    finally:
+        cluster.stop()
+    print(table(outcomes))
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    rows = {"size": size.__dict__, "scenarios": [o.row() for o in outcomes]}
+    RESULTS.write_text(json.dumps(rows, indent=2) + "\n")
+    return 1 if any(o.report.violations for o in outcomes) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,346 @@
+"""The four promises of issue 12, checked from outside after a fault scenario.
+
+An `Observer` samples the workloads of one namespace (and the controller Lease) a few times a second
+while a scenario runs; the scenario tells it when it made activity and when a fault began and ended.
+`check` then reads those samples and the controllers' logs:
+
+1. awake after activity: after every activity the workload is awake (state `awake`, its
+   replicas) within `bound` seconds of the controller being able to see it, and never asleep again
+   from a sleep that began before the activity;
+2. no premature sleep: no sleep begins less than its timeout after activity (times are written to
+   the second, so a second's tolerance);
+3. no restore count lost: every asleep sample carries the restore count the workload had, and the
+   end state is awake at that count or asleep remembering it;
+4. one writer: the controllers' leadership intervals never overlap, every sleep and wake is written
+   by the replica leading at the time, and every Lease holder sampled is a replica that says it
+   leads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from kubernetes import client as k8s
+
+from zeroscaler.core.durations import parse_time
+
+LEASE = "zeroscaler-controller"
+TOLERANCE = timedelta(seconds=1)  # status times are to the second
+_LINE = re.compile(r'^time=(\S+) level=\S+ logger=(\S+) msg=("[^"]*"|\S+)(.*)$')
+_WRITES = {"sleeping", "woken", "woken externally"}
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One look at a workload."""
+
+    at: datetime
+    replicas: int
+    state: str
+    restore: str | None
+    asleep_since: datetime | None
+
+
+@dataclass
+class Report:
+    """What one scenario's checks found."""
+
+    wakes_expected: int = 0
+    wakes_observed: int = 0
+    worst_delay: float | None = None  # seconds from when a wake was possible to the awake sample
+    violations: list[str] = field(default_factory=list)
+
+    def add(self, other: Report) -> None:
+        self.wakes_expected += other.wakes_expected
+        self.wakes_observed += other.wakes_observed
+        delays = [d for d in (self.worst_delay, other.worst_delay) if d is not None]
+        self.worst_delay = max(delays, default=None)
+        self.violations += other.violations
+
+
+@dataclass
+class _Workload:
+    replicas: int
+    timeout: float
+    counts: set[int] = field(default_factory=set)  # every count it was meant to have
+    activity: list[datetime] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
+
+
+class Observer:
+    """Samples one namespace's Deployments and the Lease in a thread, until `stop`."""
+
+    def __init__(
+        self, api_factory: Callable[[], k8s.ApiClient], namespace: str, interval: float = 0.2
+    ) -> None:
+        self._factory = api_factory
+        self.namespace = namespace
+        self.interval = interval
+        self.workloads: dict[str, _Workload] = {}
+        self.faults: list[tuple[datetime, datetime | None]] = []
+        self.holders: list[tuple[datetime, str]] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def expect(self, name: str, replicas: int, timeout: float) -> None:
+        """A workload to watch, created with `replicas` and an idle timeout of `timeout` s."""
+        with self._lock:
+            self.workloads[name] = _Workload(replicas, timeout, {replicas})
+
+    def set_replicas(self, name: str, replicas: int) -> None:
+        """Someone else changed the count it should wake to (a conflicting writer)."""
+        with self._lock:
+            self.workloads[name].replicas = replicas
+            self.workloads[name].counts.add(replicas)
+
+    def activity(self, names: Iterable[str] | None = None, at: datetime | None = None) -> None:
+        """Activity in these workloads' scope (all when None) has just happened."""
+        when = at or now()
+        with self._lock:
+            for name in self.workloads if names is None else names:
+                self.workloads[name].activity.append(when)
+
+    def fault(self) -> None:
+        """From now the controller cannot see the cluster (or is not running)."""
+        with self._lock:
+            self.faults.append((now(), None))
+
+    def recovered(self) -> None:
+        """The fault is over: the controller can see the cluster again."""
+        with self._lock:
+            start, _ = self.faults[-1]
+            self.faults[-1] = (start, now())
+
+    def __enter__(self) -> Observer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _run(self) -> None:
+        api = self._factory()
+        apps, coordination = k8s.AppsV1Api(api), k8s.CoordinationV1Api(api)
+        try:
+            while not self._stop.is_set():
+                with contextlib.suppress(Exception):  # an API server that is down: no sample
+                    self._sample(apps, coordination)
+                self._stop.wait(self.interval)
+        finally:
+            api.close()
+
+    def _sample(self, apps: k8s.AppsV1Api, coordination: k8s.CoordinationV1Api) -> None:
+        items = apps.list_namespaced_deployment(self.namespace, _request_timeout=2).items
+        at = now()
+        with self._lock:
+            for d in items:
+                w = self.workloads.get(d.metadata.name)
+                if w is None:
+                    continue
+                ann = d.metadata.annotations or {}
+                since = ann.get("zeroscaler.io/asleep-since")
+                w.samples.append(
+                    Sample(
+                        at,
+                        int(d.spec.replicas or 0),
+                        ann.get("zeroscaler.io/state", ""),
+                        ann.get("zeroscaler.io/restore-replicas"),
+                        parse_time(since) if since else None,
+                    )
+                )
+        try:
+            lease = coordination.read_namespaced_lease(LEASE, self.namespace, _request_timeout=2)
+        except k8s.ApiException:
+            return
+        with self._lock:
+            self.holders.append((now(), str(lease.spec.holder_identity or "")))
+
+    def settled(self) -> bool:
+        """Whether every workload's newest sample is awake at its count or asleep remembering it."""
+        with self._lock:
+            return all(w.samples and _is_at_rest(w.samples[-1], w) for w in self.workloads.values())
+
+    def check(
+        self, bound: float, logs: Iterable[Path] = (), ended: dict[str, datetime] | None = None
+    ) -> Report:
+        """Check the four invariants on what was sampled, and the controllers' logs."""
+        with self._lock:
+            report = Report()
+            for name, w in self.workloads.items():
+                self._check_workload(name, w, timedelta(seconds=bound), report)
+            leaders = _leadership(logs, ended or {})
+            report.violations += _one_writer(leaders, self.holders)
+            return report
+
+    def _visible_from(self, at: datetime) -> datetime:
+        """When the controller could first see what was done at `at`: after the fault it fell in."""
+        for start, end in self.faults:
+            if start <= at and (end is None or at <= end):
+                return end or at
+        return at
+
+    def _check_workload(self, name: str, w: _Workload, bound: timedelta, report: Report) -> None:
+        timeout = timedelta(seconds=w.timeout)
+        for activity in w.activity:
+            self._check_wake(name, w, activity, bound, report)
+        sleeps = sorted(
+            {s.asleep_since for s in w.samples if s.state == "asleep" and s.asleep_since}
+        )
+        for since in sleeps:
+            early = [
+                a for a in w.activity if a + TOLERANCE < since and since - a < timeout - TOLERANCE
+            ]
+            if early:
+                report.violations.append(
+                    f"{name}: asleep since {since:%H:%M:%S}, "
+                    f"{(since - early[-1]).total_seconds():.1f}s after activity "
+                    f"(timeout {w.timeout:g}s)"
+                )
+        counts = {str(c) for c in w.counts}
+        for s in w.samples:
+            if s.state == "asleep" and s.replicas == 0 and s.restore not in counts:
+                report.violations.append(
+                    f"{name}: asleep at {s.at:%H:%M:%S.%f} with restore-replicas {s.restore!r}, "
+                    f"expected {w.replicas}"
+                )
+                break
+        if w.samples and not _is_at_rest(w.samples[-1], w):
+            last = w.samples[-1]
+            report.violations.append(
+                f"{name}: ends {last.state or 'unmanaged'} at {last.replicas} replicas "
+                f"(restore {last.restore!r}), expected awake at {w.replicas} "
+                "or asleep remembering it"
+            )
+
+    def _check_wake(
+        self, name: str, w: _Workload, activity: datetime, bound: timedelta, report: Report
+    ) -> None:
+        before = [s for s in w.samples if s.at <= activity]
+        after = [s for s in w.samples if s.at > activity]
+        was_asleep = (before and _is_asleep(before[-1], activity)) or (
+            after and _is_asleep(after[0], activity)
+        )
+        visible = self._visible_from(activity)
+        # A fault that began before its wake (a controller killed mid-wake) moves the start on.
+        for start, end in self.faults:
+            if end is not None and start >= activity and end > visible:
+                first_awake = next((s for s in after if _is_awake(s, w)), None)
+                if first_awake is None or start <= first_awake.at:
+                    visible = end
+        deadline = visible + bound
+        if was_asleep:
+            report.wakes_expected += 1
+            awake = next((s for s in after if _is_awake(s, w)), None)
+            if awake is not None and awake.at <= deadline:
+                report.wakes_observed += 1
+                delay = max((awake.at - visible).total_seconds(), 0.0)
+                report.worst_delay = max(report.worst_delay or 0.0, delay)
+        stuck = next(
+            (s for s in after if s.at > deadline and _is_asleep(s, activity - TOLERANCE)), None
+        )
+        if stuck is not None or (was_asleep and not any(_is_awake(s, w) for s in after)):
+            report.violations.append(
+                f"{name}: activity at {activity:%H:%M:%S.%f} not woken within "
+                f"{bound.total_seconds():g}s of {visible:%H:%M:%S.%f}"
+            )
+
+
+def _is_asleep(s: Sample, activity: datetime) -> bool:
+    """Asleep from a sleep that began before `activity`."""
+    return s.state == "asleep" and s.asleep_since is not None and s.asleep_since <= activity
+
+
+def _is_awake(s: Sample, w: _Workload) -> bool:
+    return s.state in ("awake", "") and s.replicas in w.counts  # "": never put to sleep yet
+
+
+def _is_at_rest(s: Sample, w: _Workload) -> bool:
+    asleep = s.state == "asleep" and s.replicas == 0 and s.restore == str(w.replicas)
+    return asleep or (s.state in ("awake", "") and s.replicas == w.replicas)
+
+
+@dataclass
+class _Leader:
+    id: str
+    log: str
+    intervals: list[tuple[datetime, datetime]]
+    writes: list[tuple[datetime, str]]
+
+
+def _leadership(logs: Iterable[Path], ended: dict[str, datetime]) -> list[_Leader]:
+    """Per controller log: when it led (to its last line or its kill) and the writes it made."""
+    found = []
+    for log in logs:
+        begun: datetime | None = None
+        intervals: list[tuple[datetime, datetime]] = []
+        writes: list[tuple[datetime, str]] = []
+        last: datetime | None = None
+        ident = ""
+        for line in log.read_text(errors="replace").splitlines():
+            m = _LINE.match(line)
+            if m is None:
+                continue
+            at, logger, msg = parse_time(m[1]), m[2], m[3].strip('"')
+            if logger == "controller" and msg == "starting" and begun and last:
+                intervals.append((begun, last))  # a killed process, restarted into the same log
+                begun = None
+            last = at
+            if logger == "controller.leader" and msg == "became leader":
+                begun = at
+                ident = re.search(r" id=(\S+)", m[4])[1] if " id=" in m[4] else ident  # type: ignore[index]
+            elif logger == "controller.leader" and msg == "stopped leading" and begun:
+                intervals.append((begun, at))
+                begun = None
+            elif logger == "controller.scaling" and msg in _WRITES:
+                writes.append((at, msg))
+        if begun is not None and last is not None:
+            intervals.append((begun, max(last, ended.get(str(log), last))))
+        found.append(_Leader(ident, str(log), intervals, writes))
+    return found
+
+
+def _one_writer(leaders: list[_Leader], holders: list[tuple[datetime, str]]) -> list[str]:
+    violations = []
+    for leader in leaders:
+        for at, what in leader.writes:
+            if not any(a <= at <= b for a, b in leader.intervals):
+                violations.append(f"{leader.log}: {what} at {at:%H:%M:%S.%f} while not leading")
+    spans = sorted((a, b, leader.log) for leader in leaders for a, b in leader.intervals)
+    for (_, end, log), (start, _, other) in itertools.pairwise(spans):
+        if start < end:
+            violations.append(
+                f"{other} led from {start:%H:%M:%S.%f} while {log} led until {end:%H:%M:%S.%f}"
+            )
+    known = {leader.id for leader in leaders if leader.intervals}
+    for at, holder in holders:
+        if holder and known and holder not in known:
+            violations.append(
+                f"the Lease was held by {holder!r} at {at:%H:%M:%S.%f}, no replica of ours"
+            )
+            break
+    return violations
+
+
+def wait_settled(observer: Observer, timeout: float = 60.0) -> None:
+    """Wait until every workload is at rest (awake at its count, or asleep remembering it)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not observer.settled():
+        time.sleep(observer.interval)
