@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from certs.command import add_certs
+from controller.uninstall import add_uninstall
 from zeroscaler.access import load_access
 from zeroscaler.core.annotations import NAMESPACE_ENABLED_LABEL, read_config, read_status
 from zeroscaler.core.durations import format_duration
@@ -154,6 +155,7 @@ def _add_status(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 SUBCOMMANDS: Mapping[str, Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = {
     "status": _add_status,
     "certs": add_certs,
+    "uninstall": add_uninstall,
 }
 
 

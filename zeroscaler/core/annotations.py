@@ -37,6 +37,7 @@ STATE = PREFIX + "state"
 RESTORE_REPLICAS = PREFIX + "restore-replicas"
 ASLEEP_SINCE = PREFIX + "asleep-since"
 LAST_ACTIVITY = PREFIX + "last-activity"
+STATUS_KEYS = (STATE, RESTORE_REPLICAS, ASLEEP_SINCE, LAST_ACTIVITY)
 # Written by the webhook only.
 INJECTED = PREFIX + "injected"
 
@@ -196,6 +197,18 @@ def asleep_annotations(
         ASLEEP_SINCE: format_time(since),
         LAST_ACTIVITY: format_time(last_activity),
     }
+
+
+def status_keys(annotations: Mapping[str, str]) -> list[str]:
+    """The controller's status keys that a workload carries."""
+    return [k for k in STATUS_KEYS if k in annotations]
+
+
+def injected_keys(annotations: Mapping[str, str]) -> list[str]:
+    """The zeroscaler keys the webhook recorded adding that a workload carries, and the record."""
+    listed = [k.strip() for k in annotations.get(INJECTED, "").split(",") if k.strip()]
+    keys = [k for k in dict.fromkeys(listed) if k.startswith(PREFIX) and k in annotations]
+    return [*keys, INJECTED] if INJECTED in annotations else keys
 
 
 def awake_annotations(last_activity: datetime) -> dict[str, str]:
