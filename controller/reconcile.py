@@ -156,7 +156,7 @@ class Reconciler:
             replicas=replicas,
             last_activity=w.last_activity,
             hpa_targeted=hpa_targeted,
-            can_wake=bool(w.scopes[0]),
+            can_wake=bool(w.scopes[0]) and not w.unseen,
             wake_reason=w.activity_reason,
         )
         return decide(observed, config, status, now), now
@@ -198,6 +198,7 @@ class Reconciler:
         self._timers.cancel(w.key)
         self._subscriptions.subscribe(w, set())
         w.interest, w.signature, w.scopes, w.pretend = None, None, ({}, {}), None
+        w.unseen = set()
         if w.managed:
             log.info("no longer managed", extra={"workload": w.label, "why": why})
         w.managed = False

@@ -586,6 +586,10 @@ def test_controller_watch_grant_can_be_narrowed_to_listed_resources(helm: Helm) 
     assert grants(rules, "", "namespaces", "watch")
     assert grants(rules, "apiextensions.k8s.io", "customresourcedefinitions", "watch")
     assert grants(rules, "autoscaling", "horizontalpodautoscalers", "watch")
+    # Inference from RBAC works in the narrow mode too.
+    for resource in ("roles", "rolebindings", "clusterroles", "clusterrolebindings"):
+        for verb in ("list", "watch"):
+            assert grants(rules, "rbac.authorization.k8s.io", resource, verb), resource
 
 
 def test_webhook_reads_rbac_namespaces_and_policy_only(helm: Helm) -> None:

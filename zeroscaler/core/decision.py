@@ -30,7 +30,8 @@ class Observed:
     replicas: int  # spec.replicas
     last_activity: datetime  # newest activity seen, or when watching began
     hpa_targeted: bool = False
-    can_wake: bool = True  # at least one watched or owned kind is resolved and permitted
+    # A watched kind is resolved and permitted, and the controller may watch every kind named.
+    can_wake: bool = True
     wake_reason: str = ""  # what the newest activity was, in an Event's words
 
 
