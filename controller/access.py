@@ -9,6 +9,7 @@ from zeroscaler.core.kinds import APIResource
 from zeroscaler.kube import Kube
 
 _SAR_PATH = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+_SELF_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,5 +71,31 @@ class AccessReviews:
         }
         answer = await self._kube.create(_SAR_PATH, review)
         allowed = bool((answer.get("status") or {}).get("allowed"))
+        self._answers[key] = (allowed, now + self._ttl)
+        return allowed
+
+    async def may_watch_everywhere(self, resource: APIResource) -> bool:
+        """Whether the controller itself may list and watch `resource` in every namespace (its
+        shared watches), asked with SelfSubjectAccessReviews."""
+        key = AccessKey("", "", resource.group, resource.resource, "*")
+        now = self._clock.monotonic()
+        cached = self._answers.get(key)
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        allowed = True
+        for verb in ("list", "watch"):
+            review = {
+                "apiVersion": "authorization.k8s.io/v1",
+                "kind": "SelfSubjectAccessReview",
+                "spec": {
+                    "resourceAttributes": {
+                        "verb": verb,
+                        "group": resource.group,
+                        "resource": resource.resource,
+                    }
+                },
+            }
+            answer = await self._kube.create(_SELF_PATH, review)
+            allowed = allowed and bool((answer.get("status") or {}).get("allowed"))
         self._answers[key] = (allowed, now + self._ttl)
         return allowed

@@ -20,6 +20,8 @@ from zeroscaler.cluster import ClusterView
 from zeroscaler.core.admission import annotate_from_policy
 from zeroscaler.core.annotations import (
     CENSUS,
+    ENABLED,
+    NAMESPACE_ENABLED_LABEL,
     PAUSED,
     Notice,
     WorkloadConfig,
@@ -132,7 +134,7 @@ class Reconciler:
             self._reporter.warn(w, warnings)
             return
         if not self._is_candidate(w, config):
-            await self._unmanage(w, "not opted in", restore=not self._is_terminating(w))
+            await self._release(w, config)
             return
         applied, policy_warnings = await self._apply_policy(w)
         if not applied:
@@ -250,7 +252,7 @@ class Reconciler:
             replicas=replicas,
             last_activity=w.last_activity,
             hpa_targeted=hpa_targeted,
-            can_wake=bool(w.scopes[0]),
+            can_wake=bool(w.scopes[0]) and not w.unseen,
             wake_reason=w.activity_reason,
         )
         return decide(observed, config, status, now), now
@@ -290,19 +292,32 @@ class Reconciler:
         )
         log.info("managing", extra={"workload": w.label})
 
-    async def _unmanage(self, w: Workload, why: str, *, restore: bool = True) -> None:
-        """Stop watching for a workload; one we put to sleep is woken, not left at zero."""
+    def _stop_managing(self, w: Workload, why: str) -> None:
         self._timers.cancel(w.key)
         self._subscriptions.subscribe(w, set())
         w.interest, w.signature, w.scopes, w.pretend = None, None, ({}, {}), None
-        asleep_at_zero = w.status.state == "asleep" and w.replicas == 0
-        if not w.managed and not asleep_at_zero:
-            return
+        w.unseen = set()
         if w.managed:
             log.info("no longer managed", extra={"workload": w.label, "why": why})
         w.managed = False
-        if asleep_at_zero and self._is_leader() and restore:
+
+    async def _unmanage(self, w: Workload, why: str) -> None:
+        """Stop watching for a workload; one we put to sleep is woken, not left at zero."""
+        asleep_at_zero = w.status.state == "asleep" and w.replicas == 0
+        self._stop_managing(w, why)
+        if asleep_at_zero and self._is_leader():
             await self._scaling.restore(w, why)
+
+    async def _release(self, w: Workload, config: WorkloadConfig) -> None:
+        """Opted out, or its namespace was: woken if we left it at zero, and our status removed."""
+        if config.opted_out:
+            why = f'opted out ({ENABLED}: "false")'
+        else:
+            why = f'namespace {w.namespace} not opted in ({NAMESPACE_ENABLED_LABEL}: "true")'
+        self._stop_managing(w, why)
+        # In a namespace being deleted, waking helps no one.
+        if self._is_leader() and not self._is_terminating(w):
+            await self._scaling.release(w, f"no longer managed: {why}")
 
     def _forget(self, w: Workload) -> None:
         self._gate.done(w.key)

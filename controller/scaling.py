@@ -21,7 +21,7 @@ from zeroscaler.core.annotations import (
     read_status,
 )
 from zeroscaler.core.census import Census, format_census
-from zeroscaler.core.decision import Decision, restart_clock, wake_replicas
+from zeroscaler.core.decision import Decision, plan_release, restart_clock, wake_replicas
 from zeroscaler.kube import Conflict, Kube, NotFound
 
 log = logging.getLogger(__name__)
@@ -91,6 +91,29 @@ class Scaling:
             await self.wake(w, wake_replicas(w.config, w.status), f"no longer managed ({why})")
         except Conflict:
             await self.refresh(w)
+            self._enqueue(w.key)
+
+    async def release(self, w: Workload, why: str) -> None:
+        """Hand back a workload no longer managed: woken if we left it at zero, status removed."""
+        plan = plan_release(w.annotations, w.replicas, injected=False)
+        if self._dry_run or (plan.wake_to is None and not plan.remove):
+            return
+        try:
+            if plan.wake_to is not None:
+                self._accounting.account(w, stop=True)
+                await self._patch_scale(w, plan.wake_to)
+                self._metrics.wakes.inc()
+                message = f"{why}: scaled from 0 to {plan.wake_to} replicas"
+                log.info("woken", extra={"workload": w.label, "reason": why})
+                self._reporter.event(w, "Normal", "Woken", message)
+            if plan.remove:
+                await self._patch_annotations(w, dict.fromkeys(plan.remove))
+                log.info("status removed", extra={"workload": w.label, "reason": why})
+        except Conflict:
+            await self.refresh(w)
+            self._enqueue(w.key)
+        except NotFound:
+            w.deleted = True
             self._enqueue(w.key)
 
     async def _sleep(self, w: Workload, decision: Decision, now: datetime) -> None:

@@ -74,6 +74,8 @@ class Subscriptions:
         if w.signature is not None and signature[:-1] == w.signature[:-1] and w.activity_at:
             return  # only the access answers aged: a pending wake does not wait to ask again
         scopes, wanted, warnings = await self._resolve(w, config)
+        w.unseen = await self._unseen(wanted, warnings)
+        wanted -= w.unseen
         if not scopes[0]:
             warnings.append(
                 (
@@ -107,6 +109,23 @@ class Subscriptions:
                     target[(resource.group, resource.kind)] = grant.scope
                     wanted.add(resource)
         return scopes, wanted, warnings
+
+    async def _unseen(self, wanted: set[APIResource], warnings: list[Notice]) -> set[APIResource]:
+        """The types the controller's own RBAC does not let it watch: a change to them would go
+        unseen, so the workload is never put to sleep."""
+        unseen = set()
+        for resource in sorted(wanted, key=lambda r: r.group_resource):
+            if not await self._access.may_watch_everywhere(resource):
+                unseen.add(resource)
+                warnings.append(
+                    (
+                        "ControllerNotPermitted",
+                        f"the controller may not list and watch {resource.group_resource} in "
+                        "every namespace (the chart's controller.rbac.watchedResources), so "
+                        f"changes to {resource.kind} would not wake it; never put to sleep",
+                    )
+                )
+        return unseen
 
     def _served(self, ref: KindRef, key: str, warnings: list[Notice]) -> APIResource | None:
         resource = self._cluster.discovery.resolve(ref)

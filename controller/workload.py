@@ -94,6 +94,7 @@ class Workload:
     scopes: Scopes = ({}, {})
     kind_warnings: list[Notice] = field(default_factory=list)
     resources: set[APIResource] = field(default_factory=set)
+    unseen: set[APIResource] = field(default_factory=set)  # kinds the controller may not watch
     interest: Interest | None = None
     activity_at: float | None = None  # loop time the waking event arrived
     warned: set[Notice] = field(default_factory=set)

@@ -798,6 +798,118 @@ def test_controller_and_webhook_work_with_the_charts_flags_and_rbac(
         cluster.helm(home, "uninstall", name, "--namespace", ns, "--wait")
 
 
+def _events(api: k8s.ApiClient, namespace: str, name: str, reason: str) -> list[Any]:
+    selector = f"involvedObject.name={name},reason={reason}"
+    return list(k8s.CoreV1Api(api).list_namespaced_event(namespace, field_selector=selector).items)
+
+
+def test_the_narrow_watch_grant_runs_sleep_and_wake_and_never_sleeps_an_unlisted_kind(
+    cluster: Cluster, api: k8s.ApiClient, ns: str, opted_ns: str, tmp_path: Path
+) -> None:
+    """watchAllResources=false with ConfigMaps listed: the controller, as the chart's
+    ServiceAccount, infers kinds from RBAC, sleeps and wakes on ConfigMaps, and tells a workload
+    that names Secrets why it never sleeps."""
+    name = f"zs-{secrets.token_hex(3)}"
+    fullname = f"{name}-zeroscaler"
+    home = tmp_path / "helm"
+    proc = cluster.helm(home, "install", name, str(CHART), "--namespace", ns,
+        "--set", "webhook.clientConfig.mode=url",
+        "--set", f"webhook.clientConfig.url=https://127.0.0.1:{free_port()}/mutate",
+        "--set", "certificates.mode=secret",
+        "--set", "controller.rbac.watchAllResources=false",
+        "--set", 'controller.rbac.watchedResources[0].apiGroups[0]=',
+        "--set", "controller.rbac.watchedResources[0].resources[0]=configmaps",
+        "--set", "controller.uninstall.enabled=false",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    controller: Program | None = None
+    try:
+        metrics = free_port()
+        args = _local_args(
+            _installed_args(api, ns, f"{fullname}-controller"),
+            {"--metrics-host": "127.0.0.1", "--metrics-port": str(metrics), "--id": "narrow"},
+        )
+        kubeconfig = _service_account_kubeconfig(
+            cluster, tmp_path / "controller.kubeconfig", ns, f"{fullname}-controller"
+        )
+        controller = _start(
+            "zeroscaler-controller", [*args, f"--kubeconfig={kubeconfig}"], tmp_path / "c.log"
+        )
+        wait_for(
+            partial(_responds, controller, f"http://127.0.0.1:{metrics}/readyz", False),
+            "the controller's watches to sync with the narrow RBAC",
+        )
+        # One operator may watch ConfigMaps, the other Secrets too; the controller only ConfigMaps.
+        core, rbac = k8s.CoreV1Api(api), k8s.RbacAuthorizationV1Api(api)
+        for account, resources in (
+            ("default", ["configmaps"]),
+            ("reader", ["configmaps", "secrets"]),
+        ):
+            if account != "default":
+                core.create_namespaced_service_account(
+                    opted_ns, k8s.V1ServiceAccount(metadata=k8s.V1ObjectMeta(name=account))
+                )
+            rule = k8s.V1PolicyRule(api_groups=[""], resources=resources, verbs=["list", "watch"])
+            rbac.create_namespaced_role(
+                opted_ns, k8s.V1Role(metadata=k8s.V1ObjectMeta(name=account), rules=[rule])
+            )
+            rbac.create_namespaced_role_binding(
+                opted_ns,
+                k8s.V1RoleBinding(
+                    metadata=k8s.V1ObjectMeta(name=account),
+                    role_ref=k8s.V1RoleRef(
+                        api_group="rbac.authorization.k8s.io", kind="Role", name=account
+                    ),
+                    subjects=[
+                        k8s.RbacV1Subject(kind="ServiceAccount", name=account, namespace=opted_ns)
+                    ],
+                ),
+            )
+        apps = k8s.AppsV1Api(api)
+        listed, unlisted = _deployment("listed"), _deployment("unlisted")
+        listed.metadata.annotations = {"zeroscaler.io/idle-timeout": "2s"}  # kinds from RBAC
+        unlisted.metadata.annotations = {
+            "zeroscaler.io/idle-timeout": "2s",
+            "zeroscaler.io/watched-kinds": "ConfigMap, Secret",
+        }
+        unlisted.spec.template.spec.service_account_name = "reader"
+        for body in (listed, unlisted):
+            body.spec.replicas = 2
+            apps.create_namespaced_deployment(opted_ns, body)
+
+        def asleep() -> bool:
+            return _replicas(api, opted_ns, "listed") == 0
+
+        wait_for(asleep, "the operator whose kinds are inferred from RBAC to sleep")
+        k8s.CoreV1Api(api).create_namespaced_config_map(
+            opted_ns, k8s.V1ConfigMap(metadata=k8s.V1ObjectMeta(name="poke"))
+        )
+        wait_for(
+            lambda: _replicas(api, opted_ns, "listed") == 2,
+            "a ConfigMap to wake it to 2 replicas",
+        )
+        wait_for(
+            lambda: _events(api, opted_ns, "unlisted", "ControllerNotPermitted"),
+            "a Warning Event on the workload that names Secrets",
+        )
+        [warning] = _events(api, opted_ns, "unlisted", "ControllerNotPermitted")
+        assert warning.type == "Warning"
+        assert "secrets" in warning.message, warning.message
+        assert "controller.rbac.watchedResources" in warning.message
+        # The listed one sleeps again while the other, idle just as long, stays up.
+        wait_for(asleep, "the ConfigMap operator to sleep again")
+        assert _replicas(api, opted_ns, "unlisted") == 2
+        unlisted_now = apps.read_namespaced_deployment("unlisted", opted_ns).metadata
+        assert "zeroscaler.io/state" not in (unlisted_now.annotations or {})
+        assert not _events(api, opted_ns, "listed", "InferenceUnavailable")
+        # Not one request was refused (a refusal logs as "403 Forbidden: ...").
+        assert "Forbidden" not in controller.log.read_text(), controller.tail()
+    finally:
+        if controller is not None:
+            controller.stop()
+        cluster.helm(home, "uninstall", name, "--namespace", ns, "--wait")
+
+
 # --- in-process renewal with the chart's own identity ---------------------------------------------
 
 

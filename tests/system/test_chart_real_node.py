@@ -20,6 +20,7 @@ import secrets
 import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -187,8 +188,8 @@ def test_the_second_controller_replica_waits_for_a_node_with_free_ports(
 # --- what the components do ----------------------------------------------------------------------
 
 
-def _operator(api: k8s.ApiClient, namespace: str) -> None:
-    """An operator whose ServiceAccount may watch ConfigMaps, as a 1-replica Deployment."""
+def _operator(api: k8s.ApiClient, namespace: str, *deployments: tuple[str, int]) -> None:
+    """Operators whose ServiceAccount may watch ConfigMaps: Deployments of (name, replicas)."""
     core, rbac = k8s.CoreV1Api(api), k8s.RbacAuthorizationV1Api(api)
     core.create_namespaced_service_account(
         namespace, k8s.V1ServiceAccount(metadata=k8s.V1ObjectMeta(name="op"))
@@ -210,28 +211,46 @@ def _operator(api: k8s.ApiClient, namespace: str) -> None:
             subjects=[k8s.RbacV1Subject(kind="ServiceAccount", name="op", namespace=namespace)],
         ),
     )
-    labels = {"app": "op"}
-    k8s.AppsV1Api(api).create_namespaced_deployment(
-        namespace,
-        k8s.V1Deployment(
-            metadata=k8s.V1ObjectMeta(name="op"),
-            spec=k8s.V1DeploymentSpec(
-                replicas=1,
-                selector=k8s.V1LabelSelector(match_labels=labels),
-                template=k8s.V1PodTemplateSpec(
-                    metadata=k8s.V1ObjectMeta(labels=labels),
-                    spec=k8s.V1PodSpec(
-                        service_account_name="op",
-                        containers=[k8s.V1Container(name="op", image="registry.k8s.io/pause:3.10")],
+    for name, replicas in deployments or (("op", 1),):
+        labels = {"app": name}
+        k8s.AppsV1Api(api).create_namespaced_deployment(
+            namespace,
+            k8s.V1Deployment(
+                metadata=k8s.V1ObjectMeta(name=name),
+                spec=k8s.V1DeploymentSpec(
+                    replicas=replicas,
+                    selector=k8s.V1LabelSelector(match_labels=labels),
+                    template=k8s.V1PodTemplateSpec(
+                        metadata=k8s.V1ObjectMeta(labels=labels),
+                        spec=k8s.V1PodSpec(
+                            service_account_name="op",
+                            containers=[
+                                k8s.V1Container(name="op", image="registry.k8s.io/pause:3.10")
+                            ],
+                        ),
                     ),
                 ),
             ),
-        ),
+        )
+
+
+def _replicas(api: k8s.ApiClient, namespace: str, name: str = "op") -> int:
+    return int(k8s.AppsV1Api(api).read_namespaced_deployment(name, namespace).spec.replicas)
+
+
+def _ours(api: k8s.ApiClient, namespace: str, name: str) -> dict[str, str]:
+    """The zeroscaler annotations on a Deployment."""
+    meta = k8s.AppsV1Api(api).read_namespaced_deployment(name, namespace).metadata
+    return {k: v for k, v in (meta.annotations or {}).items() if k.startswith("zeroscaler.io/")}
+
+
+def _asleep(api: k8s.ApiClient, namespace: str, name: str, restore: int) -> bool:
+    ours = _ours(api, namespace, name)
+    return (
+        _replicas(api, namespace, name) == 0
+        and ours.get("zeroscaler.io/state") == "asleep"
+        and ours.get("zeroscaler.io/restore-replicas") == str(restore)
     )
-
-
-def _replicas(api: k8s.ApiClient, namespace: str) -> int:
-    return int(k8s.AppsV1Api(api).read_namespaced_deployment("op", namespace).spec.replicas)
 
 
 def _touch(api: k8s.ApiClient, namespace: str) -> None:
@@ -323,13 +342,45 @@ def _names(items: list[Any]) -> set[str]:
     return {i.metadata.name for i in items}
 
 
-def test_helm_uninstall_leaves_nothing_behind(
-    cluster: Cluster, api: k8s.ApiClient, release: Release, node: realnode.RealNode
+@pytest.fixture
+def sleepers(api: k8s.ApiClient, release: Release) -> Iterator[tuple[str, dict[str, int]]]:
+    """Three operators, annotated by the webhook, asleep (their pods on kwok nodes)."""
+    name = f"sleepers-{secrets.token_hex(3)}"
+    k8s.CoreV1Api(api).create_namespace(
+        k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name, labels={ENABLED_LABEL: "true"}))
+    )
+    counts = {"one": 1, "two": 2, "three": 3}
+    _operator(api, name, *counts.items())
+    for op, count in counts.items():
+        wait_for(partial(_asleep, api, name, op, count), f"{op} to be put to sleep", 90)
+    yield name, counts
+    k8s.CoreV1Api(api).delete_namespace(name)
+
+
+def test_helm_uninstall_wakes_every_sleeper_and_leaves_nothing_behind(
+    cluster: Cluster,
+    api: k8s.ApiClient,
+    release: Release,
+    node: realnode.RealNode,
+    operator_ns: str,
+    sleepers: tuple[str, dict[str, int]],
 ) -> None:
     proc = cluster.helm(release.home, "uninstall", release.name, "-n", release.namespace,
-        "--wait", "--timeout", "120s",
+        "--wait", "--timeout", "300s",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
+    # The pre-delete hook ran before anything went: each sleeper is awake at its count, and
+    # nothing zeroscaler wrote (status or the webhook's annotations) is left on any workload.
+    sleepers_ns, counts = sleepers
+    for name, count in counts.items():
+        assert _replicas(api, sleepers_ns, name) == count, name
+        assert _ours(api, sleepers_ns, name) == {}, name
+    assert _replicas(api, operator_ns) == 1
+    assert _ours(api, operator_ns, "op") == {}
+    woken = k8s.CoreV1Api(api).list_namespaced_event(
+        sleepers_ns, field_selector="involvedObject.name=three,reason=Woken"
+    )
+    assert any("zeroscaler uninstalled" in (e.message or "") for e in woken.items)
     core, apps, rbac = k8s.CoreV1Api(api), k8s.AppsV1Api(api), k8s.RbacAuthorizationV1Api(api)
     ns, mine = release.namespace, f"app.kubernetes.io/instance={release.name}"
     listings: dict[str, Callable[[], list[Any]]] = {
@@ -358,12 +409,9 @@ def test_helm_uninstall_leaves_nothing_behind(
         return {kind: names for kind, list_ in listings.items() if (names := _names(list_()))}
 
     wait_for(lambda: not left(), "every object of the release to be deleted", 120)
-    # What the programs wrote at run time is theirs, not Helm's, and stays with the namespace:
-    # the serving certificate (kept across reinstalls, as documented) and the controller's Lease.
-    secrets_left = _names(core.list_namespaced_secret(ns).items)
-    assert secrets_left == {f"{release.fullname}-webhook-tls"}
-    leases_left = _names(k8s.CoordinationV1Api(api).list_namespaced_lease(ns).items)
-    assert leases_left == {f"{release.fullname}-controller"}
+    # What the programs wrote at run time went too: the serving certificate and the Lease.
+    assert _names(core.list_namespaced_secret(ns).items) == set()
+    assert _names(k8s.CoordinationV1Api(api).list_namespaced_lease(ns).items) == set()
 
     # And on the node: no container of the release is left in containerd.
     def containers() -> str:

@@ -21,6 +21,7 @@ from tests.system.controller_kit import (
     WIDGET_GROUP,
     WIDGETS,
     ControllerProcess,
+    Ref,
     assert_not_activity,
     config_for,
     create_configmap,
@@ -37,6 +38,7 @@ from tests.system.controller_kit import (
     wait_event,
     wait_woken,
 )
+from zeroscaler.core.annotations import STATUS_KEYS
 
 pytestmark = pytest.mark.cluster
 
@@ -290,16 +292,37 @@ def test_removing_annotations_or_the_namespace_label_stops_management(
     wait_event(api, first, "Woken", "no longer managed")
     wait_for(lambda: controller.metric("zeroscaler_watched_types") == 0, "watch cancelled")
 
+    opted_out = create_workload(api, opted_ns, "opted-out", config)
+    wait_asleep(api, opted_out, 3)
+    patch_workload(
+        api, opted_out, {"metadata": {"annotations": {"zeroscaler.io/enabled": "false"}}}
+    )
+    wait_released(api, opted_out, 3)
+    wait_event(api, opted_out, "Woken", 'opted out (zeroscaler.io/enabled: "false")')
+    wait_for(lambda: controller.metric("zeroscaler_watched_types") == 0, "watch cancelled")
+
     second = create_workload(api, opted_ns, "second", config)
     wait_asleep(api, second, 3)
     assert controller.metric("zeroscaler_watched_types") == 1
     k8s.CoreV1Api(api).patch_namespace(
         opted_ns, {"metadata": {"labels": {"zeroscaler.io/enabled": None}}}
     )
-    wait_awake(api, second, 3)
-    wait_event(api, second, "Woken", "no longer managed")
+    wait_released(api, second, 3)
+    wait_event(api, second, "Woken", f"namespace {opted_ns} not opted in")
     wait_for(lambda: controller.metric("zeroscaler_watched_types") == 0, "watch cancelled")
     assert controller.metric("zeroscaler_managed_workloads", state="asleep") == 0
+    # Its configuration is the user's (or the webhook's): only the status went.
+    assert set(config) <= set(state_of(api, second)[1])
+
+
+def wait_released(api: k8s.ApiClient, ref: Ref, replicas: int) -> None:
+    """Awake at `replicas`, with none of the controller's status annotations left."""
+
+    def released() -> bool:
+        count, ann = state_of(api, ref)
+        return count == replicas and not set(STATUS_KEYS) & set(ann)
+
+    wait_for(released, f"{ref.name} awake at {replicas} without zeroscaler status annotations")
 
 
 def test_a_tenant_is_never_woken_by_a_kind_its_account_cannot_watch(

@@ -23,6 +23,7 @@ from certs.renewal import RenewalPolicy
 from certs.renewer import Renewer, RenewerConfig
 from controller.metrics import Metrics as ControllerMetrics
 from controller.settings import parse_settings as parse_controller_flags
+from controller.uninstall import add_uninstall
 from image import build as image_build
 from localcluster import build
 from webhook.app import create_app
@@ -118,6 +119,10 @@ def webhook_entry(objs: list[Obj]) -> Obj:
     return entry
 
 
+def certs_job(objs: list[Obj]) -> Obj:
+    return only(objs, "Job", f"{RELEASE}-zeroscaler-certs")
+
+
 def is_hook(obj: Obj) -> bool:
     return "helm.sh/hook" in (obj["metadata"].get("annotations") or {})
 
@@ -188,9 +193,8 @@ def test_defaults_render_both_components_and_everything_around_them(helm: Helm) 
         ]
     )
     hooks = [o for o in objs if is_hook(o)]
-    assert kinds(hooks) == sorted(
-        ["ClusterRole", "ClusterRoleBinding", "Job", "Role", "RoleBinding", "ServiceAccount"]
-    )
+    each = ["ClusterRole", "ClusterRoleBinding", "Job", "Role", "RoleBinding", "ServiceAccount"]
+    assert kinds(hooks) == sorted(each * 2)  # the certs Job's and the uninstall Job's
     assert container(deployment(objs, "controller"))["command"] == ["zeroscaler-controller"]
     assert container(deployment(objs, "webhook"))["command"] == ["zeroscaler-webhook"]
     assert deployment(objs, "controller")["spec"]["replicas"] == 2
@@ -293,7 +297,7 @@ def test_url_mode_calls_a_fixed_url_and_certifies_its_host(helm: Helm) -> None:
         helm, "--set", "webhook.clientConfig.mode=url", "--set", f"webhook.clientConfig.url={URL}"
     )
     assert webhook_entry(objs)["clientConfig"] == {"url": URL}
-    job_args = only(objs, "Job")["spec"]["template"]["spec"]["containers"][0]["args"]
+    job_args = certs_job(objs)["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--host=127.0.0.1" in job_args
     assert not any(".svc" in a for a in job_args)
 
@@ -327,7 +331,7 @@ def test_certs_job_writes_the_mounted_secret_and_patches_this_configuration(
     helm: Helm,
 ) -> None:
     objs = render(helm)
-    job = only(objs, "Job")
+    job = certs_job(objs)
     hooks = set(job["metadata"]["annotations"]["helm.sh/hook"].split(","))
     assert {"pre-install", "pre-upgrade", "post-install"} <= hooks
     args = job["spec"]["template"]["spec"]["containers"][0]["args"]
@@ -340,7 +344,7 @@ def test_certs_job_writes_the_mounted_secret_and_patches_this_configuration(
     assert "caBundle" not in webhook_entry(objs)["clientConfig"]
     # Its RBAC exists before it runs: lower hook weight, same hook events.
     for obj in objs:
-        if is_hook(obj) and obj["kind"] != "Job":
+        if is_hook(obj) and obj["kind"] != "Job" and obj["metadata"]["name"].endswith("-certs"):
             annotations = obj["metadata"]["annotations"]
             assert int(annotations["helm.sh/hook-weight"]) < 0
             assert set(annotations["helm.sh/hook"].split(",")) == hooks
@@ -349,7 +353,7 @@ def test_certs_job_writes_the_mounted_secret_and_patches_this_configuration(
 
 def test_cert_manager_mode_issues_the_secret_and_injects_the_ca(helm: Helm) -> None:
     objs = render(helm, "--set", "certificates.mode=certManager")
-    assert not any(o["kind"] == "Job" for o in objs)
+    assert not any(o["kind"] == "Job" and o["metadata"]["name"].endswith("-certs") for o in objs)
     config = only(objs, "MutatingWebhookConfiguration")
     injected = config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
     namespace, certificate = injected.split("/")
@@ -406,7 +410,8 @@ def test_secret_mode_uses_a_given_secret_and_ca_bundle(helm: Helm) -> None:
         "--set",
         f"certificates.caBundle={bundle}",
     )
-    assert not any(is_hook(o) for o in objs)
+    assert not any(is_hook(o) and "pre-delete" not in o["metadata"]["annotations"]["helm.sh/hook"]
+                   for o in objs)  # fmt: skip
     assert not any(o["kind"] in ("Certificate", "Issuer") for o in objs)
     assert _tls_secret_of_webhook(objs) == "my-tls"
     assert webhook_entry(objs)["clientConfig"]["caBundle"] == bundle
@@ -433,6 +438,11 @@ def test_only_the_certs_job_and_renewal_may_touch_secrets_by_name(helm: Helm) ->
             assert not grants(rules, "", "secrets", "patch", "someone-elses")
             assert not grants(rules, "", "secrets", "get", "someone-elses")
             assert not grants(rules, "", "secrets", "list")
+        elif name == f"Role/{RELEASE}-zeroscaler-uninstall":
+            assert grants(rules, "", "secrets", "delete", tls)
+            assert not grants(rules, "", "secrets", "delete", "someone-elses")
+            for verb in ("get", "list", "watch", "create", "patch", "update"):
+                assert not grants(rules, "", "secrets", verb, tls), verb
         elif name == f"Role/{RELEASE}-zeroscaler-webhook":
             assert grants(rules, "", "secrets", "get", tls)
             assert grants(rules, "", "secrets", "update", tls)
@@ -503,6 +513,23 @@ def test_write_access_is_exactly_what_each_part_needs(helm: Helm) -> None:
     assert write_grants(by_name[f"ClusterRole/{prefix}-certs"]) == {
         ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch")
     }
+    # Uninstall: wake workloads, delete this chart's configuration, Lease and Secret by name.
+    uninstall = by_name[f"ClusterRole/{prefix}-uninstall"]
+    assert write_grants(uninstall) == {
+        ("apps", "deployments", "patch"),
+        ("apps", "statefulsets", "patch"),
+        ("apps", "deployments/scale", "patch"),
+        ("apps", "statefulsets/scale", "patch"),
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "delete"),
+        ("", "events", "create"),
+        ("", "events", "patch"),
+    }
+    assert not grants(uninstall, "admissionregistration.k8s.io", "mutatingwebhookconfigurations",
+                      "delete", "someone-elses")  # fmt: skip
+    assert write_grants(by_name[f"Role/{prefix}-uninstall"]) == {
+        ("coordination.k8s.io", "leases", "delete"),
+        ("", "secrets", "delete"),
+    }
 
 
 def test_controller_reads_what_it_watches_and_scales_workloads(helm: Helm) -> None:
@@ -559,6 +586,10 @@ def test_controller_watch_grant_can_be_narrowed_to_listed_resources(helm: Helm) 
     assert grants(rules, "", "namespaces", "watch")
     assert grants(rules, "apiextensions.k8s.io", "customresourcedefinitions", "watch")
     assert grants(rules, "autoscaling", "horizontalpodautoscalers", "watch")
+    # Inference from RBAC works in the narrow mode too.
+    for resource in ("roles", "rolebindings", "clusterroles", "clusterrolebindings"):
+        for verb in ("list", "watch"):
+            assert grants(rules, "rbac.authorization.k8s.io", resource, verb), resource
 
 
 def test_webhook_reads_rbac_namespaces_and_policy_only(helm: Helm) -> None:
@@ -594,7 +625,7 @@ def _pod_specs(objs: list[Obj]) -> list[tuple[str, Obj]]:
 
 def test_every_pod_meets_the_restricted_pod_security_standard(helm: Helm) -> None:
     specs = _pod_specs(render(helm))
-    assert len(specs) == 3
+    assert len(specs) == 4
     for name, spec in specs:
         pod = spec["securityContext"]
         assert pod["runAsNonRoot"] is True, name
@@ -630,7 +661,7 @@ def _containers(objs: list[Obj]) -> list[tuple[str, Obj]]:
 
 def test_host_network_puts_every_pod_in_the_nodes_network(helm: Helm) -> None:
     specs = _pod_specs(render(helm, "--set", "hostNetwork=true"))
-    assert len(specs) == 3
+    assert len(specs) == 4
     for name, spec in specs:
         assert spec["hostNetwork"] is True, name
         assert spec["dnsPolicy"] == "ClusterFirstWithHostNet", name
@@ -660,7 +691,7 @@ def test_api_server_address_reaches_in_cluster_config_of_every_container(
         assert "KUBERNETES_SERVICE_HOST" not in {e["name"] for e in c.get("env") or []}, name
     objs = render(helm, "--set", "apiServer.host=127.0.0.1", "--set", "apiServer.port=6443")
     containers = _containers(objs)
-    assert len(containers) == 3
+    assert len(containers) == 4
     for name, c in containers:
         env = {e["name"]: e["value"] for e in c["env"] if "value" in e}
         access = in_cluster(env, tmp_path)
@@ -684,7 +715,7 @@ def test_real_node_scheduling_reaches_every_pod(helm: Helm, tmp_path: Path) -> N
         )
     )
     specs = _pod_specs(render(helm, "--values", str(values)))
-    assert len(specs) == 3
+    assert len(specs) == 4
     for name, spec in specs:
         assert spec["nodeSelector"] == selector, name
         assert spec["tolerations"] == [toleration], name
@@ -806,7 +837,7 @@ def test_certs_job_flags_are_understood_by_zeroscaler_certs(helm: Helm) -> None:
     objs = render(helm, "--set", "certificates.job.renewBefore=48h")
     parser = argparse.ArgumentParser(prog="zeroscaler")
     add_certs(parser.add_subparsers(dest="command", required=True))
-    job = only(objs, "Job")["spec"]["template"]["spec"]["containers"][0]
+    job = certs_job(objs)["spec"]["template"]["spec"]["containers"][0]
     assert job["command"] == ["zeroscaler"]
     args = parser.parse_args(job["args"])
     assert args.command == "certs"
@@ -819,6 +850,44 @@ def test_certs_job_flags_are_understood_by_zeroscaler_certs(helm: Helm) -> None:
     assert args.service == service
     assert args.renew_before == "48h"
     assert f"{service}.{NAMESPACE}.svc" in args.host
+
+
+@pytest.mark.parametrize(("mode", "secret"), [("job", True), ("certManager", False)])
+def test_uninstall_hook_flags_are_understood_by_zeroscaler_uninstall(
+    helm: Helm, mode: str, secret: bool
+) -> None:
+    objs = render(helm, "--set", f"certificates.mode={mode}")
+    job = only(objs, "Job", f"{RELEASE}-zeroscaler-uninstall")
+    assert job["metadata"]["annotations"]["helm.sh/hook"] == "pre-delete"
+    [c] = job["spec"]["template"]["spec"]["containers"]
+    assert c["command"] == ["zeroscaler"]
+    parser = argparse.ArgumentParser(prog="zeroscaler")
+    add_uninstall(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(c["args"])
+    assert args.command == "uninstall"
+    assert args.namespace == NAMESPACE
+    assert args.controller == deployment(objs, "controller")["metadata"]["name"]
+    lease = next(
+        a.split("=", 1)[1]
+        for a in container(deployment(objs, "controller"))["args"]
+        if a.startswith("--lease-name=")
+    )
+    assert args.lease == lease
+    assert (
+        args.webhook_configuration == only(objs, "MutatingWebhookConfiguration")["metadata"]["name"]
+    )
+    # The TLS Secret goes only where zeroscaler wrote it; cert-manager's and yours stay.
+    assert args.secret == (_tls_secret_of_webhook(objs) if secret else None)
+    # Its RBAC exists before it runs.
+    for obj in objs:
+        if is_hook(obj) and obj["metadata"]["name"].endswith("-uninstall") and obj is not job:
+            assert obj["metadata"]["annotations"]["helm.sh/hook"] == "pre-delete"
+            assert int(obj["metadata"]["annotations"]["helm.sh/hook-weight"]) < 0
+
+
+def test_uninstall_hook_can_be_turned_off(helm: Helm) -> None:
+    objs = render(helm, "--set", "controller.uninstall.enabled=false")
+    assert not [o for o in objs if o["metadata"]["name"].endswith("-uninstall")]
 
 
 @pytest.mark.parametrize("mode", ["certManager", "secret"])
@@ -1058,7 +1127,7 @@ def test_priority_class_for_every_pod(helm: Helm) -> None:
         "system-cluster-critical"
     )
     assert deployment(objs, "webhook")["spec"]["template"]["spec"]["priorityClassName"] == "high"
-    assert only(objs, "Job")["spec"]["template"]["spec"]["priorityClassName"] == "batch"
+    assert certs_job(objs)["spec"]["template"]["spec"]["priorityClassName"] == "batch"
     for _, spec in _pod_specs(render(helm)):
         assert "priorityClassName" not in spec
 

@@ -7,7 +7,15 @@ from datetime import datetime
 import pytest
 
 from zeroscaler.core.annotations import WorkloadConfig, WorkloadStatus, read_config
-from zeroscaler.core.decision import Decision, Observed, decide, restart_clock, wake_replicas
+from zeroscaler.core.decision import (
+    Decision,
+    Observed,
+    Release,
+    decide,
+    plan_release,
+    restart_clock,
+    wake_replicas,
+)
 from zeroscaler.core.durations import parse_time
 from zeroscaler.core.kinds import KindRef
 
@@ -230,3 +238,82 @@ def test_paused_reads_true_or_false(value: str, paused: bool, problem: bool) -> 
     config, problems = read_config({"zeroscaler.io/paused": value})
     assert config.paused is paused
     assert bool(problems) is problem
+
+
+ASLEEP_AT_3 = {
+    "zeroscaler.io/state": "asleep",
+    "zeroscaler.io/restore-replicas": "3",
+    "zeroscaler.io/asleep-since": "2026-01-01T11:00:00Z",
+    "zeroscaler.io/last-activity": "2026-01-01T10:00:00Z",
+}
+STATUS = tuple(ASLEEP_AT_3)
+WEBHOOK = {
+    "zeroscaler.io/idle-timeout": "5m",
+    "zeroscaler.io/watched-kinds": "ConfigMap",
+    "zeroscaler.io/injected": "zeroscaler.io/idle-timeout,zeroscaler.io/watched-kinds",
+}
+WEBHOOK_KEYS = (*list(WEBHOOK)[:2], "zeroscaler.io/injected")
+
+RELEASES: list[tuple[str, dict[str, str], int, bool, Release]] = [
+    ("asleep at zero: woken to its restore count", ASLEEP_AT_3, 0, False, Release(3, STATUS)),
+    (
+        "wake-replicas wins over the restore count",
+        {**ASLEEP_AT_3, "zeroscaler.io/wake-replicas": "5"},
+        0,
+        False,
+        Release(5, STATUS),
+    ),
+    (
+        "asleep but scaled up by someone else: left at its count",
+        ASLEEP_AT_3,
+        2,
+        False,
+        Release(None, STATUS),
+    ),
+    (
+        "awake: only the status goes",
+        {"zeroscaler.io/state": "awake", "zeroscaler.io/last-activity": "2026-01-01T10:00:00Z"},
+        1,
+        False,
+        Release(None, ("zeroscaler.io/state", "zeroscaler.io/last-activity")),
+    ),
+    (
+        "at zero without our status: someone else's zero, left alone",
+        {"zeroscaler.io/idle-timeout": "5m"},
+        0,
+        False,
+        Release(None, ()),
+    ),
+    (
+        "opt-out keeps what the webhook added",
+        {**ASLEEP_AT_3, **WEBHOOK},
+        0,
+        False,
+        Release(3, STATUS),
+    ),
+    (
+        "uninstall takes the webhook's keys too",
+        {**ASLEEP_AT_3, **WEBHOOK},
+        0,
+        True,
+        Release(3, (*STATUS, *WEBHOOK_KEYS)),
+    ),
+    (
+        "the record names a key gone since and a foreign one: only the record goes",
+        {"zeroscaler.io/injected": "zeroscaler.io/idle-timeout,other.io/x", "other.io/x": "1"},
+        1,
+        True,
+        Release(None, ("zeroscaler.io/injected",)),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("annotations", "replicas", "injected", "expected"),
+    [c[1:] for c in RELEASES],
+    ids=[c[0] for c in RELEASES],
+)
+def test_plan_release(
+    annotations: dict[str, str], replicas: int, injected: bool, expected: Release
+) -> None:
+    assert plan_release(annotations, replicas, injected=injected) == expected

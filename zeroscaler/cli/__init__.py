@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 
 from certs.command import add_certs
+from controller.uninstall import add_uninstall
 from zeroscaler.cli.control import add_sleep, add_wake
 from zeroscaler.cli.explain import add_explain
 from zeroscaler.cli.status import add_status
@@ -19,6 +20,7 @@ SUBCOMMANDS: Mapping[str, Callable[[argparse._SubParsersAction[argparse.Argument
     "sleep": add_sleep,
     "wake": add_wake,
     "certs": add_certs,
+    "uninstall": add_uninstall,
 }
 
 

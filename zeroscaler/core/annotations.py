@@ -41,6 +41,8 @@ LAST_ACTIVITY = PREFIX + "last-activity"
 FLAPPING = PREFIX + "flapping"  # woken again and again by the same manifest re-applied
 CENSUS = PREFIX + "census"  # per kind: objects in scope at the last sleep, and their digest
 # Written by the webhook and the controller: the keys whose values came from policy.
+# Everything the controller writes about a workload's state; a release removes them all.
+STATUS_KEYS = (STATE, RESTORE_REPLICAS, ASLEEP_SINCE, LAST_ACTIVITY, CENSUS, FLAPPING)
 INJECTED = PREFIX + "injected"
 # The keys policy gives; listed in INJECTED they follow the policy in force.
 POLICY_KEYS = frozenset({IDLE_TIMEOUT, WATCHED_KINDS, OWNED_KINDS, WATCH_NAMESPACES})
@@ -215,6 +217,18 @@ def asleep_annotations(
         ASLEEP_SINCE: format_time(since),
         LAST_ACTIVITY: format_time(last_activity),
     }
+
+
+def status_keys(annotations: Mapping[str, str]) -> list[str]:
+    """The controller's status keys that a workload carries."""
+    return [k for k in STATUS_KEYS if k in annotations]
+
+
+def injected_keys(annotations: Mapping[str, str]) -> list[str]:
+    """The zeroscaler keys the webhook recorded adding that a workload carries, and the record."""
+    listed = [k.strip() for k in annotations.get(INJECTED, "").split(",") if k.strip()]
+    keys = [k for k in dict.fromkeys(listed) if k.startswith(PREFIX) and k in annotations]
+    return [*keys, INJECTED] if INJECTED in annotations else keys
 
 
 def awake_annotations(last_activity: datetime) -> dict[str, str]:

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from zeroscaler.core.annotations import PAUSED, WorkloadConfig, WorkloadStatus
+from zeroscaler.core.annotations import (
+    PAUSED,
+    WorkloadConfig,
+    WorkloadStatus,
+    injected_keys,
+    read_config,
+    read_status,
+    status_keys,
+)
 from zeroscaler.core.durations import format_duration
 
 Action = Literal["sleep", "wake", "mark-awake", "none"]
@@ -22,7 +31,8 @@ class Observed:
     replicas: int  # spec.replicas
     last_activity: datetime  # newest activity seen, or when watching began
     hpa_targeted: bool = False
-    can_wake: bool = True  # at least one watched or owned kind is resolved and permitted
+    # A watched kind is resolved and permitted, and the controller may watch every kind named.
+    can_wake: bool = True
     wake_reason: str = ""  # what the newest activity was, in an Event's words
 
 
@@ -72,6 +82,24 @@ def restart_clock(last_activity: datetime, woken_at: datetime) -> datetime:
 def wake_replicas(config: WorkloadConfig, status: WorkloadStatus) -> int:
     """wake-replicas, else restore-replicas, else 1."""
     return config.wake_replicas or status.restore_replicas or 1
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """How a workload is handed back: replicas to wake it to (None: as it is), keys to remove."""
+
+    wake_to: int | None
+    remove: tuple[str, ...]
+
+
+def plan_release(annotations: Mapping[str, str], replicas: int, *, injected: bool) -> Release:
+    """Wake a workload we left at zero and take our status off it (and, with `injected`, what
+    the webhook added)."""
+    config, _ = read_config(annotations)
+    status, _ = read_status(annotations)
+    asleep_at_zero = status.state == "asleep" and replicas == 0
+    remove = [*status_keys(annotations), *(injected_keys(annotations) if injected else [])]
+    return Release(wake_replicas(config, status) if asleep_at_zero else None, tuple(remove))
 
 
 def _decide_asleep(observed: Observed, config: WorkloadConfig, status: WorkloadStatus) -> Decision:
