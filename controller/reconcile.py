@@ -154,8 +154,12 @@ class Reconciler:
         warnings += w.kind_warnings + self._hpa_warnings(hpa, status)
         self._reporter.warn(w, warnings)
         decision, now = self._decide(w, config, status, bool(hpa))
-        if decision.next_check is not None:
-            delay = (decision.next_check - now).total_seconds()
+        checks = [decision.next_check]
+        if decision.action == "none":
+            checks.append(await self._scaling.settle_flapping(w, now))
+        next_check = min((c for c in checks if c is not None), default=None)
+        if next_check is not None:
+            delay = (next_check - now).total_seconds()
             self._timers.schedule(key, self._clock.monotonic() + max(delay, 0.0))
         if decision.action != "none":
             await self._scaling.act(w, decision, now)

@@ -15,6 +15,7 @@ from controller.reporting import Reporter
 from controller.workload import Workload, WorkloadKey, trim_workload
 from zeroscaler.core.annotations import (
     CENSUS,
+    FLAPPING,
     WorkloadStatus,
     asleep_annotations,
     awake_annotations,
@@ -22,6 +23,7 @@ from zeroscaler.core.annotations import (
 )
 from zeroscaler.core.census import Census, format_census
 from zeroscaler.core.decision import Decision, plan_release, restart_clock, wake_replicas
+from zeroscaler.core.flapping import ExternalWake, Streak, after_external_wake, quiet_at
 from zeroscaler.kube import Conflict, Kube, NotFound
 
 log = logging.getLogger(__name__)
@@ -118,14 +120,14 @@ class Scaling:
 
     async def _sleep(self, w: Workload, decision: Decision, now: datetime) -> None:
         replicas = decision.replicas or w.replicas
-        # Annotations first: a crash before the scale leaves a workload awake, never lost at zero.
+        # One write, status and scale together: a crash never leaves a workload at zero without
+        # the count to restore. On the workload itself rather than its `scale` subresource, so
+        # managedFields name zeroscaler as the owner of spec.replicas while it sleeps (a scale
+        # write records no owner), and GitOps tools can be told to leave it (docs/gitops.md).
         status = asleep_annotations(replicas, now, w.last_activity)
         # What is in scope now, so a restart can tell what was deleted while nobody watched.
         status[CENSUS] = format_census(self._census(w))
-        await self._patch_annotations(w, status)
-        if not await self._scale_to_zero(w, replicas):
-            self._enqueue(w.key)
-            return
+        await self._patch_annotations(w, status, replicas=0)
         w.activity_at = None
         self._accounting.start(w)
         self._metrics.sleeps.inc()
@@ -136,20 +138,6 @@ class Scaling:
         log.info("sleeping", extra={"workload": w.label, "reason": decision.reason})
         self._reporter.event(w, "Normal", "Sleeping", message)
         self._enqueue(w.key)
-
-    async def _scale_to_zero(self, w: Workload, replicas: int) -> bool:
-        """Scale to zero, retrying a conflict while the sleep still holds; False if it did not."""
-        asleep_since = w.status.asleep_since
-        for _ in range(3):
-            try:
-                await self._patch_scale(w, 0)
-                return True
-            except Conflict:
-                await self.refresh(w)
-                status, _ = read_status(w.annotations)
-                if status.asleep_since != asleep_since or w.replicas != replicas:
-                    return False
-        return False
 
     async def wake(self, w: Workload, replicas: int, reason: str) -> None:
         """Scale up now; recording the wake is left as a follow-up (`take_follow_up`)."""
@@ -170,7 +158,10 @@ class Scaling:
     async def _record_wake(
         self, w: Workload, replicas: int, reason: str, latency: float | None
     ) -> None:
-        awake = awake_annotations(w.last_activity)
+        awake: dict[str, str | None] = dict(awake_annotations(w.last_activity))
+        w.streak = Streak()  # woken for a reason of its own: whatever flapped has stopped
+        if FLAPPING in w.annotations:
+            awake[FLAPPING] = None
         try:
             for _ in range(5):
                 try:
@@ -194,14 +185,57 @@ class Scaling:
         w.last_activity = now
         self._accounting.account(w, stop=True)
         w.activity_at = None
-        await self._patch_annotations(w, awake_annotations(now))
+        manager = w.replicas_manager
+        replicas = decision.replicas or w.replicas
+        streak = Streak()
+        if manager is not None:
+            slept = now - (w.status.asleep_since or now)
+            streak = after_external_wake(w.streak, ExternalWake(manager, replicas, now, slept))
+        annotations: dict[str, str | None] = dict(awake_annotations(now))
+        flapping = streak.reason() if streak.is_flapping else None
+        if flapping is not None or FLAPPING in w.annotations:
+            annotations[FLAPPING] = flapping
+        await self._patch_annotations(w, annotations)
+        w.streak = streak  # only once recorded: a write that lost a race is decided again
+        by = f" (field manager {manager})" if manager else ""
         message = (
-            f"scaled to {decision.replicas} replicas by someone else while asleep; "
+            f"scaled to {replicas} replicas by someone else{by} while asleep; "
             "now awake, idle clock restarted"
         )
-        log.info("woken externally", extra={"workload": w.label})
+        log.info("woken externally", extra={"workload": w.label, "by": manager or ""})
         self._reporter.event(w, "Normal", "WokenExternally", message)
+        if flapping is not None:
+            log.warning("flapping", extra={"workload": w.label, "why": flapping})
+            self._reporter.event(
+                w,
+                "Warning",
+                "Flapping",
+                f"{flapping}, each time after a sleep: a manifest re-applied with spec.replicas "
+                f"wakes it; let {manager} leave spec.replicas to field manager zeroscaler "
+                "(docs/gitops.md)",
+            )
         self._enqueue(w.key)
+
+    async def settle_flapping(self, w: Workload, now: datetime) -> datetime | None:
+        """Remove the flapping mark once it stays asleep long enough; else when to look again."""
+        since = w.status.asleep_since
+        if FLAPPING not in w.annotations or w.status.state != "asleep" or since is None:
+            return None
+        quiet = quiet_at(w.streak, since)
+        if now < quiet or not self._is_leader() or self._dry_run:
+            return quiet
+        try:
+            await self._patch_annotations(w, {FLAPPING: None})
+        except Conflict:
+            await self.refresh(w)
+            self._enqueue(w.key)
+            return None
+        w.streak = Streak()
+        log.info("no longer flapping", extra={"workload": w.label})
+        self._reporter.event(
+            w, "Normal", "FlappingStopped", "asleep without being woken again: no longer flapping"
+        )
+        return None
 
     def _pretend(self, w: Workload, decision: Decision, now: datetime) -> None:
         if decision.action == "sleep":
@@ -228,8 +262,14 @@ class Scaling:
         """Write annotations (None removes one), guarded by the resourceVersion read."""
         await self._patch_annotations(w, changes)
 
-    async def _patch_annotations(self, w: Workload, annotations: Mapping[str, str | None]) -> None:
-        body = {"metadata": {"resourceVersion": w.resource_version, "annotations": annotations}}
+    async def _patch_annotations(
+        self, w: Workload, annotations: Mapping[str, str | None], *, replicas: int | None = None
+    ) -> None:
+        body: dict[str, Any] = {
+            "metadata": {"resourceVersion": w.resource_version, "annotations": annotations}
+        }
+        if replicas is not None:
+            body["spec"] = {"replicas": replicas}
         w.take(trim_workload(await self._kube.patch(w.path, body)))
 
     async def _patch_scale(self, w: Workload, replicas: int) -> None:

@@ -18,6 +18,7 @@ from zeroscaler.core.annotations import (
     read_injected,
     read_status,
 )
+from zeroscaler.core.flapping import Streak, replicas_manager
 from zeroscaler.core.kinds import APIResource
 from zeroscaler.kube import Obj
 
@@ -52,6 +53,8 @@ def trim_workload(obj: Obj) -> Obj:
             or pod_spec.get("serviceAccount")
             or "default",
         },
+        # Who last set the replicas, to tell a manifest re-applied again and again (flapping).
+        "replicasManager": replicas_manager(meta.get("managedFields")),
     }
 
 
@@ -100,6 +103,7 @@ class Workload:
     warned: set[Notice] = field(default_factory=set)
     accounted_at: float | None = None  # loop time replica-seconds were last counted
     pretend: tuple[WorkloadStatus, int] | None = None  # dry run: the status we would have made
+    streak: Streak = field(default_factory=Streak)  # wakes by others in a row (flapping)
     paused: bool = False  # held by zeroscaler.io/paused, as last seen
     inferred: bool = False  # no kinds annotated: they come from the ServiceAccount's RBAC
     names: dict[GroupKind, frozenset[str]] = field(default_factory=dict)  # inferred resourceNames
@@ -134,6 +138,11 @@ class Workload:
     @property
     def resource_version(self) -> str:
         return str(self.obj["metadata"].get("resourceVersion", ""))
+
+    @property
+    def replicas_manager(self) -> str | None:
+        manager = self.obj.get("replicasManager")
+        return manager if isinstance(manager, str) else None
 
     @property
     def service_account(self) -> str:

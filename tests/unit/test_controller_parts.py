@@ -105,7 +105,14 @@ def test_trim_workload_keeps_what_the_scaler_reads() -> None:
             "uid": "u",
             "resourceVersion": "5",
             "annotations": {"a": "b"},
-            "managedFields": [{"manager": "x"}],
+            "labels": {"app": "op"},
+            "managedFields": [
+                {
+                    "manager": "argocd-controller",
+                    "time": "2026-01-01T10:00:00Z",
+                    "fieldsV1": {"f:spec": {"f:replicas": {}}},
+                }
+            ],
         },
         "spec": {"replicas": 3, "template": {"spec": {"serviceAccount": "legacy"}}},
         "status": {"replicas": 3},
@@ -117,6 +124,8 @@ def test_trim_workload_keeps_what_the_scaler_reads() -> None:
             "uid": "u",
             "resourceVersion": "5",
             "annotations": {"a": "b"},
+            "labels": {"app": "op"},
         },
         "spec": {"replicas": 3, "serviceAccountName": "legacy"},
+        "replicasManager": "argocd-controller",
     }

@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from zeroscaler.core.annotations import LEADER_ANNOTATION
+from zeroscaler.core.annotations import FIELD_MANAGER, LEADER_ANNOTATION
 from zeroscaler.core.durations import parse_time
 from zeroscaler.core.kinds import APIResource
 
-MANAGER = "zeroscaler"  # our field manager: changes written only by us are never activity
+MANAGER = FIELD_MANAGER  # changes written only by us are never activity
 
 ChangeType = Literal["ADDED", "MODIFIED", "DELETED"]
 GroupKind = tuple[str, str]

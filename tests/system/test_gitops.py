@@ -1,0 +1,120 @@
+"""GitOps: an agent re-applying manifests with server-side apply, as ArgoCD and Flux do."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+
+from localcluster.cluster import Cluster
+from tests.support.crds import create_crd
+from tests.support.waiting import wait_for
+from tests.system.controller_kit import (
+    WIDGET_GROUP,
+    ControllerProcess,
+    Ref,
+    config_for,
+    events_of,
+    grant_watch,
+    read_workload,
+    reasons,
+    start_controller,
+    state_of,
+    wait_asleep,
+    wait_event,
+    workload_body,
+)
+
+pytestmark = pytest.mark.cluster
+
+AGENT = "gitops-agent"
+FLAPPING = "zeroscaler.io/flapping"
+
+
+@pytest.fixture(scope="session")
+def widgets(api: k8s.ApiClient) -> None:
+    create_crd(api, WIDGET_GROUP, "Widget", "widgets")
+
+
+@pytest.fixture
+def controller(
+    cluster: Cluster, opted_ns: str, tmp_path: Path, widgets: None
+) -> Iterator[ControllerProcess]:
+    ctl = start_controller(cluster, opted_ns, tmp_path)
+    yield ctl
+    ctl.stop()
+    print(ctl.log_tail(80))  # shown by pytest when the test failed
+
+
+def sync(api: k8s.ApiClient, ns: str, name: str, replicas: int | None, revision: str) -> Ref:
+    """What the agent does on each sync: a forced server-side apply under its own field manager."""
+    config = config_for("3s", "ConfigMap", watch_namespaces=ns)
+    body: dict[str, Any] = workload_body(name, "Deployment", replicas or 0, config, "operator")
+    body["metadata"]["annotations"]["example.com/git-revision"] = revision
+    if replicas is None:  # the documented setups: Git's replicas are left out of the apply
+        del body["spec"]["replicas"]
+    k8s.AppsV1Api(api).patch_namespaced_deployment(
+        name,
+        ns,
+        body,
+        field_manager=AGENT,
+        force=True,
+        _content_type="application/apply-patch+yaml",
+    )
+    return Ref(ns, name)
+
+
+def replicas_owners(api: k8s.ApiClient, ref: Ref) -> set[str]:
+    """The field managers that own spec.replicas."""
+    entries = read_workload(api, ref).metadata.managed_fields or []
+    return {e.manager for e in entries if "f:replicas" in (e.fields_v1 or {}).get("f:spec", {})}
+
+
+def woken_by_others(api: k8s.ApiClient, ref: Ref, times: int) -> bool:
+    """Whether it was woken by someone else `times` times (a repeated Event counts up)."""
+    events = [e for e in events_of(api, ref) if e.reason == "WokenExternally"]
+    return sum(e.count or 1 for e in events) == times
+
+
+def test_an_agent_that_leaves_replicas_alone_does_not_wake_it(
+    api: k8s.ApiClient, opted_ns: str, controller: ControllerProcess
+) -> None:
+    grant_watch(api, opted_ns, [("", ["configmaps"])])
+    ref = sync(api, opted_ns, "synced", 3, "r1")  # the first sync creates it with Git's count
+    wait_asleep(api, ref, 3)
+    # Every write zeroscaler made carries its field manager, so tools can be told to leave them.
+    assert replicas_owners(api, ref) == {"zeroscaler"}
+    for revision in ("r2", "r3", "r4"):
+        sync(api, opted_ns, "synced", None, revision)  # Flux's ignore rules strip it
+        assert state_of(api, ref)[0] == 0
+    sync(api, opted_ns, "synced", 0, "r5")  # ArgoCD's RespectIgnoreDifferences: the live value
+    assert state_of(api, ref)[0] == 0
+    # An agent told nothing wakes it; by then the controller has seen every sync before.
+    sync(api, opted_ns, "synced", 3, "r6")
+    wait_event(api, ref, "WokenExternally", f"field manager {AGENT}")
+    assert reasons(api, ref).count("WokenExternally") == 1
+    assert "Woken" not in reasons(api, ref)
+
+
+def test_the_same_manifest_reapplied_again_and_again_is_flapping(
+    api: k8s.ApiClient, opted_ns: str, controller: ControllerProcess
+) -> None:
+    grant_watch(api, opted_ns, [("", ["configmaps"])])
+    ref = sync(api, opted_ns, "healed", 2, "r1")
+    for n in (1, 2, 3):
+        wait_asleep(api, ref, 2)
+        sync(api, opted_ns, "healed", 2, "r1")  # self-heal puts Git's replicas back
+        wait_for(functools.partial(woken_by_others, api, ref, n), f"woken by the agent {n} times")
+    event = wait_event(api, ref, "Flapping", f"field manager {AGENT}")
+    assert event.type == "Warning"
+    mark = state_of(api, ref)[1].get(FLAPPING, "")
+    assert mark.startswith("woken 3 times in ")
+    assert mark.endswith(f"by field manager {AGENT} setting replicas to 2")
+    # The agent stops; once it has stayed asleep well past its sleeps of the streak, the mark goes.
+    wait_event(api, ref, "FlappingStopped")
+    assert FLAPPING not in state_of(api, ref)[1]
+    assert state_of(api, ref)[0] == 0
