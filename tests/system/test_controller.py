@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -243,16 +244,23 @@ def test_ibm_annotated_manifests_work_unchanged(
             str(cluster.kubeconfig),
             "-n",
             opted_ns,
+            "-o",
+            "json",
         ],
         capture_output=True,
         text=True,
         check=True,
     ).stdout
-    line = next(li for li in status.splitlines() if li.startswith(f"{opted_ns}  mycontroller"))
-    assert line.split()[2:6] == ["Deployment", "awake", "2", "-"]
-    assert "Deployment.v1.apps" in line
-    istio_line = next(li for li in status.splitlines() if "istio-operator" in li)
-    assert f"Istio {opted_ns}/i created" in istio_line
+    shown = {item["name"]: item for item in json.loads(status)["items"]}
+    mine = shown["mycontroller"]
+    assert (mine["kind"], mine["state"], mine["replicas"], mine["restore"]) == (
+        "Deployment",
+        "awake",
+        2,
+        None,
+    )
+    assert mine["watched"] == ["Deployment.v1.apps"]
+    assert shown["istio-operator"]["lastWakeReason"] == f"Istio {opted_ns}/i created"
 
 
 def test_a_crd_installed_after_the_workload_is_picked_up(

@@ -124,7 +124,8 @@ async def manual(session: Session, args: argparse.Namespace, command: str) -> in
         except Conflict:
             obj = {**await session.get(path), "kind": kind}
             continue
-        recorder = EventRecorder(session.kube, FIELD_MANAGER, instance=user)
+        # reportingInstance is at most 128 characters; the message names the user in full.
+        recorder = EventRecorder(session.kube, FIELD_MANAGER, instance=user[:128])
         message = event_message(plan, user, command, kinds_of(facts))
         await recorder.emit(written, "apps/v1", kind, "Normal", REASONS[plan.action], message)
         print(outcome(facts, plan))

@@ -118,7 +118,13 @@ class Session:
         """Who the API server says we are (SelfSubjectReview)."""
         path = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
         review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
-        answer = await self.create(path, review)
+        try:
+            answer = await self.create(path, review)
+        except NotFound:
+            raise Failure(
+                "the API server does not serve SelfSubjectReview (authentication.k8s.io/v1, "
+                "Kubernetes 1.28 or later), so who asked could not be recorded"
+            ) from None
         user = ((answer.get("status") or {}).get("userInfo") or {}).get("username")
         return str(user or "unknown user")
 
