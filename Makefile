@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 DEMO_ARGS ?=
 CHAOS_ARGS ?=
 
-.PHONY: help install controlplane image lint format test unit demo bench chaos cluster cluster-down clean
+.PHONY: help install controlplane image lint format test unit demo bench chaos cluster cluster-down clean package-check
 
 help:
 	@echo "make demo          a kopf operator on a local Kubernetes: sleeps, wakes on a Backup, reconciles"
@@ -22,6 +22,7 @@ help:
 	@echo "make cluster-down  stop it"
 	@echo "make controlplane  build (or reuse) the control-plane binaries"
 	@echo "make image         build zeroscaler's container image archive (dist/zeroscaler-image.tar)"
+	@echo "make package-check pip install . into a fresh virtualenv; its console scripts must run"
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit("Python 3.11+ is needed" if sys.version_info < (3, 11) else 0)'
@@ -82,6 +83,20 @@ bench: install controlplane $(IMAGE_TAR)
 # Kills the API server, etcd and controllers of its own cluster; bounded in time per scenario.
 chaos: install controlplane
 	$(ISOLATE) $(PY) -m tests.support.chaos $(CHAOS_ARGS)
+
+# As a user installs it: `pip install .` into a fresh virtualenv (PyPI, so outside the loopback-only
+# namespace), then every console script must start and the license metadata must be there.
+PACKAGE_VENV := dist/package-check
+package-check:
+	@rm -rf $(PACKAGE_VENV) && $(PYTHON) -m venv $(PACKAGE_VENV)
+	$(PACKAGE_VENV)/bin/python -m pip install --quiet .
+	$(PACKAGE_VENV)/bin/zeroscaler --help >/dev/null
+	$(PACKAGE_VENV)/bin/zeroscaler uninstall --help >/dev/null
+	$(PACKAGE_VENV)/bin/zeroscaler-controller --help >/dev/null
+	$(PACKAGE_VENV)/bin/zeroscaler-webhook --help >/dev/null
+	$(PACKAGE_VENV)/bin/python -c 'from importlib.metadata import metadata as m; \
+	  e = m("zeroscaler")["License-Expression"]; assert e == "Apache-2.0", e'
+	@rm -rf $(PACKAGE_VENV) build; echo "package-check: pip install . gives working console scripts"
 
 # A long-lived cluster for a developer lives in a named loopback-only namespace (root) or, where
 # that cannot be made, on the host's loopback. nsenter, unlike `ip netns exec`, keeps /sys and so the

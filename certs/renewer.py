@@ -72,13 +72,13 @@ class Renewer:
         self.on_change = on_change
         self._secret_path = f"/api/v1/namespaces/{config.namespace}/secrets/{config.secret}"
         self.steps = Counter(
-            "zeroscaler_webhook_certificate_steps",
+            "zeroscaler_webhook_certificate_steps_total",
             "Certificate renewal steps taken, by action",
             ["action"],
             registry=registry,
         )
         self.errors = Counter(
-            "zeroscaler_webhook_certificate_sync_errors",
+            "zeroscaler_webhook_certificate_sync_errors_total",
             "Certificate sync passes that failed (the API server refused or was unreachable)",
             registry=registry,
         )

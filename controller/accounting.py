@@ -10,7 +10,7 @@ from controller.workload import Workload
 
 
 class Accounting:
-    """Adds to `zeroscaler_replica_seconds_saved` the replicas an asleep workload is not running."""
+    """Counts the replica-seconds an asleep workload does not run (`saved_replica_seconds`)."""
 
     def __init__(self, metrics: Metrics, clock: Clock) -> None:
         self._metrics = metrics

@@ -9,12 +9,12 @@ import signal
 from collections.abc import Sequence
 
 from controller.leader import LeaderElector
-from controller.logs import setup_logging
 from controller.metrics import Route, serve_http
 from controller.scaler import Scaler
 from controller.settings import Settings, parse_settings
 from zeroscaler.access import load_access
 from zeroscaler.kube import Kube
+from zeroscaler.logs import setup_logging
 
 log = logging.getLogger("controller")
 
@@ -78,7 +78,7 @@ async def run(settings: Settings) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Console entry point."""
     settings = parse_settings(argv)
-    setup_logging(settings.log_level)
+    setup_logging(settings.log_level, settings.log_format)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(run(settings))
     return 0

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from zeroscaler.metrics import APIErrors, ErrorCounts, register_process_collectors
 
 log = logging.getLogger(__name__)
 
@@ -21,10 +23,12 @@ class _StateCollector(Collector):
         count_by_state: Callable[[], Mapping[str, int]],
         count_watches: Callable[[], int],
         is_leader: Callable[[], bool],
+        count_pending: Callable[[], int],
     ) -> None:
         self._count = count_by_state
         self._watches = count_watches
         self._is_leader = is_leader
+        self._pending = count_pending
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         yield GaugeMetricFamily(
@@ -42,6 +46,12 @@ class _StateCollector(Collector):
         for state in ("awake", "asleep"):
             family.add_metric([state], counts.get(state, 0))
         yield family
+        # A standby sees the same activity but wakes nothing: only the leader's count means much.
+        yield GaugeMetricFamily(
+            "zeroscaler_pending_wakes",
+            "Asleep workloads with activity seen and no scale-up answered yet (0 on a standby)",
+            value=self._pending() if self._is_leader() else 0,
+        )
 
 
 class Metrics:
@@ -52,30 +62,49 @@ class Metrics:
         count_by_state: Callable[[], Mapping[str, int]],
         count_watches: Callable[[], int],
         is_leader: Callable[[], bool],
+        count_pending: Callable[[], int] = lambda: 0,
+        api_errors: Callable[[], Iterable[ErrorCounts]] = lambda: (),
     ) -> None:
         self.registry = CollectorRegistry()
-        self.registry.register(_StateCollector(count_by_state, count_watches, is_leader))
+        register_process_collectors(self.registry)
+        self.registry.register(
+            _StateCollector(count_by_state, count_watches, is_leader, count_pending)
+        )
+        self.registry.register(APIErrors("zeroscaler_api_errors", api_errors))
         self.watch_events = Counter(
-            "zeroscaler_watch_events",
+            "zeroscaler_watch_events_total",
             "Watch events received on shared watches, by resource",
             ["resource"],
             registry=self.registry,
         )
         self.activity = Counter(
-            "zeroscaler_activity",
+            "zeroscaler_activity_total",
             "Changes that counted as activity for a workload",
             registry=self.registry,
         )
-        self.sleeps = Counter("zeroscaler_sleeps", "Workloads put to sleep", registry=self.registry)
-        self.wakes = Counter("zeroscaler_wakes", "Workloads woken", registry=self.registry)
+        self.sleeps = Counter(
+            "zeroscaler_sleeps_total", "Workloads put to sleep", registry=self.registry
+        )
+        self.wakes = Counter("zeroscaler_wakes_total", "Workloads woken", registry=self.registry)
+        self.wake_failures = Counter(
+            "zeroscaler_wake_failures_total",
+            "Scale-ups refused or unanswered (a lost race or a deleted workload is not counted)",
+            registry=self.registry,
+        )
+        self.failed_writes = Counter(
+            "zeroscaler_failed_writes_total",
+            "Writes that failed, by write (scale, sleep, annotations) and HTTP status (409: a lost race)",
+            ["write", "code"],
+            registry=self.registry,
+        )
         self.wake_latency = Histogram(
             "zeroscaler_wake_latency_seconds",
-            "From the watch event that woke a workload to the scale write being accepted",
+            "From the watch event that carried the waking change to the scale-up's answer",
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
         self.replica_seconds_saved = Counter(
-            "zeroscaler_replica_seconds_saved",
+            "zeroscaler_saved_replica_seconds_total",
             "Replica-seconds not run because workloads were asleep",
             registry=self.registry,
         )

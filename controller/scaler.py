@@ -30,6 +30,7 @@ from controller.workload import (
     Workload,
     WorkloadKey,
     count_by_state,
+    count_pending_wakes,
     trim_workload,
 )
 from zeroscaler.cluster import ClusterView
@@ -73,10 +74,13 @@ class Scaler:
             lambda resource, event: self.changes.on_object(resource, event),
             lambda resource: self.changes.on_synced(resource),
         )
+        clients = {id(k): k for k in (kube, watcher)}.values()  # one Kube may do both
         self.metrics = Metrics(
             lambda: count_by_state(self.workloads.values()),
             lambda: len(self.hub.resources),
             self._leading,
+            count_pending=lambda: count_pending_wakes(self.workloads.values()),
+            api_errors=lambda: [k.errors for k in clients],
         )
         self.changes = ChangeFeed(
             self.workloads,

@@ -24,7 +24,7 @@ from zeroscaler.core.annotations import (
 from zeroscaler.core.census import Census, format_census
 from zeroscaler.core.decision import Decision, plan_release, restart_clock, wake_replicas
 from zeroscaler.core.flapping import ExternalWake, Streak, after_external_wake, quiet_at
-from zeroscaler.kube import Conflict, Kube, NotFound
+from zeroscaler.kube import Conflict, Kube, KubeError, NotFound
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ class Scaling:
         try:
             if plan.wake_to is not None:
                 self._accounting.account(w, stop=True)
-                await self._patch_scale(w, plan.wake_to)
+                await self._scale_up(w, plan.wake_to)
                 self._metrics.wakes.inc()
                 message = f"{why}: scaled from 0 to {plan.wake_to} replicas"
                 log.info("woken", extra={"workload": w.label, "reason": why})
@@ -142,7 +142,7 @@ class Scaling:
     async def wake(self, w: Workload, replicas: int, reason: str) -> None:
         """Scale up now; recording the wake is left as a follow-up (`take_follow_up`)."""
         self._accounting.account(w, stop=True)
-        await self._patch_scale(w, replicas)
+        await self._scale_up(w, replicas)
         # The clock restarts once it is awake, not at the event: a wake may come long after it.
         w.last_activity = restart_clock(w.last_activity, self._clock.now())
         latency = None if w.activity_at is None else self._clock.monotonic() - w.activity_at
@@ -262,19 +262,40 @@ class Scaling:
         """Write annotations (None removes one), guarded by the resourceVersion read."""
         await self._patch_annotations(w, changes)
 
+    async def _scale_up(self, w: Workload, replicas: int) -> None:
+        """The scale write of a wake; one refused or unanswered counts as a failed wake."""
+        try:
+            await self._patch_scale(w, replicas)
+        except (Conflict, NotFound):
+            raise  # looked at again at once
+        except KubeError:
+            self._metrics.wake_failures.inc()
+            raise
+
     async def _patch_annotations(
         self, w: Workload, annotations: Mapping[str, str | None], *, replicas: int | None = None
     ) -> None:
+        """Merge-patch annotations (None removes one) and the replicas if given, on the version read."""
         body: dict[str, Any] = {
             "metadata": {"resourceVersion": w.resource_version, "annotations": annotations}
         }
         if replicas is not None:
             body["spec"] = {"replicas": replicas}
-        w.take(trim_workload(await self._kube.patch(w.path, body)))
+        try:
+            patched = await self._kube.patch(w.path, body)
+        except KubeError as e:
+            write = "annotations" if replicas is None else "sleep"
+            self._metrics.failed_writes.labels(write, str(e.status)).inc()
+            raise
+        w.take(trim_workload(patched))
 
     async def _patch_scale(self, w: Workload, replicas: int) -> None:
         body = {"metadata": {"resourceVersion": w.resource_version}, "spec": {"replicas": replicas}}
-        scale = await self._kube.patch(w.path + "/scale", body)
+        try:
+            scale = await self._kube.patch(w.path + "/scale", body)
+        except KubeError as e:
+            self._metrics.failed_writes.labels("scale", str(e.status)).inc()
+            raise
         spec = dict(w.obj.get("spec") or {}, replicas=replicas)
         meta = dict(w.obj["metadata"])
         meta["resourceVersion"] = (scale.get("metadata") or {}).get("resourceVersion", "")

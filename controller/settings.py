@@ -16,6 +16,8 @@ from typing import Any, Literal, get_args
 
 LogLevel = Literal["debug", "info", "warning", "error"]
 LOG_LEVELS: tuple[str, ...] = get_args(LogLevel)
+LogFormat = Literal["text", "json"]
+LOG_FORMATS: tuple[str, ...] = get_args(LogFormat)
 ENV_PREFIX = "ZEROSCALER_"
 
 
@@ -43,6 +45,7 @@ class Settings:
     max_connections: int = 1024  # for watches: one each
     request_connections: int = 16  # all kept alive
     log_level: LogLevel = "info"
+    log_format: LogFormat = "text"  # text: logfmt
 
     @property
     def policy_source(self) -> str:
@@ -64,6 +67,8 @@ class Settings:
             raise ValueError("lease_duration and discovery_interval must be positive")
         if self.log_level not in LOG_LEVELS:
             raise ValueError(f"log_level must be one of {', '.join(LOG_LEVELS)}")
+        if self.log_format not in LOG_FORMATS:
+            raise ValueError(f"log_format must be one of {', '.join(LOG_FORMATS)}")
 
 
 _BOUNDS: tuple[tuple[str, float, float], ...] = (
@@ -145,6 +150,9 @@ def parse_settings(
     )
     parser.add_argument("--workers", type=int, help="concurrent reconciles")
     parser.add_argument("--log-level", choices=LOG_LEVELS)
+    parser.add_argument(
+        "--log-format", choices=LOG_FORMATS, help="text (logfmt, the default) or json"
+    )
     args = parser.parse_args(argv)
     environ = os.environ if environ is None else environ
     try:

@@ -189,6 +189,15 @@ class Workload:
             yield f"{kind}.{group}" if group else kind
 
 
+def count_pending_wakes(workloads: Iterable[Workload]) -> int:
+    """Managed workloads asleep with activity seen that no scale-up has answered yet."""
+    return sum(
+        1
+        for w in workloads
+        if w.managed and w.activity_at is not None and w.shown_status.state == "asleep"
+    )
+
+
 def count_by_state(workloads: Iterable[Workload]) -> dict[str, int]:
     """Managed workloads by state (a dry run counts the state it would have made)."""
     counts = {"awake": 0, "asleep": 0}

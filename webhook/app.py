@@ -28,6 +28,7 @@ from webhook.state import Source
 from zeroscaler.access import load_access
 from zeroscaler.core.admission import decide_patch
 from zeroscaler.kube import Kube
+from zeroscaler.metrics import APIErrors, register_process_collectors
 
 log = logging.getLogger(__name__)
 
@@ -43,14 +44,20 @@ def create_app(
     registry = registry if registry is not None else CollectorRegistry()
     excluded = frozenset([*settings.exclude_namespaces, settings.namespace])
     live = source if source is not None else _live_source(settings, registry)
+    register_process_collectors(registry)
+    # The API clients whose failed requests /metrics counts; `serve` adds the renewer's.
+    clients: list[Kube] = [live.kube] if isinstance(live, LiveSource) else []
+    registry.register(
+        APIErrors("zeroscaler_webhook_api_errors", lambda: [k.errors for k in clients])
+    )
     reviews = Counter(
-        "zeroscaler_webhook_reviews",
+        "zeroscaler_webhook_reviews_total",
         "Admission reviews by outcome (patched, unchanged, rejected, not-ready, error)",
         ["outcome"],
         registry=registry,
     )
     latency = Histogram(
-        "zeroscaler_webhook_review_seconds",
+        "zeroscaler_webhook_review_duration_seconds",
         "Time to decide one admission review",
         buckets=LATENCY_BUCKETS,
         registry=registry,
@@ -75,6 +82,7 @@ def create_app(
         redoc_url=None,
         openapi_url=None,
     )
+    app.state.api_clients = clients
 
     @app.post("/mutate")
     async def mutate(request: Request) -> Response:

@@ -42,7 +42,7 @@ class LiveSource:
         self._side_tasks: set[asyncio.Task[None]] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self.policy_loads = Counter(
-            "zeroscaler_webhook_policy_loads",
+            "zeroscaler_webhook_policy_loads_total",
             "Policy ConfigMap changes taken (result=ok) or rejected (result=invalid)",
             ["result"],
             registry=registry,

@@ -22,6 +22,7 @@ from webhook.settings import Settings
 from webhook.tls import CertReloader, server_context
 from zeroscaler.access import load_access
 from zeroscaler.kube import Kube, KubeError
+from zeroscaler.logs import setup_logging
 
 log = logging.getLogger(__name__)
 FIRST_PAIR_WAIT = 120.0  # seconds to wait for the TLS Secret at start (the install Job writes it)
@@ -30,12 +31,7 @@ FIRST_PAIR_WAIT = 120.0  # seconds to wait for the TLS Secret at start (the inst
 def main(argv: Sequence[str] | None = None) -> None:
     """Parse settings, build the app, and serve until interrupted."""
     settings = CliApp.run(Settings, cli_args=list(sys.argv[1:] if argv is None else argv))
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
-    for chatty in ("httpx", "httpcore"):  # one line per API request is noise even when debugging
-        logging.getLogger(chatty).setLevel(max(logging.INFO, logging.getLogger().level))
+    setup_logging(settings.log_level, settings.log_format)
     if not settings.cert_file or not settings.key_file:
         sys.exit("zeroscaler-webhook: --cert-file and --key-file are required (HTTPS only)")
     asyncio.run(serve(settings))
@@ -50,13 +46,17 @@ async def serve(settings: Settings, app: FastAPI | None = None) -> None:
     if renewer is not None:
         await _first_pair(renewer, settings)
     ctx = server_context(settings.cert_file, settings.key_file)
+    app = app if app is not None else create_app(settings, registry=registry)
+    if renewer is not None and hasattr(app.state, "api_clients"):
+        app.state.api_clients.append(renewer.kube)
     config = uvicorn.Config(
-        app if app is not None else create_app(settings, registry=registry),
+        app,
         host=settings.host,
         port=settings.port,
         http="h11",
         lifespan="on",
         log_level=settings.log_level.lower(),
+        log_config=None,  # uvicorn's records go to our handler, in our format
         access_log=False,
         ssl_certfile=settings.cert_file,
         ssl_keyfile=settings.key_file,

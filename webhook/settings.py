@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Self
+from typing import Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -45,6 +45,9 @@ class Settings(BaseSettings):
         description="namespaces never mutated, whatever their labels (--namespace is always one)",
     )
     log_level: str = Field(default="info", description="debug, info, warning or error")
+    log_format: Literal["text", "json"] = Field(
+        default="text", description="text (logfmt) or json, one line per record on stderr"
+    )
     gc_freeze: bool = Field(
         default=True,
         description="once caches are loaded, keep long-lived objects out of garbage collection",

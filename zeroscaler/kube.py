@@ -6,6 +6,7 @@ cost little memory; where the server is and who we are comes from `zeroscaler.ac
 
 from __future__ import annotations
 
+import collections
 import json
 from collections.abc import AsyncIterator, Mapping
 from datetime import datetime
@@ -116,6 +117,8 @@ class Kube:
         # Discovery: each root's last answer (ETag, types), and the last combined list.
         self._etags: dict[str, tuple[str, list[APIResource]]] = {}
         self._discovered: list[APIResource] | None = None
+        # Failed requests by (method, HTTP status; 0 when no answer came), for /metrics.
+        self.errors: collections.Counter[tuple[str, int]] = collections.Counter()
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -144,6 +147,7 @@ class Kube:
             content = json.dumps(body, separators=(",", ":")).encode()
         resp = await self._send(method, path, params=params, content=content, headers=headers)
         if resp.status_code >= 300:
+            self.errors[(method, resp.status_code)] += 1
             raise error_for(resp.status_code, resp.content)
         if not resp.content:
             return {}
@@ -169,6 +173,7 @@ class Kube:
                 extensions=self._extensions,
             )
         except httpx.TransportError as e:
+            self.errors[(method, 0)] += 1
             raise Transient(0, type(e).__name__, str(e) or repr(e)) from e
 
     async def get(
@@ -252,6 +257,7 @@ class Kube:
                 extensions=self._extensions,
             ) as resp:
                 if resp.status_code >= 300:
+                    self.errors[("WATCH", resp.status_code)] += 1
                     raise error_for(resp.status_code, await resp.aread())
                 async for line in resp.aiter_lines():
                     if not line:
@@ -262,6 +268,7 @@ class Kube:
                         raise error_for(int(status.get("code") or 500), json.dumps(status))
                     yield event
         except httpx.TransportError as e:
+            self.errors[("WATCH", 0)] += 1
             raise Transient(0, type(e).__name__, str(e) or repr(e)) from e
 
     async def server_time(self) -> datetime | None:
@@ -293,6 +300,7 @@ class Kube:
         if resp.status_code == 304 and cached is not None:
             return cached[1], False
         if resp.status_code >= 300:
+            self.errors[("GET", resp.status_code)] += 1
             raise error_for(resp.status_code, resp.content)
         groups = resp.json().get("items") or []
         resources = [r for group in groups for r in _group_resources(group)]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import secrets
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -112,7 +114,12 @@ def test_seed_demo_sleeps_and_wakes_to_the_previous_count(
     assert controller.metric("zeroscaler_sleeps_total") == 8
     assert controller.metric("zeroscaler_wakes_total") == 6
     assert controller.metric("zeroscaler_wake_latency_seconds_count") == 6
-    assert controller.metric("zeroscaler_replica_seconds_saved_total") > 0
+    assert controller.metric("zeroscaler_saved_replica_seconds_total") > 0
+    # Process figures for watching memory in production; every wake succeeded.
+    assert controller.metric("process_resident_memory_bytes") > 0
+    assert "process_cpu_seconds_total" in {name for name, _ in controller.metrics()}
+    assert controller.metric("zeroscaler_wake_failures_total") == 0
+    assert controller.metric("zeroscaler_pending_wakes") == 0
 
 
 def test_one_write_wakes_every_workload_watching_it_to_its_own_count(
@@ -520,3 +527,85 @@ def test_a_paused_workload_is_held_as_it_is(
     replicas, ann = state_of(api, held)
     assert (replicas, ann["zeroscaler.io/state"]) == (0, "asleep")
     assert "Woken" not in reasons(api, held)
+
+
+def test_a_refused_wake_is_counted_pending_and_retried(
+    api: k8s.ApiClient, opted_ns: str, controller: ControllerProcess
+) -> None:
+    """The API server refuses the scale-up (an admission policy here): the wake failure, the
+    failed write and the API error are counted, the workload shows as pending, and once the
+    refusal goes the retry wakes it."""
+    grant_watch(api, opted_ns, [("", ["configmaps"])])
+    name = f"no-scale-up-{opted_ns}"
+    registration = k8s.AdmissionregistrationV1Api(api)
+    registration.create_validating_admission_policy(
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": opted_ns}},
+                    "resourceRules": [
+                        {
+                            "apiGroups": ["apps"],
+                            "apiVersions": ["v1"],
+                            "operations": ["UPDATE"],
+                            "resources": ["deployments/scale"],
+                        }
+                    ],
+                },
+                # A Scale at zero replicas leaves the field out: sleeping stays allowed.
+                "validations": [
+                    {
+                        "expression": "!has(object.spec.replicas) || object.spec.replicas == 0",
+                        "message": "no scale-ups here",
+                    }
+                ],
+            },
+        }
+    )
+    try:
+        registration.create_validating_admission_policy_binding(
+            {
+                "metadata": {"name": name},
+                "spec": {"policyName": name, "validationActions": ["Deny"]},
+            }
+        )
+        ref = create_workload(api, opted_ns, "refused", config_for("2s", "ConfigMap"))
+        wait_asleep(api, ref, 3)
+
+        def refused() -> bool:
+            return controller.metric("zeroscaler_wake_failures_total") > 0
+
+        # A policy takes a moment to reach the API server's admission chain: touch until refused.
+        def touched_and_refused() -> bool:
+            create_configmap(api, opted_ns, f"poke-{secrets.token_hex(2)}")
+            return wait_for_quietly(refused)
+
+        wait_for(touched_and_refused, "the scale-up to be refused and counted")
+        assert controller.metric("zeroscaler_pending_wakes") == 1
+        assert state_of(api, ref)[0] == 0
+        failed = controller.metrics()
+        assert any(
+            name == "zeroscaler_failed_writes_total" and dict(labels)["write"] == "scale" and v > 0
+            for (name, labels), v in failed.items()
+        ), failed
+        assert any(
+            name == "zeroscaler_api_errors_total" and dict(labels)["method"] == "PATCH" and v > 0
+            for (name, labels), v in failed.items()
+        ), failed
+    finally:
+        registration.delete_validating_admission_policy_binding(name)
+        registration.delete_validating_admission_policy(name)
+    wait_awake(api, ref, 3)
+    wait_for(lambda: controller.metric("zeroscaler_pending_wakes") == 0, "nothing pending")
+
+
+def wait_for_quietly(check: Callable[[], bool], timeout: float = 3.0) -> bool:
+    """`check` within `timeout` seconds, without failing."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.2)
+    return False

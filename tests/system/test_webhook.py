@@ -242,6 +242,9 @@ def test_metrics_and_health(cluster: Cluster, hook: Webhook, opted_ns: str) -> N
     text = hook.get("/metrics").text
     assert 'zeroscaler_webhook_reviews_total{outcome="patched"}' in text
     assert "zeroscaler_webhook_discovery_kinds" in text
+    assert "process_resident_memory_bytes " in text
+    assert "process_cpu_seconds_total " in text
+    assert "# TYPE zeroscaler_webhook_api_errors_total counter" in text
 
 
 def test_certs_command_issues_rotates_and_sets_the_ca_bundle(

@@ -782,8 +782,15 @@ def test_controller_flags_are_understood_by_zeroscaler_controller(helm: Helm) ->
     assert settings.id == "pod-0"
     assert settings.metrics_host == "0.0.0.0"
     assert settings.metrics_port == 8080
+    assert settings.log_format == "text"
     env = {e["name"] for e in container(deployment(objs, "controller"))["env"]}
     assert "POD_NAME" in env
+
+
+def test_the_log_format_value_reaches_both_components(helm: Helm) -> None:
+    objs = render(helm, "--set", "logFormat=json")
+    assert parse_controller_flags(_args(objs, "controller")).log_format == "json"
+    assert CliApp.run(WebhookSettings, cli_args=_args(objs, "webhook")).log_format == "json"
 
 
 def test_webhook_flags_are_understood_by_zeroscaler_webhook(helm: Helm) -> None:
@@ -1046,7 +1053,8 @@ def test_alerts_cover_wakes_sleepers_and_the_webhook_with_metrics_that_exist(hel
     alerts = {r["alert"]: r for r in group["rules"]}
     assert set(alerts) == {
         "ZeroscalerNoLeader",
-        "ZeroscalerWakesSlowOrFailing",
+        "ZeroscalerWakesFailing",
+        "ZeroscalerWakesSlow",
         "ZeroscalerStuckAsleep",
         "ZeroscalerWebhookErrors",
         "ZeroscalerWebhookNotReady",
@@ -1062,9 +1070,9 @@ def test_alerts_cover_wakes_sleepers_and_the_webhook_with_metrics_that_exist(hel
         assert alert["labels"]["severity"] in ("warning", "critical")
         assert alert["annotations"]["summary"]
     assert 'outcome=~"error|rejected"' in alerts["ZeroscalerWebhookErrors"]["expr"]
-    assert (
-        "zeroscaler_wake_latency_seconds_bucket" in alerts["ZeroscalerWakesSlowOrFailing"]["expr"]
-    )
+    assert "zeroscaler_wake_latency_seconds_bucket" in alerts["ZeroscalerWakesSlow"]["expr"]
+    assert "zeroscaler_wake_failures_total" in alerts["ZeroscalerWakesFailing"]["expr"]
+    assert "zeroscaler_pending_wakes" in alerts["ZeroscalerStuckAsleep"]["expr"]
 
 
 def test_alert_thresholds_are_values(helm: Helm) -> None:
@@ -1076,9 +1084,8 @@ def test_alert_thresholds_are_values(helm: Helm) -> None:
         "--set", "certificates.mode=certManager",
     )  # fmt: skip
     alerts = {r["alert"]: r for r in only(objs, "PrometheusRule")["spec"]["groups"][0]["rules"]}
-    assert alerts["ZeroscalerWakesSlowOrFailing"]["expr"].endswith("> 2")
+    assert alerts["ZeroscalerWakesSlow"]["expr"].endswith("> 2")
     assert alerts["ZeroscalerStuckAsleep"]["for"] == "30m"
-    assert "[30m]" in alerts["ZeroscalerStuckAsleep"]["expr"]
     assert alerts["ZeroscalerWebhookErrors"]["expr"].endswith("> 0.2")
     # cert-manager renews, not the webhook: its expiry gauge is not exported then.
     assert "ZeroscalerWebhookCertificateExpiring" not in alerts
@@ -1156,6 +1163,7 @@ def test_priority_class_for_every_pod(helm: Helm) -> None:
         (["--set", "policy.defaults.idleTimeout=ten minutes"], "idleTimeout"),
         (["--set", "policy.inference.maxKinds=0"], "maxKinds"),
         (["--set", "logLevel=loud"], "logLevel"),
+        (["--set", "logFormat=yaml"], "logFormat"),
         (["--set", "controller.rbac.watchAll=false"], "watchAll"),
         (["--set", "image.pullPolicy=Sometimes"], "pullPolicy"),
         (["--set", "hostNetwork=yes"], "hostNetwork"),

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 
 import pytest
+from pydantic_settings import CliApp
 
-from controller.logs import LogfmtFormatter
 from controller.settings import parse_settings
 from controller.workload import trim_workload
+from webhook.settings import Settings as WebhookSettings
+from zeroscaler.logs import JsonFormatter, LogfmtFormatter
 
 
 def test_flags_override_defaults() -> None:
@@ -95,6 +98,24 @@ def test_log_lines_are_logfmt_with_extra_fields() -> None:
     assert (
         line.split(" ", 1)[1] == 'level=info logger=controller msg=woken workload="Deployment/a b"'
     )
+
+
+def test_json_log_lines_carry_the_same_fields() -> None:
+    record = logging.makeLogRecord(
+        {"name": "webhook", "levelname": "WARNING", "msg": "a %s", "args": ("b",), "n": 3}
+    )
+    fields = json.loads(JsonFormatter().format(record))
+    assert fields.pop("time").endswith("Z")
+    assert fields == {"level": "warning", "logger": "webhook", "msg": "a b", "n": 3}
+
+
+def test_the_log_format_is_a_setting_of_both_components() -> None:
+    assert parse_settings(["--log-format=json"], {}).log_format == "json"
+    assert parse_settings([], {"ZEROSCALER_LOG_FORMAT": "json"}).log_format == "json"
+    assert parse_settings([], {}).log_format == "text"
+    assert CliApp.run(WebhookSettings, cli_args=["--log-format=json"]).log_format == "json"
+    with pytest.raises(ValueError, match="log_format"):
+        WebhookSettings.model_validate({"log_format": "yaml"})
 
 
 def test_trim_workload_keeps_what_the_scaler_reads() -> None:

@@ -230,7 +230,7 @@ def test_health_readiness_and_metrics() -> None:
         text = c.get("/metrics").text
         assert 'zeroscaler_webhook_reviews_total{outcome="patched"} 1.0' in text
         assert 'zeroscaler_webhook_reviews_total{outcome="rejected"} 1.0' in text
-        assert "zeroscaler_webhook_review_seconds_bucket" in text
+        assert "zeroscaler_webhook_review_duration_seconds_bucket" in text
 
 
 # Fuzzing: any body yields 200 with a valid review, or 400; never 500.

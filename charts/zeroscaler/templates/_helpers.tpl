@@ -253,6 +253,7 @@ check against the programs' --help.
 - --metrics-host=0.0.0.0
 - --metrics-port={{ .Values.controller.metricsPort }}
 - --log-level={{ .Values.logLevel }}
+- --log-format={{ .Values.logFormat }}
 {{- if .Values.controller.dryRun }}
 - --dry-run
 {{- end }}
@@ -290,6 +291,7 @@ check against the programs' --help.
 {{- end }}
 - --exclude-namespaces={{ .Values.webhook.excludeNamespaces | toJson }}
 - --log-level={{ .Values.logLevel }}
+- --log-format={{ .Values.logFormat }}
 {{- range .Values.webhook.extraArgs }}
 - {{ . | quote }}
 {{- end }}
