@@ -20,7 +20,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,6 +41,7 @@ from tests.system.controller_kit import (
     grant_watch,
     start_controller,
 )
+from tests.system.webhook_kit import Webhook
 
 REPLICAS = 3
 TIMEOUT = 3.0  # seconds idle before a sleep
@@ -113,7 +114,12 @@ class Stage:
             self.observer.expect(name, REPLICAS, TIMEOUT)
 
     def controller(
-        self, id: str = "pod-0", *, wait_leader: bool = True, via: Cluster | None = None
+        self,
+        id: str = "pod-0",
+        *,
+        wait_leader: bool = True,
+        via: Cluster | None = None,
+        extra: Sequence[str] = (),
     ) -> ControllerProcess:
         """Start a controller (reaching the API server `via` another kubeconfig); each process
         logs to a file of its own."""
@@ -126,7 +132,7 @@ class Stage:
             workdir,
             id=id,
             wait_leader=wait_leader,
-            extra=["--log-level", "info", "--access-review-ttl", "30"],
+            extra=["--log-level", "info", "--access-review-ttl", "30", *extra],
         )
         self.controllers.append(ctl)
         return ctl
@@ -301,6 +307,62 @@ def cut_streams(cluster: Cluster, workdir: Path, size: Size) -> Outcome:
         relay.close()
 
 
+POLICY = """
+defaults: {idleTimeout: 3s}
+bounds: {minIdleTimeout: 1s}
+"""
+
+
+def webhook_outages(cluster: Cluster, workdir: Path, size: Size) -> Outcome:
+    """Workloads created while the webhook is stopped, restarted, and serving a rotated
+    certificate (failurePolicy Ignore admits them all); each still ends up annotated from policy
+    and managed (by the controller where the webhook missed it): asleep, then woken by activity."""
+    with staged(cluster, workdir, "webhook", Size(0, size.runs, size.deadline)) as stage:
+        core = k8s.CoreV1Api(stage.api)
+        policy_ns = f"{stage.ns}-policy"
+        core.create_namespace({"metadata": {"name": policy_ns}})
+        labels = {"zeroscaler.io/policy": "true"}
+        body = {"metadata": {"name": "policy", "labels": labels}, "data": {"policy.yaml": POLICY}}
+        core.create_namespaced_config_map(policy_ns, body)
+        stage.workdir.joinpath("webhook").mkdir()
+        hook = Webhook(cluster, stage.workdir / "webhook", policy_ns)
+        hook.start()
+        hook.register(stage.api, "Ignore")
+        hook.enrol(stage.api, stage.ns)
+        stage.controller(extra=["--policy-namespace", policy_ns])
+        made = 0
+
+        def create(what: str, count: int) -> None:
+            nonlocal made
+            for _ in range(count):
+                name = f"{what}-{made}"
+                create_workload(stage.api, stage.ns, name, {}, replicas=REPLICAS)
+                stage.observer.expect(name, REPLICAS, TIMEOUT)
+                stage.names.append(name)
+                made += 1
+
+        try:
+            runs = 0
+            per_step = max(1, size.workloads // 3)
+            while runs < size.runs and stage.time_left():
+                hook.stop()
+                create("down", per_step)
+                hook.start()
+                create("back", per_step)
+                hook.write_certs()  # a new serving pair from the same CA, read from disk
+                create("rotated", per_step)
+                runs += 1
+            stage.all_asleep(timeout=90)
+            stage.touch("after")
+            stage.all_awake()
+        finally:
+            hook.unregister(stage.api)
+            hook.stop()
+            with contextlib.suppress(Exception):
+                core.delete_namespace(policy_ns)
+        return stage.finish("webhook stopped, restarted, cert rotated", runs, f"{made} created")
+
+
 def controller_kills(cluster: Cluster, workdir: Path, size: Size) -> Outcome:
     """The controller SIGKILLed at a random moment of a sleep or of a wake, and restarted in the
     same pod (same id), `4 x runs` times; kills alternate between the two."""
@@ -402,6 +464,7 @@ SCENARIOS: dict[str, Scenario] = {
     "etcd": lambda c, w, s: component_restarts(c, w, s, "etcd"),
     "relist": relist_after_gone,
     "cut": cut_streams,
+    "webhook": webhook_outages,
     "controller-kill": controller_kills,
     "failover": leader_failovers,
     "writers": conflicting_writers,
