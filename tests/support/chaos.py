@@ -20,7 +20,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,6 +30,7 @@ from kubernetes import config as k8s_config
 
 from localcluster import build
 from localcluster.cluster import Cluster, start
+from tests.support.crds import create_crd
 from tests.support.cutter import Cutter
 from tests.support.invariants import Observer, Report, wait_settled
 from tests.support.waiting import wait_for
@@ -41,6 +42,7 @@ from tests.system.controller_kit import (
     grant_watch,
     start_controller,
 )
+from tests.system.webhook_kit import Webhook
 
 REPLICAS = 3
 TIMEOUT = 3.0  # seconds idle before a sleep
@@ -87,7 +89,9 @@ class Outcome:
 class Stage:
     """One scenario's namespace, workloads, controllers and observer on a cluster."""
 
-    def __init__(self, cluster: Cluster, workdir: Path, name: str, size: Size) -> None:
+    def __init__(
+        self, cluster: Cluster, workdir: Path, name: str, size: Size, interval: float = 0.2
+    ) -> None:
         self.cluster = cluster
         self.size = size
         self.api = new_api(cluster)
@@ -97,7 +101,7 @@ class Stage:
         self.began = time.monotonic()
         self.controllers: list[ControllerProcess] = []
         self.ended: dict[str, datetime] = {}
-        self.observer = Observer(lambda: new_api(cluster), self.ns)
+        self.observer = Observer(lambda: new_api(cluster), self.ns, interval)
         self.names = [f"op-{i}" for i in range(size.workloads)]
         self._started = 0
 
@@ -113,7 +117,12 @@ class Stage:
             self.observer.expect(name, REPLICAS, TIMEOUT)
 
     def controller(
-        self, id: str = "pod-0", *, wait_leader: bool = True, via: Cluster | None = None
+        self,
+        id: str = "pod-0",
+        *,
+        wait_leader: bool = True,
+        via: Cluster | None = None,
+        extra: Sequence[str] = (),
     ) -> ControllerProcess:
         """Start a controller (reaching the API server `via` another kubeconfig); each process
         logs to a file of its own."""
@@ -126,7 +135,7 @@ class Stage:
             workdir,
             id=id,
             wait_leader=wait_leader,
-            extra=["--log-level", "info", "--access-review-ttl", "30"],
+            extra=["--log-level", "info", "--access-review-ttl", "30", *extra],
         )
         self.controllers.append(ctl)
         return ctl
@@ -167,13 +176,19 @@ class Stage:
         wait_for(asleep, f"every workload in {self.ns} asleep", timeout=timeout)
 
     def all_awake(self, timeout: float = BOUND + 5) -> None:
+        """Wait until every workload has been seen awake since the call (not all at once: with a
+        short timeout the first woken may sleep again before the last wakes)."""
+        seen: set[str] = set()
+
         def awake() -> bool:
             items = k8s.AppsV1Api(self.api).list_namespaced_deployment(self.ns).items
-            return all(
-                (d.metadata.annotations or {}).get("zeroscaler.io/state", "awake") == "awake"
-                and d.spec.replicas == REPLICAS
+            seen.update(
+                d.metadata.name
                 for d in items
+                if (d.metadata.annotations or {}).get("zeroscaler.io/state", "awake") == "awake"
+                and d.spec.replicas == REPLICAS
             )
+            return seen >= set(self.names)
 
         wait_for(awake, f"every workload in {self.ns} awake", timeout=timeout)
 
@@ -206,8 +221,10 @@ def new_api(cluster: Cluster) -> k8s.ApiClient:
 
 
 @contextlib.contextmanager
-def staged(cluster: Cluster, workdir: Path, name: str, size: Size) -> Iterator[Stage]:
-    stage = Stage(cluster, workdir, name, size)
+def staged(
+    cluster: Cluster, workdir: Path, name: str, size: Size, interval: float = 0.2
+) -> Iterator[Stage]:
+    stage = Stage(cluster, workdir, name, size, interval)
     try:
         stage.setup()
         with stage.observer:
@@ -299,6 +316,62 @@ def cut_streams(cluster: Cluster, workdir: Path, size: Size) -> Outcome:
             return stage.finish("watch streams cut mid-event", runs, f"{relay.cuts} cuts")
     finally:
         relay.close()
+
+
+POLICY = """
+defaults: {idleTimeout: 3s}
+bounds: {minIdleTimeout: 1s}
+"""
+
+
+def webhook_outages(cluster: Cluster, workdir: Path, size: Size) -> Outcome:
+    """Workloads created while the webhook is stopped, restarted, and serving a rotated
+    certificate (failurePolicy Ignore admits them all); each still ends up annotated from policy
+    and managed (by the controller where the webhook missed it): asleep, then woken by activity."""
+    with staged(cluster, workdir, "webhook", Size(0, size.runs, size.deadline)) as stage:
+        core = k8s.CoreV1Api(stage.api)
+        policy_ns = f"{stage.ns}-policy"
+        core.create_namespace({"metadata": {"name": policy_ns}})
+        labels = {"zeroscaler.io/policy": "true"}
+        body = {"metadata": {"name": "policy", "labels": labels}, "data": {"policy.yaml": POLICY}}
+        core.create_namespaced_config_map(policy_ns, body)
+        stage.workdir.joinpath("webhook").mkdir()
+        hook = Webhook(cluster, stage.workdir / "webhook", policy_ns)
+        hook.start()
+        hook.register(stage.api, "Ignore")
+        hook.enrol(stage.api, stage.ns)
+        stage.controller(extra=["--policy-namespace", policy_ns])
+        made = 0
+
+        def create(what: str, count: int) -> None:
+            nonlocal made
+            for _ in range(count):
+                name = f"{what}-{made}"
+                create_workload(stage.api, stage.ns, name, {}, replicas=REPLICAS)
+                stage.observer.expect(name, REPLICAS, TIMEOUT)
+                stage.names.append(name)
+                made += 1
+
+        try:
+            runs = 0
+            per_step = max(1, size.workloads // 3)
+            while runs < size.runs and stage.time_left():
+                hook.stop()
+                create("down", per_step)
+                hook.start()
+                create("back", per_step)
+                hook.write_certs()  # a new serving pair from the same CA, read from disk
+                create("rotated", per_step)
+                runs += 1
+            stage.all_asleep(timeout=90)
+            stage.touch("after")
+            stage.all_awake()
+        finally:
+            hook.unregister(stage.api)
+            hook.stop()
+            with contextlib.suppress(Exception):
+                core.delete_namespace(policy_ns)
+        return stage.finish("webhook stopped, restarted, cert rotated", runs, f"{made} created")
 
 
 def controller_kills(cluster: Cluster, workdir: Path, size: Size) -> Outcome:
@@ -394,6 +467,80 @@ def conflicting_writers(cluster: Cluster, workdir: Path, size: Size) -> Outcome:
         return stage.finish("conflicting writers", runs, "scale and annotation edits")
 
 
+SOAK_GROUP = "soak.zs-test.example.com"
+
+
+@dataclass(frozen=True)
+class Soak:
+    """How big and long a soak is."""
+
+    workloads: int = 1000
+    types: int = 50
+    minutes: float = 10.0
+    kinds_each: int = 3  # watched kinds per workload
+
+
+def soak(cluster: Cluster, workdir: Path, size: Soak) -> tuple[Outcome, list[dict[str, float]]]:
+    """Many workloads over many watched types, random activity with timeouts of a few seconds;
+    the controller's memory and CPU sampled each minute (and at the start and the end)."""
+    rng = random.Random(5)
+    api = new_api(cluster)
+    plurals = [f"soaks{i}" for i in range(size.types)]
+    for i, plural in enumerate(plurals):
+        create_crd(api, SOAK_GROUP, f"Soak{i}", plural)
+    api.close()
+    name = "soak"
+    with staged(cluster, workdir, name, Size(0, 1, size.minutes * 60 + 600), 1.0) as stage:
+        grant_watch(stage.api, stage.ns, [(SOAK_GROUP, plurals)], name="soak-watch")
+        watchers: dict[str, list[str]] = {plural: [] for plural in plurals}
+        for i in range(size.workloads):
+            timeout = rng.choice((3, 4, 5))
+            chosen = rng.sample(range(size.types), min(size.kinds_each, size.types))
+            kinds = ", ".join(f"Soak{k}.{SOAK_GROUP}" for k in chosen)
+            workload = f"soak-{i}"
+            config = config_for(f"{timeout}s", kinds, watch_namespaces=stage.ns)
+            create_workload(stage.api, stage.ns, workload, config, replicas=1)
+            stage.observer.expect(workload, 1, timeout)
+            stage.names.append(workload)
+            for k in chosen:
+                watchers[plurals[k]].append(workload)
+        ctl = stage.controller()
+        custom = k8s.CustomObjectsApi(stage.api)
+        samples = [_usage(ctl, 0.0)]
+        began = time.monotonic()
+        next_sample = began + 60
+        made = 0
+        gap = size.kinds_each * 8.0 / size.types  # each workload sees activity every ~8 s
+        while time.monotonic() - began < size.minutes * 60:
+            plural = rng.choice(plurals)
+            body = {
+                "apiVersion": f"{SOAK_GROUP}/v1",
+                "kind": f"Soak{plurals.index(plural)}",
+                "metadata": {"name": f"o-{made}"},
+            }
+            custom.create_namespaced_custom_object(SOAK_GROUP, "v1", stage.ns, plural, body)
+            stage.observer.activity(watchers[plural])
+            made += 1
+            time.sleep(min(rng.expovariate(1 / gap), 4 * gap))
+            if time.monotonic() >= next_sample:
+                samples.append(_usage(ctl, time.monotonic() - began))
+                next_sample += 60
+        samples.append(_usage(ctl, time.monotonic() - began))
+        time.sleep(BOUND)  # the last activity's wakes, before the observer stops
+        note = f"{size.workloads} workloads, {size.types} types, {made} objects created"
+        outcome = stage.finish(f"soak, {size.minutes:g} min", 1, note)
+    return outcome, samples
+
+
+def _usage(ctl: ControllerProcess, at: float) -> dict[str, float]:
+    """The controller's resident memory (MiB) and CPU seconds so far."""
+    status = Path(f"/proc/{ctl.proc.pid}/status").read_text()
+    rss = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
+    fields = Path(f"/proc/{ctl.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return {"minute": round(at / 60, 1), "rss_mib": round(rss / 1024, 1), "cpu_s": round(cpu, 1)}
+
+
 Scenario = Callable[[Cluster, Path, Size], Outcome]
 SCENARIOS: dict[str, Scenario] = {
     "apiserver": lambda c, w, s: component_restarts(c, w, s, "kube-apiserver"),
@@ -402,6 +549,7 @@ SCENARIOS: dict[str, Scenario] = {
     "etcd": lambda c, w, s: component_restarts(c, w, s, "etcd"),
     "relist": relist_after_gone,
     "cut": cut_streams,
+    "webhook": webhook_outages,
     "controller-kill": controller_kills,
     "failover": leader_failovers,
     "writers": conflicting_writers,
@@ -434,11 +582,19 @@ def main() -> int:
     parser.add_argument("scenarios", nargs="*", choices=[[], *SCENARIOS], default=[])
     parser.add_argument("--short", action="store_true", help="the sizes `make test` runs")
     parser.add_argument("--logs", type=Path, help="keep the controllers' logs here")
+    parser.add_argument(
+        "--soak",
+        nargs=3,
+        type=float,
+        metavar=("WORKLOADS", "TYPES", "MINUTES"),
+        help="also soak: e.g. 1000 50 10 (run it on a quiet machine)",
+    )
     args = parser.parse_args()
     size = SHORT if args.short else FULL
-    chosen = args.scenarios or list(SCENARIOS)
+    chosen = args.scenarios or ([] if args.soak else list(SCENARIOS))
     cluster = own_cluster(lambda m: print(f"[localcluster] {m}", file=sys.stderr, flush=True))
     outcomes = []
+    usage: list[dict[str, float]] = []
     try:
         workdir = args.logs or cluster.workdir / "chaos"
         for name in chosen:
@@ -452,11 +608,21 @@ def main() -> int:
             )
             for v in outcome.report.violations[:5]:
                 print(f"  {v}", flush=True)
+        if args.soak:
+            workloads, types, minutes = args.soak
+            outcome, usage = soak(cluster, workdir, Soak(int(workloads), int(types), minutes))
+            outcomes.append(outcome)
+            for sample in usage:
+                print(
+                    f"  soak minute {sample['minute']}: {sample['rss_mib']} MiB, "
+                    f"{sample['cpu_s']} CPU s",
+                    flush=True,
+                )
     finally:
         cluster.stop()
     print(table(outcomes))
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    rows = {"size": size.__dict__, "scenarios": [o.row() for o in outcomes]}
+    rows = {"size": size.__dict__, "scenarios": [o.row() for o in outcomes], "soak": usage}
     RESULTS.write_text(json.dumps(rows, indent=2) + "\n")
     return 1 if any(o.report.violations for o in outcomes) else 0
 

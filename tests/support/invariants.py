@@ -18,6 +18,7 @@ while a scenario runs; the scenario tells it when it made activity and when a fa
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import itertools
 import re
@@ -233,30 +234,32 @@ class Observer:
     def _check_wake(
         self, name: str, w: _Workload, activity: datetime, bound: timedelta, report: Report
     ) -> None:
-        before = [s for s in w.samples if s.at <= activity]
-        after = [s for s in w.samples if s.at > activity]
+        times = [s.at for s in w.samples]
+        at = bisect.bisect_right(times, activity)
+        before, after = w.samples[at - 1 : at], w.samples[at:]
         was_asleep = (before and _is_asleep(before[-1], activity)) or (
             after and _is_asleep(after[0], activity)
         )
+        first_awake = next((s for s in after if _is_awake(s, w)), None)
         visible = self._visible_from(activity)
         # A fault that began before its wake (a controller killed mid-wake) moves the start on.
         for start, end in self.faults:
-            if end is not None and start >= activity and end > visible:
-                first_awake = next((s for s in after if _is_awake(s, w)), None)
-                if first_awake is None or start <= first_awake.at:
-                    visible = end
+            began_before_wake = first_awake is None or start <= first_awake.at
+            if end is not None and start >= activity and end > visible and began_before_wake:
+                visible = end
         deadline = visible + bound
         if was_asleep:
             report.wakes_expected += 1
-            awake = next((s for s in after if _is_awake(s, w)), None)
-            if awake is not None and awake.at <= deadline:
+            if first_awake is not None and first_awake.at <= deadline:
                 report.wakes_observed += 1
-                delay = max((awake.at - visible).total_seconds(), 0.0)
+                delay = max((first_awake.at - visible).total_seconds(), 0.0)
                 report.worst_delay = max(report.worst_delay or 0.0, delay)
-        stuck = next(
-            (s for s in after if s.at > deadline and _is_asleep(s, activity - TOLERANCE)), None
-        )
-        if stuck is not None or (was_asleep and not any(_is_awake(s, w) for s in after)):
+        # asleep-since only moves forward, so the first sleep seen after the deadline tells.
+        late = w.samples[bisect.bisect_right(times, deadline) :]
+        first_asleep = next((s for s in late if s.state == "asleep"), None)
+        stuck = first_asleep is not None and _is_asleep(first_asleep, activity - TOLERANCE)
+        late_wake = first_awake is None or first_awake.at > deadline
+        if stuck or (was_asleep and late_wake):
             report.violations.append(
                 f"{name}: activity at {activity:%H:%M:%S.%f} not woken within "
                 f"{bound.total_seconds():g}s of {visible:%H:%M:%S.%f}"
