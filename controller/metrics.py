@@ -93,7 +93,7 @@ class Metrics:
         )
         self.failed_writes = Counter(
             "zeroscaler_failed_writes_total",
-            "Writes that failed, by write (scale, sleep, annotations) and HTTP status (409: a lost race)",
+            "Failed writes by write (scale, sleep, annotations) and HTTP status (409: lost race)",
             ["write", "code"],
             registry=self.registry,
         )

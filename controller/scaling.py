@@ -275,7 +275,7 @@ class Scaling:
     async def _patch_annotations(
         self, w: Workload, annotations: Mapping[str, str | None], *, replicas: int | None = None
     ) -> None:
-        """Merge-patch annotations (None removes one) and the replicas if given, on the version read."""
+        """Merge-patch annotations (None removes one) and replicas if given, on the version read."""
         body: dict[str, Any] = {
             "metadata": {"resourceVersion": w.resource_version, "annotations": annotations}
         }
