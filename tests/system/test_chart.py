@@ -820,6 +820,8 @@ def test_the_narrow_watch_grant_runs_sleep_and_wake_and_never_sleeps_an_unlisted
         "--set", 'controller.rbac.watchedResources[0].apiGroups[0]=',
         "--set", "controller.rbac.watchedResources[0].resources[0]=configmaps",
         "--set", "controller.uninstall.enabled=false",
+        # The controller applies the chart's policy too: let the 2 s timeouts below stand.
+        "--set", "policy.bounds.minIdleTimeout=1s",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     controller: Program | None = None

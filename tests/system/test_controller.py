@@ -519,11 +519,11 @@ def test_a_paused_workload_is_held_as_it_is(
     create_widget(api, opted_ns, "while-held")
     wait_woken(api, sentinel, f"Widget {opted_ns}/while-held created")
     wait_asleep(api, sentinel, 3)
-    # Leaving the opt-in restores the sentinel; the paused one stays at zero.
+    # Leaving the opt-in hands the sentinel back; the paused one stays at zero.
     k8s.CoreV1Api(api).patch_namespace(
         opted_ns, {"metadata": {"labels": {"zeroscaler.io/enabled": None}}}
     )
-    wait_awake(api, sentinel, 3)
+    wait_released(api, sentinel, 3)
     replicas, ann = state_of(api, held)
     assert (replicas, ann["zeroscaler.io/state"]) == (0, "asleep")
     assert "Woken" not in reasons(api, held)
