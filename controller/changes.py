@@ -149,9 +149,11 @@ class ChangeFeed:
         """Restart the idle clock; an asleep workload's wake is due, a running one looks again."""
         self._metrics.activity.inc()
         w.last_activity = now
-        w.activity_reason = found.reason
         log.debug("activity", extra={"workload": w.label, "reason": found.reason})
         asleep = w.shown_status.state == "asleep"
+        # A wake names the change that woke it, not the newest one seen while its write was retried.
+        if not asleep or w.activity_at is None:
+            w.activity_reason = found.reason
         if asleep or self._is_running(w.key):
             if w.activity_at is None:
                 w.activity_at = self._clock.monotonic()

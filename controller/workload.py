@@ -88,7 +88,7 @@ class Workload:
     key: WorkloadKey
     obj: Obj
     last_activity: datetime
-    activity_reason: str = ""  # the newest activity, in an Event's words
+    activity_reason: str = ""  # what a wake is for: the first activity since the sleep
     deleted: bool = False
     managed: bool = False
     config: WorkloadConfig = field(default_factory=WorkloadConfig)

@@ -129,3 +129,23 @@ def test_activity_restarts_the_clock_and_makes_a_wake_due(
     feed.note_activity(w, Activity("ConfigMap", "ops", "c", "ConfigMap ops/c created"), NOW)
     assert (w.last_activity, w.activity_reason) == (NOW, "ConfigMap ops/c created")
     assert (woken, queued, w.activity_at) == (due, enqueued, activity_at)
+
+
+def test_a_pending_wake_keeps_the_reason_of_the_change_that_woke_it() -> None:
+    feed = ChangeFeed(
+        {},
+        clock=FakeClock(NOW, 7.5),
+        metrics=Metrics(dict, lambda: 0, lambda: True),
+        enqueue=lambda _: None,
+        is_running=lambda _: False,
+        wake_due=lambda _: None,
+        users=lambda _: (),
+    )
+    w = Workload(KEY, {"metadata": {}}, last_activity=datetime(2026, 1, 1, tzinfo=UTC))
+    w.status = WorkloadStatus(state="asleep")
+    for name in ("first", "second"):
+        feed.note_activity(w, Activity("Backup", "ops", name, f"Backup ops/{name} created"), NOW)
+    assert (w.last_activity, w.activity_reason) == (NOW, "Backup ops/first created")
+    w.status = WorkloadStatus(state="awake")
+    feed.note_activity(w, Activity("Backup", "ops", "third", "Backup ops/third created"), NOW)
+    assert w.activity_reason == "Backup ops/third created"
