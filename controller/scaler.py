@@ -73,6 +73,8 @@ class Scaler:
             lambda: len(self.hub.resources),
             self._leading,
         )
+        for client in {id(kube): kube, id(watcher): watcher}.values():
+            client.on_throttled = self.metrics.throttled.inc
         self.changes = ChangeFeed(
             self.workloads,
             clock=clock,

@@ -124,7 +124,7 @@ class Scaling:
     async def wake(self, w: Workload, replicas: int, reason: str) -> None:
         """Scale up now; recording the wake is left as a follow-up (`take_follow_up`)."""
         self._accounting.account(w, stop=True)
-        await self._patch_scale(w, replicas)
+        await self._patch_scale(w, replicas, urgent=True)
         # The clock restarts once it is awake, not at the event: a wake may come long after it.
         w.last_activity = restart_clock(w.last_activity, self._clock.now())
         latency = None if w.activity_at is None else self._clock.monotonic() - w.activity_at
@@ -198,9 +198,10 @@ class Scaling:
         body = {"metadata": {"resourceVersion": w.resource_version, "annotations": annotations}}
         w.take(trim_workload(await self._kube.patch(w.path, body)))
 
-    async def _patch_scale(self, w: Workload, replicas: int) -> None:
+    async def _patch_scale(self, w: Workload, replicas: int, *, urgent: bool = False) -> None:
         body = {"metadata": {"resourceVersion": w.resource_version}, "spec": {"replicas": replicas}}
-        scale = await self._kube.patch(w.path + "/scale", body)
+        # A wake's scale write goes before every other waiting request: records, Events, sleeps.
+        scale = await self._kube.patch(w.path + "/scale", body, urgent=urgent)
         spec = dict(w.obj.get("spec") or {}, replicas=replicas)
         meta = dict(w.obj["metadata"])
         meta["resourceVersion"] = (scale.get("metadata") or {}).get("resourceVersion", "")
