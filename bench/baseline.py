@@ -1,17 +1,18 @@
-"""The baseline for wake latency: one raw watch that scales a Deployment up on every event."""
+"""The baseline for wake latency: one raw watch that scales Deployments up on every event."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+from pathlib import Path
 
 from zeroscaler.access import load_access
 from zeroscaler.kube import Kube
 
 
-async def run(kubeconfig: str, watch_path: str, scale_path: str) -> None:
-    """List, then watch `watch_path`; on every change, set `scale_path` to one replica."""
-    async with Kube(load_access(kubeconfig)) as kube:
+async def run(kubeconfig: str, watch_path: str, scale_paths: list[str], connections: int) -> None:
+    """List, then watch `watch_path`; on every change, set each of `scale_paths` to one replica."""
+    async with Kube(load_access(kubeconfig), max_connections=connections) as kube:
         _, rv = await kube.list_all(watch_path, metadata_only=True)
         print("ready", flush=True)
         while True:
@@ -19,16 +20,23 @@ async def run(kubeconfig: str, watch_path: str, scale_path: str) -> None:
                 rv = str(event["object"]["metadata"].get("resourceVersion", rv))
                 if event["type"] == "BOOKMARK":
                     continue
-                await kube.patch(scale_path, {"spec": {"replicas": 1}})
+                # All at once: the connection pool alone bounds how many are in flight.
+                body = {"spec": {"replicas": 1}}
+                await asyncio.gather(*(kube.patch(p, body) for p in scale_paths))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--watch", required=True, help="collection path to watch")
-    parser.add_argument("--scale", required=True, help="scale subresource path to patch")
+    parser.add_argument("--scale", action="append", default=[], help="scale subresource path")
+    parser.add_argument("--scale-file", type=Path, help="a file of scale paths, one a line")
+    parser.add_argument("--connections", type=int, default=64, help="the client's connection pool")
     args = parser.parse_args()
-    asyncio.run(run(args.kubeconfig, args.watch, args.scale))
+    paths = list(args.scale)
+    if args.scale_file:
+        paths += [line for line in args.scale_file.read_text().splitlines() if line]
+    asyncio.run(run(args.kubeconfig, args.watch, paths, args.connections))
 
 
 if __name__ == "__main__":

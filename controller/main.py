@@ -37,7 +37,12 @@ async def run(settings: Settings) -> None:
     # a small one whose connections all stay open (a TLS handshake costs more than a short wait).
     async with (
         Kube(access, max_connections=settings.max_connections) as watch_kube,
-        Kube(access, max_connections=settings.request_connections) as kube,
+        Kube(
+            access,
+            max_connections=settings.request_connections,
+            qps=settings.api_qps,
+            burst=settings.api_burst,
+        ) as kube,
     ):
         scaler = Scaler(kube, settings, watch_kube)
         elector = LeaderElector(

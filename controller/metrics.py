@@ -103,6 +103,11 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
+        self.throttled = Counter(
+            "zeroscaler_api_throttled_responses",
+            "API answers of 429 Too Many Requests, each sent again after its Retry-After",
+            registry=self.registry,
+        )
         self.replica_seconds_saved = Counter(
             "zeroscaler_saved_replica_seconds_total",
             "Replica-seconds not run because workloads were asleep",

@@ -61,6 +61,9 @@ class WakeGate(Generic[K]):
         self._due.add(key)
         self._clear.clear()
 
+    def is_due(self, key: K) -> bool:
+        return key in self._due
+
     def done(self, key: K) -> None:
         """`key`'s wake was written, or will not be."""
         self._due.discard(key)

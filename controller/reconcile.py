@@ -34,7 +34,7 @@ from zeroscaler.core.annotations import (
 from zeroscaler.core.census import parse_census
 from zeroscaler.core.decision import Decision, Observed, decide
 from zeroscaler.core.policy import Policy
-from zeroscaler.kube import Conflict, KubeError, NotFound
+from zeroscaler.kube import Conflict, KubeError, NotFound, urgently
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,9 @@ class Reconciler:
         while True:
             key = await self._queue.take()
             try:
-                await self._retrying(key, "reconcile", self.reconcile(key))
+                # A wake's reads (a refresh after a conflict, access reviews) go first too.
+                with urgently(self._gate.is_due(key)):
+                    await self._retrying(key, "reconcile", self.reconcile(key))
             finally:
                 self._gate.done(key)
                 follow_up = self._scaling.take_follow_up(key)

@@ -82,6 +82,8 @@ class Scaler:
             count_pending=lambda: count_pending_wakes(self.workloads.values()),
             api_errors=lambda: [k.errors for k in clients],
         )
+        for client in {id(kube): kube, id(watcher): watcher}.values():
+            client.on_throttled = self.metrics.throttled.inc
         self.changes = ChangeFeed(
             self.workloads,
             clock=clock,

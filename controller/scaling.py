@@ -265,7 +265,7 @@ class Scaling:
     async def _scale_up(self, w: Workload, replicas: int) -> None:
         """The scale write of a wake; one refused or unanswered counts as a failed wake."""
         try:
-            await self._patch_scale(w, replicas)
+            await self._patch_scale(w, replicas, urgent=True)
         except (Conflict, NotFound):
             raise  # looked at again at once
         except KubeError:
@@ -289,10 +289,11 @@ class Scaling:
             raise
         w.take(trim_workload(patched))
 
-    async def _patch_scale(self, w: Workload, replicas: int) -> None:
+    async def _patch_scale(self, w: Workload, replicas: int, *, urgent: bool = False) -> None:
         body = {"metadata": {"resourceVersion": w.resource_version}, "spec": {"replicas": replicas}}
         try:
-            scale = await self._kube.patch(w.path + "/scale", body)
+            # A wake's scale write goes before every other waiting request: records, Events, sleeps.
+            scale = await self._kube.patch(w.path + "/scale", body, urgent=urgent)
         except KubeError as e:
             self._metrics.failed_writes.labels("scale", str(e.status)).inc()
             raise

@@ -44,6 +44,8 @@ class Settings:
     workers: int = 64  # coroutines; requests queue for the request connections
     max_connections: int = 1024  # for watches: one each
     request_connections: int = 16  # all kept alive
+    api_qps: float = 0.0  # requests a second after a burst; 0: no limit but the server's 429s
+    api_burst: int = 1000
     log_level: LogLevel = "info"
     log_format: LogFormat = "text"  # text: logfmt
 
@@ -77,6 +79,8 @@ _BOUNDS: tuple[tuple[str, float, float], ...] = (
     ("workers", 1, 10_000),
     ("max_connections", 8, 100_000),
     ("request_connections", 1, 16),
+    ("api_qps", 0, 100_000),
+    ("api_burst", 1, 1_000_000),
 )
 
 
@@ -149,6 +153,14 @@ def parse_settings(
         "--access-review-ttl", type=float, help="seconds a SubjectAccessReview answer is kept"
     )
     parser.add_argument("--workers", type=int, help="concurrent reconciles")
+    parser.add_argument(
+        "--api-qps",
+        type=float,
+        help="requests a second to the API server once a burst is spent (0: no client-side limit)",
+    )
+    parser.add_argument(
+        "--api-burst", type=int, help="requests sent at once before --api-qps applies"
+    )
     parser.add_argument("--log-level", choices=LOG_LEVELS)
     parser.add_argument(
         "--log-format", choices=LOG_FORMATS, help="text (logfmt, the default) or json"

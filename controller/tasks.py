@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Coroutine
 from typing import Any
 
@@ -20,8 +21,11 @@ class Tasks:
         self._loops.extend(asyncio.create_task(c) for c in coros)
 
     def background(self, work: Coroutine[Any, Any, None]) -> None:
-        """Run `work` beside the workers; shutdown waits a little for it (Events, follow-ups)."""
-        task = asyncio.create_task(work)
+        """Run `work` beside the workers; shutdown waits a little for it (Events, follow-ups).
+
+        It starts from a fresh context: an Event started by an urgent wake is not urgent itself.
+        """
+        task = asyncio.create_task(work, context=contextvars.Context())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 

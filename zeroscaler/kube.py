@@ -6,9 +6,13 @@ cost little memory; where the server is and who we are comes from `zeroscaler.ac
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import contextlib
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextvars import ContextVar
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal
@@ -18,6 +22,7 @@ import httpx
 from zeroscaler.access import ClusterAccess
 from zeroscaler.core.annotations import FIELD_MANAGER
 from zeroscaler.core.kinds import APIResource
+from zeroscaler.core.pacing import Pacer, parse_retry_after
 
 Obj = dict[str, Any]
 PatchType = Literal["merge", "strategic", "json", "apply"]
@@ -34,6 +39,19 @@ ACCEPT_METADATA_LIST = (
     "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 )
 _ACCEPT_DISCOVERY = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+
+_URGENT: ContextVar[bool] = ContextVar("zeroscaler_urgent", default=False)
+
+
+@contextlib.contextmanager
+def urgently(on: bool = True) -> Iterator[None]:
+    """Requests made inside go before other waiting ones (all a wake needs, reads included)."""
+    token = _URGENT.set(on)
+    try:
+        yield
+    finally:
+        _URGENT.reset(token)
 
 
 class KubeError(Exception):
@@ -97,10 +115,30 @@ def error_for(status: int, body: bytes | str) -> KubeError:
 
 
 class Kube:
-    """An async client for the API server speaking plain JSON dicts."""
+    """An async client for the API server speaking plain JSON dicts.
 
-    def __init__(self, access: ClusterAccess, *, timeout: float = 30.0, max_connections: int = 64):
+    Requests other than watches are paced (`zeroscaler.core.pacing`): a 429 is sent again after
+    its Retry-After, up to `retries` times, and holds back the requests behind it meanwhile.
+    """
+
+    def __init__(
+        self,
+        access: ClusterAccess,
+        *,
+        timeout: float = 30.0,
+        max_connections: int = 64,
+        qps: float = 0.0,
+        burst: int = 1,
+        retries: int = 10,
+    ):
         self.access = access
+        self.pacer = Pacer(concurrency=max_connections, qps=qps, burst=burst)
+        self.retries = retries
+        self.throttled = 0  # 429 answers so far
+        self.on_throttled: Callable[[], None] = lambda: None
+        # Requests waiting for the pacer; urgent ones (wakes' scale writes) go first.
+        self._urgent: deque[asyncio.Future[float]] = deque()
+        self._normal: deque[asyncio.Future[float]] = deque()
         self._http = httpx.AsyncClient(
             base_url=access.server,
             verify=access.ssl_context(),
@@ -138,14 +176,20 @@ class Kube:
         body: Obj | list[Obj] | None = None,
         content_type: str = "application/json",
         accept: str = "application/json",
+        urgent: bool = False,
     ) -> Obj:
-        """One request; a 2xx JSON body comes back as a dict, anything else raises a KubeError."""
+        """One request; a 2xx JSON body comes back as a dict, anything else raises a KubeError.
+
+        An `urgent` request (a wake's scale write) is sent before any other waiting for the pacer.
+        """
         headers = {"Accept": accept}
         content = None
         if body is not None:
             headers["Content-Type"] = content_type
             content = json.dumps(body, separators=(",", ":")).encode()
-        resp = await self._send(method, path, params=params, content=content, headers=headers)
+        resp = await self._send(
+            method, path, params=params, content=content, headers=headers, urgent=urgent
+        )
         if resp.status_code >= 300:
             self.errors[(method, resp.status_code)] += 1
             raise error_for(resp.status_code, resp.content)
@@ -162,19 +206,79 @@ class Kube:
         headers: dict[str, str],
         params: Mapping[str, str | int | bool] | None = None,
         content: bytes | None = None,
+        urgent: bool = False,
     ) -> httpx.Response:
-        try:
-            return await self._http.request(
-                method,
-                path,
-                params=_params(params),
-                content=content,
-                headers=headers,
-                extensions=self._extensions,
-            )
-        except httpx.TransportError as e:
-            self.errors[(method, 0)] += 1
-            raise Transient(0, type(e).__name__, str(e) or repr(e)) from e
+        attempt = 0
+        urgent = urgent or _URGENT.get()
+        while True:
+            await self._admit(urgent)
+            try:
+                resp = await self._http.request(
+                    method,
+                    path,
+                    params=_params(params),
+                    content=content,
+                    headers=headers,
+                    extensions=self._extensions,
+                )
+            except httpx.TransportError as e:
+                self._release(None)
+                self.errors[(method, 0)] += 1
+                raise Transient(0, type(e).__name__, str(e) or repr(e)) from e
+            except BaseException:
+                self._release(None)
+                raise
+            if resp.status_code != 429:
+                self._release(None)
+                return resp
+            # Rejected before it was carried out (priority and fairness, max-requests-inflight),
+            # so sending it again is safe, writes included.
+            self.throttled += 1
+            self.on_throttled()
+            self._release(parse_retry_after(resp.headers.get("Retry-After")))
+            attempt += 1
+            if attempt > self.retries:
+                return resp
+
+    async def _admit(self, urgent: bool) -> None:
+        """Wait until the pacer lets this request go: first come, first served, urgent first."""
+        loop = asyncio.get_running_loop()
+        ahead = self._urgent if urgent else self._urgent or self._normal
+        wait = None if ahead else self.pacer.start(loop.time())
+        if wait is None:
+            turn: asyncio.Future[float] = loop.create_future()
+            (self._urgent if urgent else self._normal).append(turn)
+            try:
+                wait = await turn  # given by `_hand_on`, which admitted this request
+            except BaseException:
+                if turn.done() and not turn.cancelled():
+                    self.pacer.cancel()
+                    self._hand_on()
+                raise
+        if wait > 0:
+            try:
+                await asyncio.sleep(wait)
+            except BaseException:
+                self.pacer.cancel()
+                self._hand_on()
+                raise
+
+    def _release(self, retry_after: float | None) -> None:
+        self.pacer.finish(asyncio.get_running_loop().time(), retry_after)
+        self._hand_on()
+
+    def _hand_on(self) -> None:
+        """Admit waiting requests, urgent ones first, while the pacer allows."""
+        now = asyncio.get_running_loop().time()
+        for queue in (self._urgent, self._normal):
+            while queue:
+                if queue[0].done():  # cancelled while waiting
+                    queue.popleft()
+                    continue
+                wait = self.pacer.start(now)
+                if wait is None:
+                    return
+                queue.popleft().set_result(wait)
 
     async def get(
         self,
@@ -199,10 +303,16 @@ class Kube:
         *,
         dry_run: bool = False,
         field_manager: str = FIELD_MANAGER,
+        urgent: bool = False,
     ) -> Obj:
         params: dict[str, str | int | bool] = {"fieldManager": field_manager, **_dry(dry_run)}
         return await self.request(
-            "PATCH", path, body=body, params=params, content_type=_PATCH_CONTENT_TYPES[patch_type]
+            "PATCH",
+            path,
+            body=body,
+            params=params,
+            content_type=_PATCH_CONTENT_TYPES[patch_type],
+            urgent=urgent,
         )
 
     async def delete(self, path: str) -> Obj:

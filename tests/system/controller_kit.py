@@ -77,6 +77,7 @@ def start_controller(
     id: str = "ctl-a",
     extra: Sequence[str] = (),
     wait_leader: bool = True,
+    kubeconfig: Path | None = None,
 ) -> ControllerProcess:
     """Start the controller with short test timings and wait until it is ready."""
     port = free_port()
@@ -84,7 +85,7 @@ def start_controller(
     cmd = [
         str(CONTROLLER),
         "--kubeconfig",
-        str(cluster.kubeconfig),
+        str(kubeconfig or cluster.kubeconfig),
         "--metrics-host",
         "127.0.0.1",
         "--metrics-port",

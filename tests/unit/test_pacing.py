@@ -1,0 +1,213 @@
+"""The pacer: concurrency that halves on a 429 and grows back, Retry-After holds, a token bucket."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from zeroscaler.access import ClusterAccess
+from zeroscaler.core.pacing import DEFAULT_RETRY_AFTER, MAX_RETRY_AFTER, Pacer, parse_retry_after
+from zeroscaler.kube import Kube, Transient, urgently
+
+
+@pytest.mark.parametrize(
+    ("header", "seconds"),
+    [
+        ("1", 1.0),
+        ("7", 7.0),
+        (" 2 ", 2.0),
+        ("0", 0.0),
+        (None, DEFAULT_RETRY_AFTER),
+        ("Wed, 21 Oct 2026 07:28:00 GMT", DEFAULT_RETRY_AFTER),
+        ("-3", DEFAULT_RETRY_AFTER),
+        ("nan", DEFAULT_RETRY_AFTER),
+        ("3600", MAX_RETRY_AFTER),
+    ],
+)
+def test_retry_after_header(header: str | None, seconds: float) -> None:
+    assert parse_retry_after(header) == seconds
+
+
+def test_concurrency_bounds_requests_in_flight() -> None:
+    pacer = Pacer(concurrency=2)
+    assert pacer.start(10.0) == 0.0
+    assert pacer.start(10.0) == 0.0
+    assert pacer.start(10.0) is None
+    pacer.finish(10.1)
+    assert pacer.start(10.1) == 0.0
+
+
+def test_a_429_holds_everything_for_its_retry_after_and_halves_the_limit_once() -> None:
+    pacer = Pacer(concurrency=8)
+    for _ in range(4):
+        assert pacer.start(0.0) == 0.0
+    pacer.finish(1.0, retry_after=2.0)  # the first 429: hold until 3.0
+    pacer.finish(1.1, retry_after=2.0)  # its echoes, in the same hold: no further halving
+    pacer.finish(1.2, retry_after=2.0)
+    assert pacer.limit == 4.0
+    assert pacer.hold_until == 3.2
+    assert pacer.start(1.5) == pytest.approx(1.7)  # waits out the hold
+    pacer.finish(3.5, retry_after=1.0)  # a 429 after the hold: halves again
+    assert pacer.limit == 2.0
+
+
+def test_the_limit_grows_back_by_about_one_per_limit_answers() -> None:
+    pacer = Pacer(concurrency=4)
+    pacer.start(0.0)
+    pacer.finish(0.0, retry_after=0.0)
+    pacer.start(0.0)
+    pacer.finish(0.0, retry_after=0.0)
+    assert pacer.limit == 1.0
+    pacer.start(0.0)
+    pacer.finish(0.1)
+    assert pacer.limit == 2.0
+    for _ in range(3):  # 2 + 1/2 + 1/2.5 + 1/2.9
+        pacer.start(0.2)
+        pacer.finish(0.2)
+    assert 3.0 < pacer.limit < 3.5
+    for _ in range(100):
+        pacer.start(0.3)
+        pacer.finish(0.3)
+    assert pacer.limit == 4.0  # never above the configured concurrency
+
+
+def test_token_bucket_lets_a_burst_through_then_paces_at_qps() -> None:
+    pacer = Pacer(concurrency=100, qps=10.0, burst=3)
+    waits = [pacer.start(0.0) for _ in range(5)]
+    assert waits == [0.0, 0.0, 0.0, pytest.approx(0.1), pytest.approx(0.2)]
+    assert pacer.start(1.0) == 0.0  # refilled meanwhile (to 5 tokens' worth, minus the debt)
+
+
+def test_no_qps_means_no_rate_limit() -> None:
+    pacer = Pacer(concurrency=1000)
+    assert all(pacer.start(0.0) == 0.0 for _ in range(1000))
+
+
+def test_cancelled_requests_free_their_place() -> None:
+    pacer = Pacer(concurrency=1)
+    assert pacer.start(0.0) == 0.0
+    pacer.cancel()
+    assert pacer.start(0.0) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"concurrency": 0}, "concurrency must be at least 1"),
+        ({"concurrency": 1, "qps": -1.0}, "qps must be >= 0"),
+        ({"concurrency": 1, "burst": 0}, "burst >= 1"),
+    ],
+)
+def test_bad_settings_are_refused(kwargs: dict[str, float], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Pacer(**kwargs)  # type: ignore[arg-type]
+
+
+def _kube(answers: list[int], *, retries: int = 10, concurrency: int = 4) -> tuple[Kube, list[int]]:
+    """A Kube whose transport answers with `answers` in turn (429s with Retry-After: 0)."""
+    sent: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        status = answers[min(len(sent), len(answers) - 1)]
+        sent.append(status)
+        headers = {"Retry-After": "0"} if status == 429 else {}
+        return httpx.Response(status, headers=headers, json={"kind": "Status"})
+
+    kube = Kube(ClusterAccess(server="https://127.0.0.1:1"), max_connections=concurrency)
+    kube._http = httpx.AsyncClient(
+        base_url="https://127.0.0.1:1", transport=httpx.MockTransport(handler)
+    )
+    kube.retries = retries
+    return kube, sent
+
+
+def test_a_429_is_sent_again_and_counted() -> None:
+    kube, sent = _kube([429, 429, 200])
+    counted: list[int] = []
+    kube.on_throttled = lambda: counted.append(1)
+    assert asyncio.run(kube.patch("/apis/apps/v1/x/scale", {"spec": {"replicas": 1}})) == {
+        "kind": "Status"
+    }
+    assert sent == [429, 429, 200]
+    assert kube.throttled == 2
+    assert len(counted) == 2
+    assert kube.pacer.in_flight == 0
+
+
+def test_429s_past_the_retries_raise_transient() -> None:
+    kube, sent = _kube([429], retries=2)
+    with pytest.raises(Transient) as e:
+        asyncio.run(kube.get("/api/v1/namespaces"))
+    assert e.value.status == 429
+    assert len(sent) == 3
+    assert kube.pacer.in_flight == 0
+
+
+def test_requests_wait_for_a_place_and_all_get_one() -> None:
+    kube, sent = _kube([200], concurrency=2)
+
+    async def many() -> list[dict[str, object]]:
+        return await asyncio.gather(*(kube.get(f"/x/{i}") for i in range(50)))
+
+    assert len(asyncio.run(many())) == 50
+    assert len(sent) == 50
+    assert kube.pacer.in_flight == 0
+
+
+def test_urgent_requests_go_before_normal_ones_that_waited_longer() -> None:
+    sent: list[str] = []
+    gate = asyncio.Event()
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request.url.path)
+        if request.url.path == "/first":
+            await gate.wait()
+        return httpx.Response(200, json={})
+
+    async def scenario() -> None:
+        kube = Kube(ClusterAccess(server="https://127.0.0.1:1"), max_connections=1)
+        kube._http = httpx.AsyncClient(
+            base_url="https://127.0.0.1:1", transport=httpx.MockTransport(handler)
+        )
+        first = asyncio.create_task(kube.get("/first"))
+        await asyncio.sleep(0.01)
+        normal = [asyncio.create_task(kube.get(f"/normal-{i}")) for i in range(2)]
+        await asyncio.sleep(0.01)
+        urgent = asyncio.create_task(kube.patch("/urgent", {}, urgent=True))
+        with urgently():  # a task started here makes urgent requests, a read too
+            read = asyncio.create_task(kube.get("/urgent-read"))
+        await asyncio.sleep(0.01)
+        gate.set()
+        await asyncio.gather(first, *normal, urgent, read)
+
+    asyncio.run(scenario())
+    assert sent == ["/first", "/urgent", "/urgent-read", "/normal-0", "/normal-1"]
+
+
+def test_a_request_cancelled_while_waiting_gives_its_turn_to_the_next() -> None:
+    gate = asyncio.Event()
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/first":
+            await gate.wait()
+        return httpx.Response(200, json={})
+
+    async def scenario() -> Kube:
+        kube = Kube(ClusterAccess(server="https://127.0.0.1:1"), max_connections=1)
+        kube._http = httpx.AsyncClient(
+            base_url="https://127.0.0.1:1", transport=httpx.MockTransport(handler)
+        )
+        first = asyncio.create_task(kube.get("/first"))
+        await asyncio.sleep(0.01)
+        doomed = asyncio.create_task(kube.get("/doomed"))
+        after = asyncio.create_task(kube.get("/after"))
+        await asyncio.sleep(0.01)
+        doomed.cancel()
+        gate.set()
+        await asyncio.gather(first, after)
+        return kube
+
+    kube = asyncio.run(scenario())
+    assert kube.pacer.in_flight == 0
