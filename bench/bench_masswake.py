@@ -369,7 +369,7 @@ def components(
     webhook = _webhook_flags(kubeconfig, hook_port, workdir)
     with contextlib.ExitStack() as stack:
         ctl = [*python, "controller.main", *controller]
-        hook = [str(BIN / "python"), "-m", "webhook.main", *webhook]
+        hook = [str(BIN / "zeroscaler-webhook"), *webhook]
         procs = {
             "controller": stack.enter_context(running(ctl, workdir / "controller.log")),
             "webhook": stack.enter_context(running(hook, workdir / "webhook.log")),
