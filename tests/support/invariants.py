@@ -175,9 +175,22 @@ class Observer:
             self.holders.append((now(), str(lease.spec.holder_identity or "")))
 
     def settled(self) -> bool:
-        """Whether every workload's newest sample is awake at its count or asleep remembering it."""
+        """Whether every workload's newest sample, newer than its last activity and recovery,
+        is awake at its count or asleep remembering it from a sleep after that activity."""
         with self._lock:
-            return all(w.samples and _is_at_rest(w.samples[-1], w) for w in self.workloads.values())
+            ends = [end for _, end in self.faults if end is not None]
+            return all(self._rested(w, ends) for w in self.workloads.values())
+
+    @staticmethod
+    def _rested(w: _Workload, ends: list[datetime]) -> bool:
+        if not w.samples:
+            return False
+        last = w.samples[-1]
+        since = max([*w.activity, *ends], default=None)
+        if since is not None and last.at <= since:
+            return False  # a sample from before: says nothing about what came after
+        slept_through = bool(w.activity) and _is_asleep(last, w.activity[-1] - TOLERANCE)
+        return _is_at_rest(last, w) and not slept_through
 
     def check(
         self, bound: float, logs: Iterable[Path] = (), ended: dict[str, datetime] | None = None
