@@ -189,7 +189,9 @@ class Observer:
         since = max([*w.activity, *ends], default=None)
         if since is not None and last.at <= since:
             return False  # a sample from before: says nothing about what came after
-        slept_through = bool(w.activity) and _is_asleep(last, w.activity[-1] - TOLERANCE)
+        # Status times are to the second: a sleep within a second of the activity may have come
+        # before it, so only a sleep clearly after it counts as rest.
+        slept_through = bool(w.activity) and _is_asleep(last, w.activity[-1] + TOLERANCE)
         return _is_at_rest(last, w) and not slept_through
 
     def check(
