@@ -16,6 +16,8 @@ from kubernetes import config as k8s_config
 from localcluster import build, netns
 from localcluster.cluster import Cluster, start
 from localcluster.realnode import RealNode
+from tests.support.crds import create_crd
+from tests.system.controller_kit import WIDGET_GROUP, ControllerProcess, start_controller
 
 ENABLED_LABEL = "zeroscaler.io/enabled"
 
@@ -92,3 +94,20 @@ def policy_ns(api: k8s.ApiClient) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def kubeconfig(cluster: Cluster) -> Path:
     return cluster.kubeconfig
+
+
+@pytest.fixture(scope="session")
+def widgets(api: k8s.ApiClient) -> None:
+    """The Widget CRD the controller tests watch."""
+    create_crd(api, WIDGET_GROUP, "Widget", "widgets")
+
+
+@pytest.fixture
+def controller(
+    cluster: Cluster, opted_ns: str, tmp_path: Path, widgets: None
+) -> Iterator[ControllerProcess]:
+    """A controller leading in the test's opted-in namespace; its log tail shown on failure."""
+    ctl = start_controller(cluster, opted_ns, tmp_path)
+    yield ctl
+    ctl.stop()
+    print(ctl.log_tail(80))  # shown by pytest when the test failed

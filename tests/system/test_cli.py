@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,6 @@ from kubernetes import client as k8s
 
 from localcluster.cluster import Cluster
 from localcluster.processes import free_port
-from tests.support.crds import create_crd
 from tests.support.standin import service_account_kubeconfig
 from tests.support.waiting import wait_for
 from tests.system.controller_kit import (
@@ -33,7 +31,6 @@ from tests.system.controller_kit import (
     events_of,
     grant_watch,
     reasons,
-    start_controller,
     state_of,
     wait_asleep,
     wait_woken,
@@ -43,21 +40,6 @@ pytestmark = pytest.mark.cluster
 
 BIN = Path(sys.executable).parent
 ZEROSCALER = BIN / "zeroscaler"
-
-
-@pytest.fixture(scope="module")
-def widgets(api: k8s.ApiClient) -> None:
-    create_crd(api, WIDGET_GROUP, "Widget", "widgets")
-
-
-@pytest.fixture
-def controller(
-    cluster: Cluster, opted_ns: str, tmp_path: Path, widgets: None
-) -> Iterator[ControllerProcess]:
-    ctl = start_controller(cluster, opted_ns, tmp_path)
-    yield ctl
-    ctl.stop()
-    print(ctl.log_tail(80))
 
 
 def cli(

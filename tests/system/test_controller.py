@@ -8,7 +8,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -44,21 +44,6 @@ from tests.system.controller_kit import (
 from zeroscaler.core.annotations import STATUS_KEYS
 
 pytestmark = pytest.mark.cluster
-
-
-@pytest.fixture(scope="session")
-def widgets(api: k8s.ApiClient) -> None:
-    create_crd(api, WIDGET_GROUP, "Widget", "widgets")
-
-
-@pytest.fixture
-def controller(
-    cluster: Cluster, opted_ns: str, tmp_path: Path, widgets: None
-) -> Iterator[ControllerProcess]:
-    ctl = start_controller(cluster, opted_ns, tmp_path)
-    yield ctl
-    ctl.stop()
-    print(ctl.log_tail(80))  # shown by pytest when the test failed
 
 
 def test_seed_demo_sleeps_and_wakes_to_the_previous_count(

@@ -9,7 +9,6 @@ import pytest
 from kubernetes import client as k8s
 
 from localcluster.cluster import Cluster
-from tests.support.crds import create_crd
 from tests.support.waiting import wait_for
 from tests.system.controller_kit import (
     WIDGET,
@@ -29,11 +28,6 @@ pytestmark = pytest.mark.cluster
 IDLE = "zeroscaler.io/idle-timeout"
 INJECTED = "zeroscaler.io/injected"
 KINDS = "zeroscaler.io/watched-kinds"
-
-
-@pytest.fixture(scope="session")
-def widgets(api: k8s.ApiClient) -> None:
-    create_crd(api, WIDGET_GROUP, "Widget", "widgets")
 
 
 @pytest.fixture

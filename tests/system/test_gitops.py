@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client as k8s
 
-from localcluster.cluster import Cluster
-from tests.support.crds import create_crd
 from tests.support.waiting import wait_for
 from tests.system.controller_kit import (
-    WIDGET_GROUP,
     ControllerProcess,
     Ref,
     config_for,
@@ -22,7 +17,6 @@ from tests.system.controller_kit import (
     grant_watch,
     read_workload,
     reasons,
-    start_controller,
     state_of,
     wait_asleep,
     wait_event,
@@ -33,21 +27,6 @@ pytestmark = pytest.mark.cluster
 
 AGENT = "gitops-agent"
 FLAPPING = "zeroscaler.io/flapping"
-
-
-@pytest.fixture(scope="session")
-def widgets(api: k8s.ApiClient) -> None:
-    create_crd(api, WIDGET_GROUP, "Widget", "widgets")
-
-
-@pytest.fixture
-def controller(
-    cluster: Cluster, opted_ns: str, tmp_path: Path, widgets: None
-) -> Iterator[ControllerProcess]:
-    ctl = start_controller(cluster, opted_ns, tmp_path)
-    yield ctl
-    ctl.stop()
-    print(ctl.log_tail(80))  # shown by pytest when the test failed
 
 
 def sync(api: k8s.ApiClient, ns: str, name: str, replicas: int | None, revision: str) -> Ref:
