@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -64,11 +66,16 @@ def main(argv: list[str] | None = None) -> int:
             build.assemble(args.dir, _cache(), say, spec)
             say(f"root filesystem in {args.dir}")
             return 0
-        root = _cache() / ("rootfs" if spec is build.ZEROSCALER else f"rootfs-{args.image}")
-        build.assemble(root, _cache(), say, spec)
-        names = args.name or [spec.name()]
-        out = args.out or build.REPO / "dist" / f"{args.image}-image.tar"
-        result = build.pack(root, out, names, say, spec)
+        # A scratch tree per build: builds from two checkouts at once must not share one.
+        _cache().mkdir(parents=True, exist_ok=True)
+        root = Path(tempfile.mkdtemp(prefix=f"rootfs-{args.image}-", dir=_cache()))
+        try:
+            build.assemble(root, _cache(), say, spec)
+            names = args.name or [spec.name()]
+            out = args.out or build.REPO / "dist" / f"{args.image}-image.tar"
+            result = build.pack(root, out, names, say, spec)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
     except (debian.PackageError, python.LockError, build.BuildError) as e:
         say(f"failed: {e}")
         return 1
