@@ -6,10 +6,9 @@ from dataclasses import dataclass
 
 from controller.clock import Clock, LoopClock
 from zeroscaler.core.kinds import APIResource
-from zeroscaler.kube import Kube
+from zeroscaler.kube import SELF_ACCESS_REVIEWS, Kube, review_allowed, self_access_review
 
 _SAR_PATH = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
-_SELF_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +68,7 @@ class AccessReviews:
                 },
             },
         }
-        answer = await self._kube.create(_SAR_PATH, review)
-        allowed = bool((answer.get("status") or {}).get("allowed"))
+        allowed = review_allowed(await self._kube.create(_SAR_PATH, review))
         self._answers[key] = (allowed, now + self._ttl)
         return allowed
 
@@ -84,18 +82,9 @@ class AccessReviews:
             return cached[0]
         allowed = True
         for verb in ("list", "watch"):
-            review = {
-                "apiVersion": "authorization.k8s.io/v1",
-                "kind": "SelfSubjectAccessReview",
-                "spec": {
-                    "resourceAttributes": {
-                        "verb": verb,
-                        "group": resource.group,
-                        "resource": resource.resource,
-                    }
-                },
-            }
-            answer = await self._kube.create(_SELF_PATH, review)
-            allowed = allowed and bool((answer.get("status") or {}).get("allowed"))
+            review = self_access_review(verb, resource.group, resource.resource)
+            allowed = allowed and review_allowed(
+                await self._kube.create(SELF_ACCESS_REVIEWS, review)
+            )
         self._answers[key] = (allowed, now + self._ttl)
         return allowed

@@ -11,7 +11,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 from zeroscaler.access import ClusterAccess, ConfigError, load_access
-from zeroscaler.kube import Conflict, Forbidden, Kube, KubeError, NotFound, Obj, Transient
+from zeroscaler.kube import (
+    SELF_ACCESS_REVIEWS,
+    Conflict,
+    Forbidden,
+    Kube,
+    KubeError,
+    NotFound,
+    Obj,
+    Transient,
+    review_allowed,
+    self_access_review,
+)
 
 WORKLOAD_RESOURCES = {"Deployment": "deployments", "StatefulSet": "statefulsets"}
 FIELD_MANAGER = "zeroscaler-cli"
@@ -130,23 +141,9 @@ class Session:
 
     async def may(self, verb: str, resource: str, namespace: str, group: str = "") -> bool:
         """Whether we may do `verb` on `resource` (SelfSubjectAccessReview)."""
-        group_name, _, subresource = resource.partition("/")
-        review = {
-            "apiVersion": "authorization.k8s.io/v1",
-            "kind": "SelfSubjectAccessReview",
-            "spec": {
-                "resourceAttributes": {
-                    "verb": verb,
-                    "group": group,
-                    "resource": group_name,
-                    "subresource": subresource,
-                    "namespace": namespace,
-                }
-            },
-        }
-        path = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
-        answer = await self.create(path, review)
-        return bool((answer.get("status") or {}).get("allowed"))
+        name, _, subresource = resource.partition("/")
+        review = self_access_review(verb, group, name, namespace, subresource)
+        return review_allowed(await self.create(SELF_ACCESS_REVIEWS, review))
 
     async def find_workload(self, namespace: str, name: str, kind: str | None) -> Obj:
         """The Deployment or StatefulSet `namespace/name`, with its `kind` set."""

@@ -59,6 +59,11 @@ def unmanaged_reason(
     return ""
 
 
+def _refuse_if_paused(annotations: Mapping[str, str]) -> None:
+    if is_paused(annotations):
+        raise Refused(f'it is paused ({PAUSED}: "true"); remove the annotation first')
+
+
 def plan_sleep(
     config: WorkloadConfig,
     status: WorkloadStatus,
@@ -68,8 +73,7 @@ def plan_sleep(
     now: datetime,
 ) -> Manual:
     """Put to sleep now, remembering the replicas; refused where nothing would wake it again."""
-    if is_paused(annotations):
-        raise Refused(f'it is paused ({PAUSED}: "true"); remove the annotation first')
+    _refuse_if_paused(annotations)
     if unmanaged:
         raise Refused(f"zeroscaler does not manage it ({unmanaged}), so nothing would wake it")
     if status.state == "asleep" and replicas == 0:
@@ -88,8 +92,7 @@ def plan_wake(
     now: datetime,
 ) -> Manual:
     """Wake to the replicas the controller would; awake already, restart its idle clock."""
-    if is_paused(annotations):
-        raise Refused(f'it is paused ({PAUSED}: "true"); remove the annotation first')
+    _refuse_if_paused(annotations)
     if status.state == "asleep" and replicas == 0:
         return Manual("wake", wake_replicas(config, status), awake_annotations(now))
     if replicas == 0:
