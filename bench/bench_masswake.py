@@ -58,7 +58,7 @@ SETTLE = 3.0  # seconds after the last record for Events before the CPU is read
 @dataclass
 class Row:
     count: int
-    mode: str  # split: controller and webhook
+    mode: str  # split (controller and webhook) or combined (one process)
     last: list[float] = field(default_factory=list)  # seconds to the last wake
     median: list[float] = field(default_factory=list)
     first: list[float] = field(default_factory=list)
@@ -359,8 +359,8 @@ async def _wait_https_ok(url: str, limit: float = 120) -> None:
 def components(
     mode: str, kubeconfig: str, workdir: Path
 ) -> Iterator[tuple[dict[str, subprocess.Popen[bytes]], int, int]]:
-    """zeroscaler's processes in `mode` (split: controller and webhook), with the controller's
-    metrics port and the webhook's port."""
+    """zeroscaler's processes in `mode` (split: controller and webhook; combined: one), with
+    the controller's metrics port and the webhook's port."""
     port, hook_port = free_port(), free_port()
     profile = os.environ.get("ZEROSCALER_BENCH_PROFILE")  # a cProfile output path
     launcher = ["-m", "cProfile", "-o", profile] if profile else []
@@ -368,12 +368,16 @@ def components(
     controller = _controller_flags(kubeconfig, port)
     webhook = _webhook_flags(kubeconfig, hook_port, workdir)
     with contextlib.ExitStack() as stack:
-        ctl = [*python, "controller.main", *controller]
-        hook = [str(BIN / "zeroscaler-webhook"), *webhook]
-        procs = {
-            "controller": stack.enter_context(running(ctl, workdir / "controller.log")),
-            "webhook": stack.enter_context(running(hook, workdir / "webhook.log")),
-        }
+        if mode == "combined":
+            cmd = [*python, "zeroscaler.combined", *controller, "--", *webhook]
+            procs = {"combined": stack.enter_context(running(cmd, workdir / "combined.log"))}
+        else:
+            ctl = [*python, "controller.main", *controller]
+            hook = [str(BIN / "zeroscaler-webhook"), *webhook]
+            procs = {
+                "controller": stack.enter_context(running(ctl, workdir / "controller.log")),
+                "webhook": stack.enter_context(running(hook, workdir / "webhook.log")),
+            }
         yield procs, port, hook_port
 
 
@@ -458,9 +462,9 @@ def main() -> None:
     parser.add_argument(
         "--modes",
         nargs="+",
-        choices=["split"],
-        default=["split"],
-        help="split: controller and webhook processes",
+        choices=["split", "combined"],
+        default=["split", "combined"],
+        help="split: controller and webhook processes; combined: zeroscaler-combined",
     )
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="zeroscaler-bench-"))

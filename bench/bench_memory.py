@@ -1,7 +1,8 @@
 """Benchmark: where the controller's memory goes, and what its housekeeping costs. No cluster.
 
 - the resident size of a fresh interpreter after importing the controller, and after also
-  importing the two packages it no longer loads (`kubernetes`, pydantic-settings);
+  importing the two packages it no longer loads (`kubernetes`, pydantic-settings); the same for
+  the webhook and for `zeroscaler-combined`, without and with the certificate renewer;
 - the bytes each stored watched object costs: 50,000 metadata-only objects shaped like the API
   server's, shrunk and kept the way the controller's shared watches keep them;
 - how long the controller's minute housekeeping stalls the event loop with those objects alive,
@@ -82,6 +83,16 @@ def main() -> None:
         f"{results['import_controller_with_old_packages_mb']:.1f} MB",
         flush=True,
     )
+    # The webhook alone and in one process with the controller; the renewer's certificate code
+    # (cryptography) is loaded only by a webhook that renews its own certificate.
+    for name, module in (("webhook", "webhook.main"), ("combined", "zeroscaler.combined")):
+        results[f"import_{name}_mb"] = import_rss_mb(f"import {module}")
+        results[f"import_{name}_renewing_mb"] = import_rss_mb(f"import {module}, certs.renewer")
+        print(
+            f"{name} imports: {results[f'import_{name}_mb']:.1f} MB resident; renewing its "
+            f"certificate: {results[f'import_{name}_renewing_mb']:.1f} MB",
+            flush=True,
+        )
 
     from controller.memory import release_free_memory
     from controller.watches import _shrink

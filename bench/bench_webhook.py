@@ -89,7 +89,7 @@ def webhook_app() -> FastAPI:
 
 def serve(kind: str, port: int, cert: str, key: str) -> None:
     """Run one server until terminated (called in a child process)."""
-    from webhook.main import serve as serve_tls
+    from webhook.server import serve as serve_tls
     from webhook.settings import Settings
 
     settings = Settings(port=port, cert_file=cert, key_file=key, log_level="warning")

@@ -56,6 +56,8 @@ class Scaler:
         settings: Settings,
         watch_kube: Kube | None = None,
         clock: Clock | None = None,
+        *,
+        crd_specs: bool = False,  # for a webhook sharing the cluster view in one process
     ) -> None:
         # Watches hold their connections for minutes; writes get a pool of their own that stays
         # warm, so a burst of wakes never waits for TLS handshakes behind fifty streams.
@@ -97,6 +99,7 @@ class Scaler:
         self.cluster = ClusterView(
             watcher,
             discovery_interval=settings.discovery_interval,
+            crd_specs=crd_specs,
             on_discovery=lambda _: self.changes.enqueue_all(),
             on_rbac=self.changes.enqueue_inferred,
         )

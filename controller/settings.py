@@ -100,10 +100,18 @@ _PARSERS: Mapping[str, Callable[[str], Any]] = {
 }
 
 
-def _from_environment(environ: Mapping[str, str]) -> dict[str, Any]:
-    """Fields set by `ZEROSCALER_<FIELD>` variables, converted to the field's type."""
+def _from_environment(
+    environ: Mapping[str, str], skip: frozenset[str] = frozenset()
+) -> dict[str, Any]:
+    """Fields set by `ZEROSCALER_<FIELD>` variables, converted to the field's type.
+
+    Fields in `skip` (given as flags) are not read: Kubernetes sets `<SERVICE>_PORT=tcp://...`
+    for every Service in the namespace, and one named like a field must not stop the process.
+    """
     values: dict[str, Any] = {}
     for f in dataclasses.fields(Settings):
+        if f.name in skip:
+            continue
         raw = environ.get(ENV_PREFIX + f.name.upper())
         if raw is None:
             continue
@@ -168,8 +176,9 @@ def parse_settings(
     args = parser.parse_args(argv)
     environ = os.environ if environ is None else environ
     try:
-        values = _from_environment(environ)
-        values.update({k: v for k, v in vars(args).items() if v is not None})
+        flags = {k: v for k, v in vars(args).items() if v is not None}
+        values = _from_environment(environ, frozenset(flags))
+        values.update(flags)
         # A container restarted in the same pod keeps its identity, so it finds the Lease its own.
         if "id" not in values and environ.get("POD_NAME"):
             values["id"] = environ["POD_NAME"]

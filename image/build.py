@@ -24,6 +24,7 @@ SCRIPTS = {
     "zeroscaler": ("zeroscaler.cli", "main"),
     "zeroscaler-webhook": ("webhook.main", "main"),
     "zeroscaler-controller": ("controller.main", "main"),
+    "zeroscaler-combined": ("zeroscaler.combined", "main"),
 }
 # The chart's default image.repository; with the chart's appVersion as tag.
 REPOSITORY = "zeroscaler"
@@ -70,6 +71,7 @@ SMOKE_IMPORTS = (
     "_cffi_backend",
     "webhook.main",
     "controller.main",
+    "zeroscaler.combined",
     "zeroscaler.cli",
     "certs.command",
 )

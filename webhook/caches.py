@@ -12,7 +12,6 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from webhook.settings import Settings
 from webhook.state import View
 from zeroscaler.cluster import ClusterView
-from zeroscaler.core.kinds import Discovery
 from zeroscaler.events import EventRecorder
 from zeroscaler.kube import Kube
 from zeroscaler.policies import PolicyWatch, Rejection
@@ -24,19 +23,34 @@ log = logging.getLogger(__name__)
 class LiveSource:
     """Watches everything a decision needs; readiness waits until every cache has listed once."""
 
-    def __init__(self, kube: Kube, settings: Settings, registry: CollectorRegistry) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        settings: Settings,
+        registry: CollectorRegistry,
+        *,
+        cluster: ClusterView | None = None,
+        policies: PolicyWatch | None = None,
+    ) -> None:
         self.kube = kube
         self.settings = settings
         self.events = EventRecorder(kube, "zeroscaler-webhook")
-        self.cluster = ClusterView(
-            kube,
-            discovery_interval=settings.discovery_interval,
-            crd_specs=True,
-            on_discovery=self._on_discovery,
+        # A view or policy watch given is the controller's in the same process: it runs them and
+        # closes their client, and this source only reads them.
+        self._owns = cluster is None
+        self.cluster = (
+            ClusterView(kube, discovery_interval=settings.discovery_interval, crd_specs=True)
+            if cluster is None
+            else cluster
         )
-        self.policies = PolicyWatch(
-            kube, settings.namespace, on_change=self._on_policy, on_rejected=self._on_rejected
-        )
+        self._owns_policies = policies is None
+        if policies is None:
+            self.policies = PolicyWatch(
+                kube, settings.namespace, on_change=self._on_policy, on_rejected=self._on_rejected
+            )
+        else:
+            self.policies = policies
+            policies.listen(on_change=self._on_policy, on_rejected=self._on_rejected)
         self.keeper = self.policies.keeper
         self._namespace_seen = asyncio.Event()
         self._side_tasks: set[asyncio.Task[None]] = set()
@@ -52,6 +66,7 @@ class LiveSource:
             "Resource types in the discovery cache",
             registry=registry,
         )
+        self.discovery_kinds.set_function(lambda: len(self.cluster.discovery.resources))
         self.cluster.namespaces.add_handler(self._on_namespace)
 
     @property
@@ -59,10 +74,10 @@ class LiveSource:
         return [*self.cluster.informers, self.policies.informer]
 
     async def start(self) -> None:
-        self._tasks = [
-            asyncio.create_task(self.cluster.run()),
-            asyncio.create_task(self.policies.run()),
-        ]
+        runs = [self.cluster.run()] if self._owns else []
+        if self._owns_policies:
+            runs.append(self.policies.run())
+        self._tasks = [asyncio.create_task(run) for run in runs]
 
     async def stop(self) -> None:
         for task in [*self._tasks, *self._side_tasks]:
@@ -70,7 +85,8 @@ class LiveSource:
         for task in [*self._tasks, *self._side_tasks]:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        await self.kube.aclose()
+        if self._owns:
+            await self.kube.aclose()
 
     async def wait_ready(self) -> None:
         synced = (i.synced.wait() for i in self._informers)
@@ -106,9 +122,6 @@ class LiveSource:
 
     def _on_namespace(self, _: WatchEvent) -> None:
         self._namespace_seen.set()
-
-    def _on_discovery(self, discovery: Discovery) -> None:
-        self.discovery_kinds.set(len(discovery.resources))
 
     def _on_policy(self) -> None:
         self.policy_loads.labels("ok").inc()

@@ -3,29 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 import sys
 from collections.abc import Sequence
-from datetime import timedelta
-from pathlib import Path
 
-import uvicorn
-from fastapi import FastAPI
-from prometheus_client import CollectorRegistry
 from pydantic_settings import CliApp
 
-from certs.renewal import RenewalPolicy
-from certs.renewer import Renewer, RenewerConfig
-from webhook.app import create_app
+from webhook.server import serve
 from webhook.settings import Settings
-from webhook.tls import CertReloader, server_context
-from zeroscaler.access import load_access
-from zeroscaler.kube import Kube, KubeError
 from zeroscaler.logs import setup_logging
-
-log = logging.getLogger(__name__)
-FIRST_PAIR_WAIT = 120.0  # seconds to wait for the TLS Secret at start (the install Job writes it)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -35,86 +20,3 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not settings.cert_file or not settings.key_file:
         sys.exit("zeroscaler-webhook: --cert-file and --key-file are required (HTTPS only)")
     asyncio.run(serve(settings))
-
-
-async def serve(settings: Settings, app: FastAPI | None = None) -> None:
-    """Run uvicorn (one worker, HTTP/1.1) with TLS whose certificate follows the files on disk."""
-    if not settings.cert_file or not settings.key_file:
-        raise ValueError("cert_file and key_file are required")
-    registry = CollectorRegistry()
-    renewer = _renewer(settings, registry) if settings.cert_secret else None
-    if renewer is not None:
-        await _first_pair(renewer, settings)
-    ctx = server_context(settings.cert_file, settings.key_file)
-    app = app if app is not None else create_app(settings, registry=registry)
-    if renewer is not None and hasattr(app.state, "api_clients"):
-        app.state.api_clients.append(renewer.kube)
-    config = uvicorn.Config(
-        app,
-        host=settings.host,
-        port=settings.port,
-        http="h11",
-        lifespan="on",
-        log_level=settings.log_level.lower(),
-        log_config=None,  # uvicorn's records go to our handler, in our format
-        access_log=False,
-        ssl_certfile=settings.cert_file,
-        ssl_keyfile=settings.key_file,
-    )
-    config.load()
-    config.ssl = ctx  # ours: TLS 1.2+ and reloadable
-    reloader = CertReloader(ctx, settings.cert_file, settings.key_file)
-    tasks = [asyncio.create_task(reloader.watch(settings.cert_check_interval))]
-    if renewer is not None:
-        renewer.on_change = reloader.check  # serve a renewed pair at once, not at the next check
-        tasks.append(asyncio.create_task(renewer.run()))
-    try:
-        await uvicorn.Server(config).serve()
-    finally:
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        if renewer is not None:
-            await renewer.kube.aclose()
-
-
-def _renewer(settings: Settings, registry: CollectorRegistry) -> Renewer:
-    config = RenewerConfig(
-        namespace=settings.namespace,
-        secret=settings.cert_secret,
-        webhook_configuration=settings.cert_webhook_configuration,
-        cert_file=Path(settings.cert_file),
-        key_file=Path(settings.key_file),
-        policy=RenewalPolicy(
-            renew_fraction=settings.cert_renew_fraction,
-            settle=timedelta(seconds=settings.cert_settle),
-        ),
-        serving_lifetime=timedelta(seconds=settings.cert_serving_lifetime),
-        ca_lifetime=timedelta(seconds=settings.cert_ca_lifetime),
-        interval=settings.cert_sync_interval,
-    )
-    kube = Kube(load_access(settings.kubeconfig or None))
-    return Renewer(kube, config, on_change=lambda: None, registry=registry)
-
-
-async def _first_pair(renewer: Renewer, settings: Settings) -> None:
-    """Wait until the TLS Secret's serving pair is on disk: the server cannot start without it."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + FIRST_PAIR_WAIT
-    while True:
-        try:
-            if await renewer.sync_files():
-                return
-            problem = "not found or without a serving pair"
-        except KubeError as e:
-            problem = str(e)
-        if loop.time() > deadline:
-            await renewer.kube.aclose()
-            raise SystemExit(
-                f"zeroscaler-webhook: --cert-secret {settings.namespace}/{settings.cert_secret}: "
-                f"{problem} after {FIRST_PAIR_WAIT:g}s (zeroscaler certs writes it)"
-            )
-        log.info("waiting for the certificate Secret: %s", problem)
-        await asyncio.sleep(min(settings.cert_sync_interval, 2.0))

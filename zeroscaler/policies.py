@@ -95,7 +95,8 @@ class PolicyWatch:
     """Watches the policy ConfigMaps of one namespace into a keeper, telling of each outcome.
 
     `on_change` is called once the first list is in and after each change taken later;
-    `on_rejected` with each ConfigMap that was not taken (the last valid policy stays).
+    `on_rejected` with each ConfigMap that was not taken (the last valid policy stays). A second
+    component in the same process adds its own callbacks with `listen`.
     """
 
     def __init__(
@@ -112,9 +113,24 @@ class PolicyWatch:
             f"/api/v1/namespaces/{namespace}/configmaps",
             params={"labelSelector": f"{POLICY_LABEL}=true"},
         )
-        self._on_change = on_change
-        self._on_rejected = on_rejected
+        self._changed = [on_change]
+        self._rejected = [on_rejected]
         self.informer.add_handler(self._on_event)
+
+    def listen(
+        self, *, on_change: Callable[[], None], on_rejected: Callable[[Rejection], None]
+    ) -> None:
+        """Also call these on each change taken and each ConfigMap rejected."""
+        self._changed.append(on_change)
+        self._rejected.append(on_rejected)
+
+    def _on_change(self) -> None:
+        for listener in self._changed:
+            listener()
+
+    def _on_rejected(self, rejection: Rejection) -> None:
+        for listener in self._rejected:
+            listener(rejection)
 
     @property
     def policy(self) -> Policy:

@@ -21,10 +21,12 @@ def real_node_values(
     *,
     controller_replicas: int = 2,
     idle_timeout: str = "5s",
+    mode: str = "split",
 ) -> dict[str, Any]:
     """Values that run every pod on the real node's host network, talking to `server` directly."""
     api = urlparse(server)
     return {
+        "mode": mode,  # combined: the controller's pods serve the webhook too
         "hostNetwork": True,  # the real node has no pod network
         "apiServer": {"host": api.hostname, "port": api.port},  # nor Service addresses
         "image": {"pullPolicy": "Never"},  # imported, not pulled: there is no registry

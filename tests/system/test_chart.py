@@ -98,6 +98,8 @@ def _install(
         "--timeout",
         "180s",
         "--set",
+        "mode=split",  # the tests below look at each component's own account and Deployment
+        "--set",
         "webhook.clientConfig.mode=url",
         "--set",
         f"webhook.clientConfig.url={recorder.url}",
@@ -645,12 +647,14 @@ def _replicas(api: k8s.ApiClient, namespace: str, name: str) -> int:
     return int(k8s.AppsV1Api(api).read_namespaced_deployment(name, namespace).spec.replicas)
 
 
+@pytest.mark.parametrize("mode", ["split", "combined"])
 def test_controller_and_webhook_work_with_the_charts_flags_and_rbac(
-    cluster: Cluster, api: k8s.ApiClient, ns: str, opted_ns: str, tmp_path: Path
+    cluster: Cluster, api: k8s.ApiClient, ns: str, opted_ns: str, tmp_path: Path, mode: str
 ) -> None:
-    """Install, then run both programs on loopback as their ServiceAccounts with the installed
-    flags: the webhook annotates from the chart's policy and the RBAC it may read; the controller
-    leads, puts the workload to sleep and wakes it."""
+    """Install, then run the programs on loopback as their ServiceAccounts with the installed
+    command and flags (split: two programs; combined: one, as the controller's account): the
+    webhook annotates from the chart's policy and the RBAC it may read; the controller leads, puts
+    the workload to sleep and wakes it."""
     port = free_port()
     ca = new_ca("chart-e2e-ca")
     cert, key = new_serving_cert(ca, ["127.0.0.1"]).write(tmp_path, "serving")
@@ -673,6 +677,8 @@ def test_controller_and_webhook_work_with_the_charts_flags_and_rbac(
         "--namespace",
         ns,
         "--set",
+        f"mode={mode}",
+        "--set",
         "webhook.clientConfig.mode=url",
         "--set",
         f"webhook.clientConfig.url=https://127.0.0.1:{port}/mutate",
@@ -689,45 +695,60 @@ def test_controller_and_webhook_work_with_the_charts_flags_and_rbac(
     )
     assert proc.returncode == 0, proc.stderr
     programs: list[Program] = []
+    webhook_local = {
+        "--host": "127.0.0.1",
+        "--port": str(port),
+        "--cert-file": str(cert),
+        "--key-file": str(key),
+    }
+    metrics = free_port()
+    controller_local = {
+        "--metrics-host": "127.0.0.1",
+        "--metrics-port": str(metrics),
+        "--id": "chart-e2e",
+    }
+    verify = ssl.create_default_context(cadata=ca.cert_pem.decode())
     try:
-        webhook_args = _local_args(
-            _installed_args(api, ns, f"{fullname}-webhook"),
-            {
-                "--host": "127.0.0.1",
-                "--port": str(port),
-                "--cert-file": str(cert),
-                "--key-file": str(key),
-            },
+        controller_kc = _service_account_kubeconfig(
+            cluster, tmp_path / "controller.kubeconfig", ns, f"{fullname}-controller"
         )
-        webhook_kc = _service_account_kubeconfig(
-            cluster, tmp_path / "webhook.kubeconfig", ns, f"{fullname}-webhook"
-        )
-        webhook = _start(
-            "zeroscaler-webhook",
-            [*webhook_args, f"--kubeconfig={webhook_kc}"],
-            tmp_path / "webhook.log",
-        )
-        programs.append(webhook)
-        verify = ssl.create_default_context(cadata=ca.cert_pem.decode())
+        if mode == "combined":
+            # One program, as the controller's account: the controller's flags, --, the webhook's.
+            spec = k8s.AppsV1Api(api).read_namespaced_deployment(f"{fullname}-controller", ns)
+            [installed] = spec.spec.template.spec.containers
+            assert installed.command == ["zeroscaler-combined"]
+            args = _local_args(installed.args, {**controller_local, **webhook_local})
+            at = args.index("--")
+            args.insert(at, f"--kubeconfig={controller_kc}")
+            controller = webhook = _start("zeroscaler-combined", args, tmp_path / "combined.log")
+            programs.append(controller)
+        else:
+            webhook_args = _local_args(
+                _installed_args(api, ns, f"{fullname}-webhook"), webhook_local
+            )
+            webhook_kc = _service_account_kubeconfig(
+                cluster, tmp_path / "webhook.kubeconfig", ns, f"{fullname}-webhook"
+            )
+            webhook = _start(
+                "zeroscaler-webhook",
+                [*webhook_args, f"--kubeconfig={webhook_kc}"],
+                tmp_path / "webhook.log",
+            )
+            programs.append(webhook)
         wait_for(
             partial(_responds, webhook, f"https://127.0.0.1:{port}/readyz", verify),
             "the webhook's caches to sync with only the chart's RBAC",
         )
-
-        metrics = free_port()
-        controller_args = _local_args(
-            _installed_args(api, ns, f"{fullname}-controller"),
-            {"--metrics-host": "127.0.0.1", "--metrics-port": str(metrics), "--id": "chart-e2e"},
-        )
-        controller_kc = _service_account_kubeconfig(
-            cluster, tmp_path / "controller.kubeconfig", ns, f"{fullname}-controller"
-        )
-        controller = _start(
-            "zeroscaler-controller",
-            [*controller_args, f"--kubeconfig={controller_kc}"],
-            tmp_path / "controller.log",
-        )
-        programs.append(controller)
+        if mode == "split":
+            controller_args = _local_args(
+                _installed_args(api, ns, f"{fullname}-controller"), controller_local
+            )
+            controller = _start(
+                "zeroscaler-controller",
+                [*controller_args, f"--kubeconfig={controller_kc}"],
+                tmp_path / "controller.log",
+            )
+            programs.append(controller)
         wait_for(
             partial(_responds, controller, f"http://127.0.0.1:{metrics}/readyz", False),
             "the controller's watches to sync with only the chart's RBAC",
@@ -813,6 +834,7 @@ def test_the_narrow_watch_grant_runs_sleep_and_wake_and_never_sleeps_an_unlisted
     fullname = f"{name}-zeroscaler"
     home = tmp_path / "helm"
     proc = cluster.helm(home, "install", name, str(CHART), "--namespace", ns,
+        "--set", "mode=split",  # the controller alone runs here
         "--set", "webhook.clientConfig.mode=url",
         "--set", f"webhook.clientConfig.url=https://127.0.0.1:{free_port()}/mutate",
         "--set", "certificates.mode=secret",
@@ -922,6 +944,7 @@ def test_the_webhook_renews_with_exactly_the_chart_rbac_and_flags(
     name, port = f"zs-{secrets.token_hex(3)}", free_port()
     fullname = f"{name}-zeroscaler"
     values = [
+        "--set", "mode=split",  # the webhook alone runs here
         "--set", "webhook.clientConfig.mode=url",
         "--set", f"webhook.clientConfig.url=https://127.0.0.1:{port}/mutate",
         "--set", "certificates.mode=job",

@@ -10,6 +10,9 @@ pointed at the API server on 127.0.0.1 (`apiServer.*`).
 Two controller replicas on one node's host network would bind the same port, so the scheduler
 keeps the second one Pending; the hand-over test kills the leader and sees the other replica take
 the Lease once it has the node.
+
+Every test runs in both modes: split (a controller and a webhook Deployment) and combined (one
+Deployment whose pods run both in one process).
 """
 
 from __future__ import annotations
@@ -49,6 +52,12 @@ class Release:
     fullname: str
     home: Path
     values: Path
+    mode: str
+
+    @property
+    def serving(self) -> str:
+        """The component label of the pods that answer the API server's reviews."""
+        return "controller" if self.mode == "combined" else "webhook"
 
 
 @pytest.fixture(scope="module")
@@ -59,26 +68,30 @@ def node(cluster: Cluster, real_node: realnode.RealNode) -> realnode.RealNode:
     return real_node
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=["split", "combined"])
 def release(
     cluster: Cluster,
     api: k8s.ApiClient,
     node: realnode.RealNode,
     tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
 ) -> Iterator[Release]:
+    mode = str(request.param)
     home = tmp_path_factory.mktemp("helm")
     name = f"zs-{secrets.token_hex(3)}"
     namespace = f"real-{name}"
     core = k8s.CoreV1Api(api)
     core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=namespace)))
     values = home / "values.yaml"
-    values.write_text(yaml.safe_dump(real_node_values(cluster.server, free_port(), free_port())))
+    values.write_text(
+        yaml.safe_dump(real_node_values(cluster.server, free_port(), free_port(), mode=mode))
+    )
     # No --wait: with one node, the second controller replica cannot be placed (see above).
     proc = cluster.helm(home, "install", name, str(CHART), "-n", namespace, "-f", str(values),
         "--timeout", "300s",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    yield Release(name, namespace, f"{name}-zeroscaler", home, values)
+    yield Release(name, namespace, f"{name}-zeroscaler", home, values, mode)
     cluster.helm(home, "uninstall", name, "-n", namespace, "--wait", "--timeout", "120s")
     try:
         core.delete_namespace(namespace)
@@ -149,10 +162,15 @@ def test_certs_job_ran_in_a_pod_and_wrote_the_secret_and_the_ca_bundle(
 def test_both_components_run_in_containers_on_the_real_node_and_pass_their_probes(
     api: k8s.ApiClient, release: Release
 ) -> None:
-    webhook = wait_for(lambda: _ready_pods(api, release, "webhook"), "a Ready webhook pod", 180)
+    webhook = wait_for(
+        lambda: _ready_pods(api, release, release.serving), "a Ready webhook pod", 180
+    )
     leader = wait_for(
         lambda: _leader(api, release), "a Ready controller pod holding the Lease", 180
     )
+    commands = {"split": "zeroscaler-controller", "combined": "zeroscaler-combined"}
+    assert leader.spec.containers[0].command == [commands[release.mode]]
+    assert _pods(api, release, "webhook") == [] or release.mode == "split"
     for pod in [*webhook, leader]:
         assert pod.spec.node_name == realnode.NODE_NAME
         assert pod.spec.host_network is True
@@ -262,7 +280,7 @@ def _touch(api: k8s.ApiClient, namespace: str) -> None:
 
 @pytest.fixture(scope="module")
 def operator_ns(api: k8s.ApiClient, release: Release) -> Iterator[str]:
-    wait_for(lambda: _ready_pods(api, release, "webhook"), "a Ready webhook pod", 180)
+    wait_for(lambda: _ready_pods(api, release, release.serving), "a Ready webhook pod", 180)
     wait_for(lambda: _leader(api, release), "a leading controller pod", 180)
     name = f"op-{secrets.token_hex(3)}"
     k8s.CoreV1Api(api).create_namespace(
@@ -311,7 +329,7 @@ def test_killing_the_leading_controller_pod_hands_over_to_the_other_replica(
 def test_helm_upgrade_with_a_changed_value_rolls_the_pods(
     cluster: Cluster, api: k8s.ApiClient, release: Release
 ) -> None:
-    before = {p.metadata.name for p in _pods(api, release, "webhook")}
+    before = {p.metadata.name for p in _pods(api, release, release.serving)}
     # One controller replica from now on: with more replicas than nodes, a host-network rollout
     # cannot go on (the one running pod is the only available one and holds the ports).
     proc = cluster.helm(release.home, "upgrade", release.name, str(CHART), "-n", release.namespace,
@@ -327,7 +345,9 @@ def test_helm_upgrade_with_a_changed_value_rolls_the_pods(
             if "--log-level=debug" in p.spec.containers[0].args and p.metadata.name not in before
         ]
 
-    wait_for(lambda: rolled("webhook"), "a new webhook pod with the changed flag to be Ready", 180)
+    wait_for(
+        lambda: rolled(release.serving), "a new webhook pod with the changed flag to be Ready", 180
+    )
 
     def leading_new_controller() -> Any:
         pod = _leader(api, release)

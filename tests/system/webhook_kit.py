@@ -75,11 +75,12 @@ class Webhook:
         self.ca_file.write_bytes(self.ca.cert_pem)
         return pair
 
-    def start(self, extra: Sequence[str] = ()) -> None:
+    def start(self, extra: Sequence[str] = (), command: Sequence[str] = ()) -> None:
+        """Run the webhook; a `command` given replaces `zeroscaler-webhook` before its flags."""
         if not self.cert_file.exists():
             self.write_certs()
         cmd = [
-            str(WEBHOOK),
+            *(command or [str(WEBHOOK)]),
             "--kubeconfig", str(self.cluster.kubeconfig),
             "--namespace", self.policy_namespace,
             "--cert-file", str(self.cert_file),

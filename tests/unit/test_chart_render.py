@@ -81,9 +81,10 @@ def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
     return Helm(binary, {**os.environ, **state})
 
 
-def render(helm: Helm, *args: str) -> list[Obj]:
-    """The objects `helm template` renders (hooks included) for these flags."""
-    proc = helm.template(*args)
+def render(helm: Helm, *args: str, mode: str | None = "split") -> list[Obj]:
+    """The objects `helm template` renders (hooks included) for these flags, in `mode` (split
+    unless told: most tests look at the two Deployments; None renders the chart's default)."""
+    proc = helm.template(*(["--set", f"mode={mode}"] if mode else []), *args)
     assert proc.returncode == 0, proc.stderr
     return [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
 
@@ -167,7 +168,7 @@ def write_grants(rules: list[Obj]) -> set[tuple[str, str, str]]:
 # --- what is installed ---------------------------------------------------------------------------
 
 
-def test_defaults_render_both_components_and_everything_around_them(helm: Helm) -> None:
+def test_split_mode_renders_both_components_and_everything_around_them(helm: Helm) -> None:
     objs = render(helm)
     regular = [o for o in objs if not is_hook(o)]
     assert kinds(regular) == sorted(
@@ -201,8 +202,9 @@ def test_defaults_render_both_components_and_everything_around_them(helm: Helm) 
     assert deployment(objs, "webhook")["spec"]["replicas"] == 2
 
 
-def test_every_object_carries_the_standard_labels(helm: Helm) -> None:
-    for obj in render(helm):
+@pytest.mark.parametrize("mode", ["split", "combined"])
+def test_every_object_carries_the_standard_labels(helm: Helm, mode: str) -> None:
+    for obj in render(helm, mode=mode):
         labels = obj["metadata"]["labels"]
         where = f"{obj['kind']}/{obj['metadata']['name']}"
         assert labels["app.kubernetes.io/name"] == "zeroscaler", where
@@ -213,9 +215,10 @@ def test_every_object_carries_the_standard_labels(helm: Helm) -> None:
         assert labels["helm.sh/chart"].startswith("zeroscaler-"), where
 
 
-def test_namespaced_objects_go_to_the_release_namespace(helm: Helm) -> None:
+@pytest.mark.parametrize("mode", ["split", "combined"])
+def test_namespaced_objects_go_to_the_release_namespace(helm: Helm, mode: str) -> None:
     cluster_scoped = {"ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration"}
-    for obj in render(helm):
+    for obj in render(helm, mode=mode):
         if obj["kind"] in cluster_scoped:
             assert "namespace" not in obj["metadata"]
         else:
@@ -623,9 +626,12 @@ def _pod_specs(objs: list[Obj]) -> list[tuple[str, Obj]]:
     ]
 
 
-def test_every_pod_meets_the_restricted_pod_security_standard(helm: Helm) -> None:
-    specs = _pod_specs(render(helm))
-    assert len(specs) == 4
+@pytest.mark.parametrize(("mode", "pods"), [("split", 4), ("combined", 3)])
+def test_every_pod_meets_the_restricted_pod_security_standard(
+    helm: Helm, mode: str, pods: int
+) -> None:
+    specs = _pod_specs(render(helm, mode=mode))
+    assert len(specs) == pods
     for name, spec in specs:
         pod = spec["securityContext"]
         assert pod["runAsNonRoot"] is True, name
@@ -1208,3 +1214,122 @@ def test_url_mode_without_a_url_fails_with_guidance(helm: Helm) -> None:
     assert proc.returncode != 0
     assert "webhook.clientConfig.url is required" in proc.stderr
     assert "https://127.0.0.1:9443/mutate" in proc.stderr
+
+
+# --- mode combined: one Deployment, the controller and the webhook in one process ----------------
+
+
+def _halves(objs: list[Obj]) -> tuple[list[str], list[str]]:
+    """The combined container's controller flags and webhook flags, split at `--`."""
+    args = _args(objs, "controller")
+    at = args.index("--")
+    return args[:at], args[at + 1 :]
+
+
+def test_defaults_are_combined_one_deployment_that_serves_the_webhook_too(helm: Helm) -> None:
+    objs = render(helm, mode=None)
+    regular = [o for o in objs if not is_hook(o)]
+    assert kinds(regular) == sorted(
+        [
+            "ClusterRole",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "ClusterRoleBinding",
+            "ConfigMap",
+            "Deployment",
+            "MutatingWebhookConfiguration",
+            "PodDisruptionBudget",
+            "Role",
+            "Role",
+            "RoleBinding",
+            "RoleBinding",
+            "Service",
+            "Service",
+            "ServiceAccount",
+        ]
+    )
+    dep = deployment(objs, "controller")
+    c = container(dep)
+    assert c["command"] == ["zeroscaler-combined"]
+    assert dep["spec"]["replicas"] == 2
+    assert c["resources"] == {"requests": {"cpu": "50m", "memory": "128Mi"},
+                              "limits": {"memory": "384Mi"}}  # fmt: skip
+    # Both halves understand their flags; they read the same policy namespace (one watch).
+    controller_flags, webhook_flags = _halves(objs)
+    controller = parse_controller_flags(controller_flags)
+    webhook = CliApp.run(WebhookSettings, cli_args=webhook_flags)
+    assert controller.policy_source == webhook.namespace == NAMESPACE
+    assert controller.excluded == {*webhook.exclude_namespaces, webhook.namespace}
+    assert webhook.cert_secret == f"{RELEASE}-zeroscaler-webhook-tls"
+    # The API server's Service reaches the webhook half's port on these pods.
+    ref = webhook_entry(objs)["clientConfig"]["service"]
+    service = only(objs, "Service", ref["name"])
+    assert (
+        service["spec"]["selector"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
+    )
+    port = next(p for p in service["spec"]["ports"] if p["port"] == ref["port"])
+    named = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert named == {"metrics": controller.metrics_port, "https": webhook.port}
+    assert port["targetPort"] == "https"
+    # Ready when the webhook's caches are; alive while the controller's endpoint answers.
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "https", "scheme": "HTTPS"}
+    assert c["livenessProbe"]["httpGet"] == {
+        "path": "/healthz",
+        "port": "metrics",
+        "scheme": "HTTP",
+    }
+
+
+def test_combined_pods_hold_both_components_roles_under_one_service_account(helm: Helm) -> None:
+    objs = render(helm, mode=None)
+    sa = deployment(objs, "controller")["spec"]["template"]["spec"]["serviceAccountName"]
+    assert sa == f"{RELEASE}-zeroscaler-controller"
+    accounts = [o["metadata"]["name"] for o in objs if o["kind"] == "ServiceAccount"]
+    assert f"{RELEASE}-zeroscaler-webhook" not in accounts
+    for kind in ("ClusterRoleBinding", "RoleBinding"):
+        for part in ("controller", "webhook"):
+            binding = only(objs, kind, f"{RELEASE}-zeroscaler-{part}")
+            assert [s["name"] for s in binding["subjects"]] == [sa], (kind, part)
+
+
+def test_combined_pods_mount_the_pair_unless_the_webhook_renews_it(helm: Helm) -> None:
+    spec = deployment(render(helm, mode=None), "controller")["spec"]["template"]["spec"]
+    assert [v["name"] for v in spec["volumes"]] == ["tmp"]
+    objs = render(helm, "--set", "certificates.mode=secret", mode="combined")
+    spec = deployment(objs, "controller")["spec"]["template"]["spec"]
+    (tls,) = [v for v in spec["volumes"] if v["name"] == "tls"]
+    assert [i["key"] for i in tls["secret"]["items"]] == ["tls.crt", "tls.key"]
+    webhook = CliApp.run(WebhookSettings, cli_args=_halves(objs)[1])
+    mounts = {
+        m["name"]: m["mountPath"] for m in container(deployment(objs, "controller"))["volumeMounts"]
+    }
+    assert Path(webhook.cert_file).parent == Path(mounts["tls"])
+    assert not webhook.cert_secret
+
+
+def test_combined_mode_has_one_disruption_budget_and_network_policies_that_add_up(
+    helm: Helm,
+) -> None:
+    objs = render(helm, "--set", "networkPolicy.enabled=true", mode="combined")
+    pods = deployment(objs, "controller")["spec"]["template"]["metadata"]["labels"]
+    (pdb,) = [o for o in objs if o["kind"] == "PodDisruptionBudget"]
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= pods.items()
+    ports = set()
+    for policy in (o for o in objs if o["kind"] == "NetworkPolicy"):
+        assert policy["spec"]["podSelector"]["matchLabels"].items() <= pods.items()
+        ports |= {p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]}
+    assert ports == {8080, 8443}
+
+
+def test_combined_mode_on_the_host_network_binds_both_ports_in_one_pod(helm: Helm) -> None:
+    objs = render(helm, "--set", "hostNetwork=true", "--set", "webhook.port=9443", mode="combined")
+    dep = deployment(objs, "controller")
+    assert dep["spec"]["template"]["spec"]["hostNetwork"] is True
+    assert {p["containerPort"] for p in container(dep)["ports"]} == {8080, 9443}
+    assert dep["spec"]["strategy"]["rollingUpdate"] == {"maxUnavailable": 1, "maxSurge": 0}
+
+
+def test_an_unknown_mode_is_refused_by_the_schema(helm: Helm) -> None:
+    proc = helm.template("--set", "mode=both")
+    assert proc.returncode != 0
+    assert "mode" in proc.stderr

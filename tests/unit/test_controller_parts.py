@@ -71,6 +71,12 @@ def test_environment_values_are_typed_and_flags_win() -> None:
     assert parse_settings([], {"ZEROSCALER_DRY_RUN": "off"}).dry_run is False
 
 
+def test_a_flag_wins_over_a_service_link_variable_it_never_reads() -> None:
+    # What Kubernetes sets in every pod of the namespace for a Service named zeroscaler-metrics.
+    env = {"ZEROSCALER_METRICS_PORT": "tcp://10.96.0.7:8080"}
+    assert parse_settings(["--metrics-port", "9090"], env).metrics_port == 9090
+
+
 @pytest.mark.parametrize(
     ("argv", "env", "named"),
     [

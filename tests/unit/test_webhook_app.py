@@ -363,3 +363,21 @@ def test_cert_reloader(tmp_path: Path) -> None:
     key.write_bytes(other.key_pem)
     assert reloader.check() is True
     assert reloader.reloads == 1
+
+
+def test_a_port_flag_wins_over_the_service_link_variable_kubernetes_sets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A Service named zeroscaler-webhook puts this in every pod of its namespace.
+    monkeypatch.setenv("ZEROSCALER_WEBHOOK_PORT", "tcp://10.96.0.9:443")
+    assert CliApp.run(Settings, cli_args=["--port", "9443"]).port == 9443
+
+
+def test_combined_arguments_split_at_the_first_double_dash() -> None:
+    from zeroscaler.combined import split_arguments
+
+    assert split_arguments(["--id", "a", "--", "--port", "1", "--", "x"]) == (
+        ["--id", "a"],
+        ["--port", "1", "--", "x"],
+    )
+    assert split_arguments(["--id", "a"]) == (["--id", "a"], [])

@@ -18,6 +18,25 @@ Names. Kubernetes names are limited to 63 characters; suffixes are added after t
 {{- end -}}
 {{- end -}}
 
+{{/*
+"true" in mode combined: one Deployment (the controller's) whose pods run zeroscaler-combined,
+the controller and the webhook in one process.
+*/}}
+{{- define "zeroscaler.combined" -}}
+{{- if eq .Values.mode "combined" -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/* The component label of the pods that serve the webhook: the controller's in mode combined. */}}
+{{- define "zeroscaler.webhook.podComponent" -}}
+{{- if include "zeroscaler.combined" . -}}
+controller
+{{- else -}}
+webhook
+{{- end -}}
+{{- end -}}
+
 {{- define "zeroscaler.controller.fullname" -}}
 {{- printf "%s-controller" (include "zeroscaler.fullname" .) -}}
 {{- end -}}
@@ -67,8 +86,13 @@ app.kubernetes.io/component: {{ .component }}
 {{- default (include "zeroscaler.controller.fullname" .) .Values.controller.serviceAccount.name -}}
 {{- end -}}
 
+{{/* The webhook's ServiceAccount: the controller's in mode combined, where one pod runs both. */}}
 {{- define "zeroscaler.webhook.serviceAccountName" -}}
+{{- if include "zeroscaler.combined" . -}}
+{{- include "zeroscaler.controller.serviceAccountName" . -}}
+{{- else -}}
 {{- default (include "zeroscaler.webhook.fullname" .) .Values.webhook.serviceAccount.name -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "zeroscaler.controller.leaseName" -}}
@@ -88,6 +112,18 @@ app.kubernetes.io/component: {{ .component }}
 {{- if and (eq .Values.certificates.mode "job") .Values.certificates.job.renewal.enabled -}}
 true
 {{- end -}}
+{{- end -}}
+
+{{/* The serving pair from the TLS Secret, as a volume source (only the pair: it may hold the CA's key). */}}
+{{- define "zeroscaler.webhook.tlsVolume" -}}
+secret:
+  secretName: {{ include "zeroscaler.tlsSecretName" . }}
+  defaultMode: 0440
+  items:
+    - key: tls.crt
+      path: tls.crt
+    - key: tls.key
+      path: tls.key
 {{- end -}}
 
 {{- define "zeroscaler.certManager.certificateName" -}}

@@ -1,0 +1,83 @@
+"""The controller as a service: the scaler, leader election and HTTP endpoints until told to stop.
+
+`zeroscaler-controller` runs it alone; `zeroscaler-combined` runs it beside the webhook, which
+reads the scaler's cluster view and policy watch and talks through the same API clients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from controller.leader import LeaderElector
+from controller.metrics import Route, serve_http
+from controller.scaler import Scaler
+from controller.settings import Settings
+from zeroscaler.access import load_access
+from zeroscaler.kube import Kube
+
+log = logging.getLogger("controller")
+
+
+def routes(scaler: Scaler) -> dict[str, Route]:
+    """The HTTP endpoints: liveness, readiness (watches synced) and Prometheus metrics."""
+    return {
+        "/healthz": lambda: (200, "text/plain", b"ok\n"),
+        "/readyz": lambda: (
+            (200, "text/plain", b"ok\n") if scaler.ready else (503, "text/plain", b"syncing\n")
+        ),
+        "/metrics": lambda: (200, "text/plain; version=0.0.4", scaler.metrics.render()),
+    }
+
+
+@contextlib.asynccontextmanager
+async def clients(settings: Settings) -> AsyncIterator[tuple[Kube, Kube]]:
+    """The watch client and the request client, closed on the way out."""
+    access = load_access(settings.kubeconfig)
+    # Every shared watch holds a connection of its own, so watches get a large pool; requests get
+    # a small one whose connections all stay open (a TLS handshake costs more than a short wait).
+    async with (
+        Kube(access, max_connections=settings.max_connections) as watch_kube,
+        Kube(
+            access,
+            max_connections=settings.request_connections,
+            qps=settings.api_qps,
+            burst=settings.api_burst,
+        ) as kube,
+    ):
+        yield watch_kube, kube
+
+
+async def serve(settings: Settings, scaler: Scaler, kube: Kube, stop: asyncio.Event) -> None:
+    """Run the scaler and the Lease until `stop` is set or either fails; give the Lease up."""
+    elector = LeaderElector(
+        kube,
+        settings.lease_namespace,
+        settings.lease_name,
+        settings.id,
+        settings.lease_duration,
+        scaler.set_leader,
+    )
+    server = None
+    if settings.metrics_port:
+        server = await serve_http(settings.metrics_host, settings.metrics_port, routes(scaler))
+    log.info(
+        "starting",
+        extra={"id": settings.id, "dry_run": settings.dry_run, "port": settings.metrics_port},
+    )
+    tasks = [asyncio.create_task(scaler.run()), asyncio.create_task(elector.run())]
+    stopper = asyncio.create_task(stop.wait())
+    done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
+    for task in [*tasks, stopper]:
+        task.cancel()
+    await asyncio.gather(*tasks, stopper, return_exceptions=True)
+    await elector.release()
+    await scaler.aclose()
+    if server is not None:
+        server.close()
+    for task in done:
+        if task is not stopper and not task.cancelled() and task.exception():
+            raise task.exception()  # type: ignore[misc]
+    log.info("stopped")

@@ -1,0 +1,91 @@
+"""`zeroscaler-combined`: the controller and the webhook in one process, over one cluster view.
+
+Flags before `--` are the controller's, flags after it the webhook's (whose `--kubeconfig` is not
+used: both halves talk through the controller's two API clients). Namespaces, RBAC, CRDs,
+discovery and, when both name the same namespace, the policy ConfigMaps are watched once for
+both. Leader election governs the controller half only; the webhook half serves on every replica.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Sequence
+
+from prometheus_client import CollectorRegistry
+from pydantic_settings import CliApp
+
+from controller import service
+from controller.scaler import Scaler
+from controller.settings import Settings as ControllerSettings
+from controller.settings import parse_settings
+from webhook import server
+from webhook.app import create_app
+from webhook.caches import LiveSource
+from webhook.settings import Settings as WebhookSettings
+from zeroscaler.logs import setup_logging
+
+
+def split_arguments(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The controller's flags (before the first `--`) and the webhook's (after it)."""
+    args = list(argv)
+    if "--" not in args:
+        return args, []
+    at = args.index("--")
+    return args[:at], args[at + 1 :]
+
+
+async def run(controller: ControllerSettings, webhook: WebhookSettings) -> None:
+    """Both halves until SIGTERM or SIGINT, or until either fails (which stops the other)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with service.clients(controller) as (watch_kube, kube):
+        # CRD specs are kept: the webhook names kinds that discovery does not serve yet.
+        scaler = Scaler(kube, controller, watch_kube, crd_specs=True)
+        shared = controller.policy_source == webhook.namespace
+        registry = CollectorRegistry()
+        source = LiveSource(
+            kube,
+            webhook,
+            registry,
+            cluster=scaler.cluster,
+            policies=scaler.policies if shared else None,
+        )
+        app = create_app(webhook, source, registry)
+        parts = [
+            asyncio.create_task(service.serve(controller, scaler, kube, stop)),
+            asyncio.create_task(
+                server.serve(webhook, app, registry=registry, stop=stop, kube=kube)
+            ),
+        ]
+        try:
+            await asyncio.wait(parts, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.set()
+            results = await asyncio.gather(*parts, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
+            raise result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console entry point."""
+    controller_args, webhook_args = split_arguments(sys.argv[1:] if argv is None else argv)
+    controller = parse_settings(controller_args)
+    webhook = CliApp.run(WebhookSettings, cli_args=webhook_args)
+    if not webhook.cert_file or not webhook.key_file:
+        sys.exit(
+            "zeroscaler-combined: the webhook's --cert-file and --key-file (after --) are needed"
+        )
+    setup_logging(controller.log_level, controller.log_format)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(run(controller, webhook))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
