@@ -441,6 +441,7 @@ async def fill_objects(
     scopes: Sequence[int | str] = FILLED_SCOPES,
     progress: str = "",
     etcd: str = "",
+    on_listed: Callable[[], None] = lambda: None,
 ) -> int:
     """Create watched objects until `scopes` (namespaces zs-bench-<scope>) hold `total`, spread
     evenly over types and scopes.
@@ -477,6 +478,7 @@ async def fill_objects(
                     jobs.append(_creator(kube, path, body))
         batches = [[p for p in batch if p] for batch in itertools.zip_longest(*puts.values())]
         jobs += [_etcd_txn(client, etcd, batch) for batch in batches]
+        on_listed()  # what was there is counted; the writes begin
         await _gather_limited(jobs, limit=4 if etcd else 48, progress=progress)
     return existing + len(jobs) - len(batches) + sum(len(b) for b in batches)
 
