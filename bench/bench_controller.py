@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
+import itertools
 import json
 import os
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,7 +39,8 @@ from zeroscaler.kube import Conflict, Kube, KubeError
 
 GROUP = "bench.zeroscaler.example.com"
 NAMESPACE = "zs-bench"  # the workloads, the baseline and its objects
-SCOPES = 20  # namespaces zs-bench-0.. that the workloads watch, one per 50 workloads
+SCOPES = 200  # namespaces zs-bench-0.. that the workloads watch, one per 50 workloads
+FILLED_SCOPES = range(20)  # where the idle row's objects go: the scopes of 1,000 workloads
 FAN_OUT = 20  # workloads woken together by one write in the fan-out row
 TYPES = 50
 TIMEOUT = "2s"
@@ -66,14 +70,32 @@ async def _create(kube: Kube, path: str, body: dict[str, Any]) -> None:
         await kube.create(path, body)
 
 
-async def _gather_limited(jobs: list[Callable[[], Awaitable[None]]], limit: int = 32) -> None:
+async def _gather_limited(
+    jobs: list[Callable[[], Awaitable[None]]], limit: int = 32, progress: str = ""
+) -> None:
+    """Run `jobs`, `limit` at a time; with a `progress` label, print how far every 10 s."""
     gate = asyncio.Semaphore(limit)
+    done = 0
 
     async def one(job: Callable[[], Awaitable[None]]) -> None:
+        nonlocal done
         async with gate:
             await job()
+        done += 1
 
-    await asyncio.gather(*(one(j) for j in jobs))
+    async def report() -> None:
+        began = time.monotonic()
+        while True:
+            await asyncio.sleep(10)
+            rate = done / (time.monotonic() - began)
+            print(f"{progress}: {done} / {len(jobs)} ({rate:.0f}/s)", flush=True)
+
+    reporter = asyncio.create_task(report()) if progress and jobs else None
+    try:
+        await asyncio.gather(*(one(j) for j in jobs))
+    finally:
+        if reporter is not None:
+            reporter.cancel()
 
 
 def scope_of(i: int) -> str:
@@ -184,12 +206,14 @@ def fan_out_name(i: int) -> str:
     return f"fan-{i:02d}"
 
 
-async def ensure_workloads(kube: Kube, count: int) -> None:
+async def ensure_workloads(kube: Kube, count: int, first: int = 0, progress: str = "") -> None:
+    """Workloads `first` to `count` - 1 (those that exist already are left as they are)."""
+
     def job(i: int) -> Callable[[], Awaitable[None]]:
         kind, _ = kind_of(i % TYPES)
         return _workload_creator(kube, workload_name(i), kind, scope_of(i))
 
-    await _gather_limited([job(i) for i in range(count)])
+    await _gather_limited([job(i) for i in range(first, count)], progress=progress)
 
 
 async def ensure_fan_out(kube: Kube) -> list[str]:
@@ -378,24 +402,85 @@ def _creator(kube: Kube, path: str, body: dict[str, Any]) -> Callable[[], Awaita
     return create
 
 
-async def fill_objects(kube: Kube, total: int) -> int:
-    """Create watched objects until there are `total`, spread evenly over types and scopes."""
-    per_place = total // (TYPES * SCOPES)
+def _etcd_put(t: int, namespace: str, name: str) -> dict[str, Any]:
+    """A put that stores one object straight in etcd, as the API server stores a custom resource."""
+    kind, plural = kind_of(t)
+    obj = {
+        "apiVersion": f"{GROUP}/v1",
+        "kind": kind,
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": str(uuid.uuid4()),
+            "generation": 1,
+            "creationTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        },
+    }
+    key = f"/registry/{GROUP}/{plural}/{namespace}/{name}"
+    return {"key": _b64(key), "value": _b64(json.dumps(obj, separators=(",", ":")))}
+
+
+def _etcd_txn(
+    client: httpx.AsyncClient, etcd: str, puts: list[dict[str, Any]]
+) -> Callable[[], Awaitable[None]]:
+    body = {"success": [{"requestPut": put} for put in puts]}
+
+    async def create() -> None:
+        (await client.post(f"{etcd}/v3/kv/txn", json=body)).raise_for_status()
+
+    return create
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+async def fill_objects(
+    kube: Kube,
+    total: int,
+    scopes: Sequence[int | str] = FILLED_SCOPES,
+    progress: str = "",
+    etcd: str = "",
+    on_listed: Callable[[], None] = lambda: None,
+) -> int:
+    """Create watched objects until `scopes` (namespaces zs-bench-<scope>) hold `total`, spread
+    evenly over types and scopes.
+
+    With `etcd` (its client URL) they are written to etcd directly, one of each type to a
+    transaction (the API server's watches see them as they see its own writes; two of one type
+    at one resourceVersion and a watch missed some): many times as fast as creating them one by
+    one through the API server. Returns how many the benchmark's types hold in all scopes.
+    """
+    places = [(t, k) for t in range(TYPES) for k in scopes]
+    per_place, extra = divmod(total, len(places))
+    have: dict[tuple[int, str], int] = {}
+    existing = 0
+    for t in range(TYPES):  # one list per type, not one per place: 10,000 lists take a while
+        items, _ = await kube.list_all(f"/apis/{GROUP}/v1/{kind_of(t)[1]}", metadata_only=True)
+        existing += len(items)
+        for obj in items:
+            where = (t, obj["metadata"]["namespace"])
+            have[where] = have.get(where, 0) + 1
     jobs: list[Callable[[], Awaitable[None]]] = []
-    for t in range(TYPES):
-        kind, plural = kind_of(t)
-        for k in range(SCOPES):
-            path = f"/apis/{GROUP}/v1/namespaces/{NAMESPACE}-{k}/{plural}"
-            have, _ = await kube.list_all(path, metadata_only=True)
-            for _ in range(per_place - len(have)):
-                body = {
-                    "apiVersion": f"{GROUP}/v1",
-                    "kind": kind,
-                    "metadata": {"generateName": "o-"},
-                }
-                jobs.append(_creator(kube, path, body))
-    await _gather_limited(jobs, limit=48)
-    return per_place * TYPES * SCOPES
+    puts: dict[int, list[dict[str, Any]]] = {t: [] for t in range(TYPES)}
+    async with httpx.AsyncClient(limits=httpx.Limits(max_connections=4), timeout=60) as client:
+        for n, (t, k) in enumerate(places):
+            kind, plural = kind_of(t)
+            namespace = f"{NAMESPACE}-{k}"
+            path = f"/apis/{GROUP}/v1/namespaces/{namespace}/{plural}"
+            # Small objects: the controller's watches store metadata only anyway.
+            body = {"apiVersion": f"{GROUP}/v1", "kind": kind, "metadata": {"generateName": "o-"}}
+            wanted = per_place + (1 if n < extra else 0)
+            for j in range(have.pop((t, namespace), 0), wanted):
+                if etcd:  # the same names again after a partial fill: overwritten
+                    puts[t].append(_etcd_put(t, namespace, f"e-{k}-{j}"))
+                else:
+                    jobs.append(_creator(kube, path, body))
+        batches = [[p for p in batch if p] for batch in itertools.zip_longest(*puts.values())]
+        jobs += [_etcd_txn(client, etcd, batch) for batch in batches]
+        on_listed()  # what was there is counted; the writes begin
+        await _gather_limited(jobs, limit=4 if etcd else 48, progress=progress)
+    return existing + len(jobs) - len(batches) + sum(len(b) for b in batches)
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -409,6 +494,35 @@ def _rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+async def measure_idle(pid: int, seconds: float) -> tuple[list[float], float]:
+    """CPU of process `pid` as % of a core: per 10 s window, and over all `seconds`."""
+    windows = []
+    before, started = _cpu_seconds(pid), time.monotonic()
+    window = (before, started)
+    while time.monotonic() - started < seconds:
+        await asyncio.sleep(10)
+        now = (_cpu_seconds(pid), time.monotonic())
+        windows.append(100 * (now[0] - window[0]) / (now[1] - window[1]))
+        window = now
+    return windows, 100 * (_cpu_seconds(pid) - before) / (time.monotonic() - started)
+
+
+def controller_command(kubeconfig: str, port: int, log_level: str = "") -> list[str]:
+    """The controller as the benchmarks run it (ZEROSCALER_BENCH_PROFILE: under cProfile)."""
+    profile = os.environ.get("ZEROSCALER_BENCH_PROFILE")  # a cProfile output path
+    launcher = ["-m", "cProfile", "-o", profile] if profile else []
+    level = log_level or os.environ.get("ZEROSCALER_BENCH_LOG_LEVEL", "warning")
+    return [
+        str(BIN / "python"), *launcher, "-m", "controller.main",
+        "--kubeconfig", kubeconfig,
+        "--metrics-host", "127.0.0.1",
+        "--metrics-port", str(port),
+        "--lease-namespace", NAMESPACE,
+        "--log-level", level,
+        "--access-review-ttl", "600",
+    ]  # fmt: skip
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -484,26 +598,7 @@ async def bench(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> Res
         watch = DeploymentWatch(kube)
         watcher = asyncio.create_task(watch.run())
         port = free_port()
-        profile = os.environ.get("ZEROSCALER_BENCH_PROFILE")  # a cProfile output path
-        launcher = ["-m", "cProfile", "-o", profile] if profile else []
-        controller = [
-            str(BIN / "python"),
-            *launcher,
-            "-m",
-            "controller.main",
-            "--kubeconfig",
-            kubeconfig,
-            "--metrics-host",
-            "127.0.0.1",
-            "--metrics-port",
-            str(port),
-            "--lease-namespace",
-            NAMESPACE,
-            "--log-level",
-            os.environ.get("ZEROSCALER_BENCH_LOG_LEVEL", "warning"),
-            "--access-review-ttl",
-            "600",
-        ]
+        controller = controller_command(kubeconfig, port)
         async with contextlib.AsyncExitStack() as stack:
             baseline = await stack.enter_async_context(
                 Baseline(kube, watch).running(kubeconfig, workdir)
@@ -541,19 +636,33 @@ async def bench(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> Res
                 await watch.wait(lambda: watch.asleep(names), limit=300)
                 # The fill woke every workload; their sleeps' Events trail the scale writes.
                 await asyncio.sleep(args.idle_settle)
-                before, started = _cpu_seconds(proc.pid), time.monotonic()
-                window = (before, started)
-                while time.monotonic() - started < args.idle_seconds:
-                    await asyncio.sleep(10)
-                    now = (_cpu_seconds(proc.pid), time.monotonic())
-                    results.idle_windows.append(100 * (now[0] - window[0]) / (now[1] - window[1]))
-                    window = now
-                used = _cpu_seconds(proc.pid) - before
-                results.idle_cpu_percent = 100 * used / (time.monotonic() - started)
+                results.idle_windows, results.idle_cpu_percent = await measure_idle(
+                    proc.pid, args.idle_seconds
+                )
                 results.idle_rss_mb = _rss_mb(proc.pid)
                 results.idle_workloads, results.idle_objects = count, total
         watcher.cancel()
     return results
+
+
+@contextlib.contextmanager
+def cluster_for(kubeconfig: str | None) -> Iterator[tuple[str, str]]:
+    """The cluster `kubeconfig` names, else a local one for the run: its kubeconfig and, for one
+    started here, its etcd's client URL."""
+    if kubeconfig is not None:
+        yield kubeconfig, ""
+        return
+    from localcluster import build
+    from localcluster.cluster import start
+
+    binaries = build.ensure_binaries(progress=lambda m: print(m, file=sys.stderr))
+    cluster = start(binaries, nodes=1, progress=lambda m: print(m, file=sys.stderr))
+    try:
+        etcd = next(c for c in cluster.components if c.name == "etcd")
+        urls = [a.split("=", 1)[1] for a in etcd.cmd if a.startswith("--listen-client-urls=")]
+        yield str(cluster.kubeconfig), urls[0]
+    finally:
+        cluster.stop()
 
 
 def main() -> None:
@@ -586,22 +695,45 @@ def main() -> None:
         action="store_true",
         help="measure only the idle cost; keep the latencies of the last full run",
     )
+    parser.add_argument(
+        "--scale",
+        type=int,
+        nargs=2,
+        metavar=("WORKLOADS", "OBJECTS"),
+        help="only the scale row: 1,000 workloads over 50,000 objects, then these counts "
+        "(10000 200000: about 40 minutes on 2 cores), each figure's growth between them",
+    )
+    parser.add_argument(
+        "--scale-from",
+        type=int,
+        nargs=2,
+        default=[1000, 50_000],
+        metavar=("WORKLOADS", "OBJECTS"),
+        help="the scale row's first stage, which growth is measured from",
+    )
+    parser.add_argument(
+        "--etcd",
+        default="",
+        help="with --kubeconfig: its etcd's client URL, to store the scale row's objects "
+        "directly (a cluster the benchmark starts is found by itself)",
+    )
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="zeroscaler-bench-"))
-    cluster = None
-    kubeconfig = args.kubeconfig
-    if kubeconfig is None:
-        from localcluster import build
-        from localcluster.cluster import start
+    if args.scale:
+        from bench.bench_scale import bench_scale, print_scale, write
 
-        binaries = build.ensure_binaries(progress=lambda m: print(m, file=sys.stderr))
-        cluster = start(binaries, nodes=1, progress=lambda m: print(m, file=sys.stderr))
-        kubeconfig = str(cluster.kubeconfig)
-    try:
+        with cluster_for(args.kubeconfig) as (kubeconfig, etcd):
+            args.etcd = args.etcd or etcd
+            scale = asyncio.run(bench_scale(args, kubeconfig, workdir))
+        scale.notes.append(
+            f"{args.samples} wakes per stage; {os.cpu_count()} cores, shared with other work; "
+            f"logs in {workdir}"
+        )
+        print_scale(scale)
+        write(scale)
+        return
+    with cluster_for(args.kubeconfig) as (kubeconfig, _):
         results = asyncio.run(bench(args, kubeconfig, workdir))
-    finally:
-        if cluster is not None:
-            cluster.stop()
     if args.idle_only and (RESULTS / "controller.json").exists():
         previous = json.loads((RESULTS / "controller.json").read_text())
         results.latency = previous.get("latency", {})

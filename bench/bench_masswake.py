@@ -20,7 +20,6 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -39,6 +38,7 @@ from bench.bench_controller import (
     _gather_limited,
     _rss_mb,
     _wait_http_ok,
+    cluster_for,
     deployment,
     percentile,
 )
@@ -468,20 +468,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="zeroscaler-bench-"))
-    cluster = None
-    kubeconfig = args.kubeconfig
-    if kubeconfig is None:
-        from localcluster import build
-        from localcluster.cluster import start
-
-        binaries = build.ensure_binaries(progress=lambda m: print(m, file=sys.stderr))
-        cluster = start(binaries, nodes=1, progress=lambda m: print(m, file=sys.stderr))
-        kubeconfig = str(cluster.kubeconfig)
-    try:
+    with cluster_for(args.kubeconfig) as (kubeconfig, _):
         results = asyncio.run(bench(args, kubeconfig, workdir))
-    finally:
-        if cluster is not None:
-            cluster.stop()
     results.notes.append(
         "ratio: median over samples of zeroscaler's last wake / the last write of the baseline "
         "measured just before it (target 1.5x); base ms: "

@@ -16,7 +16,7 @@ from controller.workload import Workload, WorkloadKey, essence, idle_since, is_n
 from zeroscaler.core.activity import Activity, Change, find_activity
 from zeroscaler.core.kinds import APIResource
 from zeroscaler.kube import Obj
-from zeroscaler.watching import WatchEvent
+from zeroscaler.watching import WatchEvent, key_of
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,7 @@ class ChangeFeed:
         wake_due: Enqueue,
         users: Callable[[APIResource], Iterable[WorkloadKey]],
         is_opted_in: Callable[[str], bool] = lambda _: True,
+        users_in: Callable[[APIResource, str], Iterable[WorkloadKey]] | None = None,
     ) -> None:
         self._workloads = workloads
         self._clock = clock
@@ -55,6 +56,7 @@ class ChangeFeed:
         self._is_running = is_running
         self._wake_due = wake_due
         self._users = users
+        self._users_in = users_in or (lambda resource, _: users(resource))  # by namespace
         self._is_opted_in = is_opted_in
         self._hpa_targets: dict[WorkloadKey, set[str]] = {}
 
@@ -131,9 +133,7 @@ class ChangeFeed:
     def on_object(self, resource: APIResource, event: WatchEvent) -> None:
         """A watched object changed: note it for every workload it is activity for."""
         self._metrics.watch_events.labels(resource.group_resource).inc()
-        users = self._users(resource)
-        if not users:
-            return
+        users = self._users_in(resource, key_of(event.obj)[0])
         change = Change(event.type, event.obj, event.old, event.initial)
         now: datetime | None = None
         for key in users:

@@ -94,6 +94,7 @@ class Scaler:
             is_running=self.queue.is_running,
             wake_due=self.gate.due,
             users=self.hub.users,
+            users_in=self.hub.users_in,
             is_opted_in=self._is_opted_in,
         )
         self.cluster = ClusterView(

@@ -16,6 +16,7 @@ from zeroscaler.core.activity import (
     Activity,
     Change,
     Interest,
+    Scope,
     definitions_of,
     find_activity,
     working_namespaces,
@@ -230,8 +231,10 @@ class Subscriptions:
         """Hold exactly the watches in `wanted`; a warm one is replayed to an asleep workload."""
         for resource in w.resources - wanted:
             self._hub.release(resource, w.key)
+        for resource in wanted & w.resources:
+            self._hub.set_scope(resource, w.key, _scope_of(w, resource))
         for resource in wanted - w.resources:
-            informer = self._hub.acquire(resource, w.key)
+            informer = self._hub.acquire(resource, w.key, _scope_of(w, resource))
             warm = informer is not None and informer.synced.is_set()
             if warm and informer is not None and w.status.state == "asleep":
                 self._replay(w, resource, informer.store.values())
@@ -245,3 +248,12 @@ class Subscriptions:
             if found is not None:
                 self._on_activity(w, found, self._clock.now())
                 return
+
+
+def _scope_of(w: Workload, resource: APIResource) -> Scope:
+    """Where a change to `resource` can be activity for `w`: as `is_in_interest` reads scopes."""
+    watched, owned = w.scopes
+    group_kind = (resource.group, resource.kind)
+    if group_kind in watched:
+        return watched[group_kind]
+    return owned.get(group_kind)  # neither (not expected): None, every namespace

@@ -1,0 +1,339 @@
+"""The controller benchmark's scale row (`python -m bench.bench_controller --scale 10000 200000`).
+
+Two stages on one cluster: 1,000 workloads over 50,000 watched objects (`--scale-from`), then the
+given counts (10,000 and 200,000 for issue 12's row). Each stage's new objects are created first,
+in namespaces no existing workload watches, so the fill wakes nothing (stored in etcd directly
+where its URL is known: through the API server they came at 70-180/s on this busy machine); then
+its workloads (paused Deployments, as in the other rows) are created and left to fall asleep. In
+each stage: wake latency paired with the raw baseline beside it (the method of the other rows),
+the controller's CPU while idle and its resident memory, then a restart: time to ready and to the
+first full list of every watched type, and the resident memory after it. Each figure's growth
+from the first stage is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+
+from bench.bench_controller import (
+    RESULTS,
+    SCOPES,
+    TYPES,
+    Baseline,
+    DeploymentWatch,
+    _cpu_seconds,
+    _rss_mb,
+    controller_command,
+    ensure_workloads,
+    fill_objects,
+    measure_controller,
+    measure_idle,
+    percentile,
+    setup_cluster,
+    workload_name,
+)
+from localcluster.processes import free_port, running
+from zeroscaler.access import load_access
+from zeroscaler.kube import Kube
+
+T = TypeVar("T")
+
+
+@dataclass
+class Stage:
+    workloads: int
+    objects: int = 0  # watched objects of the benchmark's types when measured
+    load: dict[str, list[float]] = field(default_factory=dict)  # phase -> load average 1/5/15
+    seconds: dict[str, float] = field(default_factory=dict)  # phase -> wall clock
+    latency: list[float] = field(default_factory=list)
+    paired: list[float] = field(default_factory=list)  # the baseline beside each sample
+    idle_windows: list[float] = field(default_factory=list)
+    idle_cpu_percent: float = 0.0
+    idle_rss_mb: float = 0.0
+    ready_s: float = 0.0  # restart to /readyz
+    synced_s: float = 0.0  # restart to the first full list of every watched type
+    managed_s: float = 0.0  # restart to every workload reconciled (managed and asleep)
+    event_cpu_us: float = 0.0  # controller CPU per event of an object no workload watches
+    restart_rss_mb: float = 0.0  # resident after the restart's lists, settled
+
+
+@dataclass
+class ScaleResults:
+    stages: list[Stage] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+async def _phase(stage: Stage, name: str, limit: float, work: Awaitable[T]) -> T:
+    """Run one phase within `limit` seconds, recording its time and the load average."""
+    print(f"{stage.workloads} workloads: {name} (at most {limit:.0f} s)", flush=True)
+    began = time.monotonic()
+    try:
+        async with asyncio.timeout(limit):
+            result = await work
+    except TimeoutError:
+        raise RuntimeError(f"{stage.workloads} workloads: {name} took over {limit:.0f} s") from None
+    stage.seconds[name] = round(time.monotonic() - began, 1)
+    stage.load[name] = [round(x, 2) for x in os.getloadavg()]
+    print(f"{stage.workloads} workloads: {name} took {stage.seconds[name]} s", flush=True)
+    return result
+
+
+async def _all_asleep(watch: DeploymentWatch, count: int) -> None:
+    """Poll (not on every event: 10,000 names each time) until workloads 0..count-1 sleep."""
+    names = [workload_name(i) for i in range(count)]
+    last = 0.0
+    while True:
+        awake = sum(1 for n in names if not watch.asleep([n]))
+        if not awake:
+            return
+        if time.monotonic() - last > 10:
+            print(f"  {count - awake} / {count} asleep", flush=True)
+            last = time.monotonic()
+        await asyncio.sleep(1)
+
+
+class Controller:
+    """The controller process, restartable; its log shows when each watch first synced."""
+
+    def __init__(self, kubeconfig: str, workdir: Path) -> None:
+        self.kubeconfig = kubeconfig
+        self.log = workdir / "controller.log"
+        self.port = 0
+        self._stack = contextlib.ExitStack()
+        self._offset = 0  # where this start's lines begin in the log
+        self.pid = 0
+
+    def start(self) -> None:
+        self.port = free_port()
+        # info: the "watch synced" lines time the first lists.
+        cmd = controller_command(self.kubeconfig, self.port, log_level="info")
+        self._offset = self.log.stat().st_size if self.log.exists() else 0
+        self.pid = self._stack.enter_context(running(cmd, self.log)).pid
+
+    def stop(self) -> None:
+        self._stack.close()
+
+    def synced_watches(self) -> int:
+        with self.log.open("rb") as f:
+            f.seek(self._offset)
+            return f.read().count(b'msg="watch synced"')
+
+    async def wait_ready(self) -> None:
+        async with httpx.AsyncClient() as client:
+            while True:
+                with contextlib.suppress(httpx.HTTPError):
+                    if (await client.get(f"http://127.0.0.1:{self.port}/readyz")).is_success:
+                        return
+                await asyncio.sleep(0.1)
+
+    async def wait_managed(self, count: int) -> None:
+        """Until the controller's metrics count `count` managed workloads asleep."""
+        wanted = f'zeroscaler_managed_workloads{{state="asleep"}} {count}.0'
+        async with httpx.AsyncClient() as client:
+            while True:
+                with contextlib.suppress(httpx.HTTPError):
+                    metrics = await client.get(f"http://127.0.0.1:{self.port}/metrics")
+                    if wanted in metrics.text.splitlines():
+                        return
+                await asyncio.sleep(0.5)
+
+    async def wait_synced(self, types: int) -> None:
+        while True:  # the log is a file: nothing to wait on but time
+            if self.synced_watches() >= types:
+                return
+            await asyncio.sleep(0.2)
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[Controller]:
+        self.start()
+        try:
+            yield self
+        finally:
+            self.stop()
+
+
+async def run_stage(
+    kube: Kube,
+    watch: DeploymentWatch,
+    baseline: Baseline,
+    controller: Controller,
+    stage: Stage,
+    number: int,
+    first: tuple[int, int],
+    objects: int,
+    args: argparse.Namespace,
+) -> None:
+    """Stage `number` (from 1): workloads `first`..`stage.workloads` - 1 and `objects` in all;
+    measure; restart."""
+    count = stage.workloads
+    scopes = range(first[0] // TYPES, count // TYPES)  # watched by none of the existing workloads
+    new_objects = max(0, objects - first[1] - EVENTS)  # the events' objects make up the rest
+    stage.objects = await _phase(
+        stage,
+        "create objects",
+        120 + new_objects / 50,
+        fill_objects(kube, new_objects, scopes, progress="  objects", etcd=args.etcd),
+    )
+    await _phase(
+        stage,
+        "create workloads",
+        300 + count / 4,  # 9-23 a second on this busy machine, the controller's writes beside
+        ensure_workloads(kube, count, first[0], progress="  workloads"),
+    )
+    await _phase(stage, "all asleep", 300 + count / 4, _all_asleep(watch, count))
+    stage.event_cpu_us, stage.objects = await _phase(
+        stage, "unwatched events", 300, _event_cost(kube, controller.pid, number, args.etcd)
+    )
+    # The sleeps' records and Events trail their scale writes: wakes are timed once they are done
+    # (in one run the first three wakes at 1,000 took 1.2-4 s while they were written).
+    await _phase(
+        stage, "settle before wakes", args.idle_settle + 10, asyncio.sleep(args.idle_settle)
+    )
+    stage.latency, stage.paired = await _phase(
+        stage,
+        "wake latency",
+        60 + args.samples * 15,
+        measure_controller(kube, watch, baseline, count, args.samples, args.gap, churn=False),
+    )
+    await _phase(stage, "idle settle", args.idle_settle + 300, _settle(watch, count, args))
+    stage.idle_windows, stage.idle_cpu_percent = await _phase(
+        stage, "idle", args.idle_seconds + 60, measure_idle(controller.pid, args.idle_seconds)
+    )
+    stage.idle_rss_mb = _rss_mb(controller.pid)
+    controller.stop()
+    began = time.monotonic()
+    controller.start()
+    await _phase(stage, "restart to ready", 300 + count / 10, controller.wait_ready())
+    stage.ready_s = round(time.monotonic() - began, 2)
+    await _phase(stage, "restart to watches synced", 300, controller.wait_synced(TYPES))
+    stage.synced_s = round(time.monotonic() - began, 2)
+    await _phase(stage, "restart to every workload managed", 300 + count / 10,
+                 controller.wait_managed(count))  # fmt: skip
+    stage.managed_s = round(time.monotonic() - began, 2)
+    await asyncio.sleep(args.idle_settle)
+    stage.restart_rss_mb = _rss_mb(controller.pid)
+
+
+EVENTS = 5000  # objects created per stage in a namespace no workload watches
+
+
+async def _event_cost(kube: Kube, pid: int, number: int, etcd: str) -> tuple[float, int]:
+    """Controller CPU (µs) per watch event that concerns no workload (EVENTS new objects in a
+    namespace none watches), and the objects of the benchmark's types after them."""
+    before = 0.0
+
+    def listed() -> None:  # the count of what is there (200,000 objects listed) is not theirs
+        nonlocal before
+        before = _cpu_seconds(pid)
+
+    total = await fill_objects(kube, EVENTS * number, ["fan-out"], etcd=etcd, on_listed=listed)
+    await asyncio.sleep(3)  # the last events' handling
+    return 1e6 * (_cpu_seconds(pid) - before) / EVENTS, total
+
+
+async def _settle(watch: DeploymentWatch, count: int, args: argparse.Namespace) -> None:
+    await _all_asleep(watch, count)  # the last samples' targets
+    await asyncio.sleep(args.idle_settle)  # their sleeps' Events trail the scale writes
+
+
+async def bench_scale(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> ScaleResults:
+    """Both stages with one baseline and one Deployment watch throughout."""
+    stages = [tuple(args.scale_from), tuple(args.scale)]
+    for (count, objects), (before, had) in zip(stages, [(0, 0), *stages], strict=False):
+        if count > SCOPES * TYPES or count <= before or count % TYPES or objects < had:
+            raise SystemExit(
+                f"--scale-from and --scale: {count} workloads over {objects} objects: use a "
+                f"multiple of {TYPES}, at most {SCOPES * TYPES} (one write wakes one workload), "
+                "more workloads and no fewer objects than the stage before"
+            )
+    results = ScaleResults()
+    async with Kube(load_access(kubeconfig), max_connections=64) as kube:
+        await setup_cluster(kube)
+        watch = DeploymentWatch(kube)
+        watcher = asyncio.create_task(watch.run())
+        controller = Controller(kubeconfig, workdir)
+        async with Baseline(kube, watch).running(kubeconfig, workdir) as baseline:
+            with controller.running():
+                await controller.wait_ready()
+                first = (0, 0)
+                for number, (workloads, total) in enumerate(stages, 1):
+                    stage = Stage(workloads)
+                    results.stages.append(stage)
+                    try:
+                        await run_stage(
+                            kube, watch, baseline, controller, stage, number, first, total, args
+                        )
+                    except RuntimeError as e:  # a phase over its bound: keep what was measured
+                        results.notes.append(str(e))
+                        write(results)
+                        break
+                    first = (workloads, stage.objects)
+                    print_scale(results)
+                    write(results)
+        watcher.cancel()
+    return results
+
+
+def _growth(first: float, last: float) -> str:
+    return f"{last / first:.2f}x" if first else "-"
+
+
+def rows(results: ScaleResults) -> list[tuple[str, list[float]]]:
+    """Each reported figure, per stage."""
+
+    def ms(values: list[float], q: float) -> float:
+        return percentile(values, q) * 1000 if values else 0.0
+
+    figures: list[tuple[str, Callable[[Stage], float]]] = [
+        ("watched objects", lambda s: s.objects),
+        ("wake p50 (ms)", lambda s: ms(s.latency, 0.5)),
+        ("wake p99 (ms)", lambda s: ms(s.latency, 0.99)),
+        ("baseline beside it, p50 (ms)", lambda s: ms(s.paired, 0.5)),
+        ("baseline beside it, p99 (ms)", lambda s: ms(s.paired, 0.99)),
+        ("p99 / baseline p99", lambda s: ms(s.latency, 0.99) / (ms(s.paired, 0.99) or 1)),
+        ("idle CPU (% of a core)", lambda s: s.idle_cpu_percent),
+        ("resident after the run (MB)", lambda s: s.idle_rss_mb),
+        ("restart: resident (MB)", lambda s: s.restart_rss_mb),
+        ("restart: to ready (s)", lambda s: s.ready_s),
+        ("restart: to every watch synced (s)", lambda s: s.synced_s),
+        ("restart: to every workload managed (s)", lambda s: s.managed_s),
+        ("CPU per event nobody watches (us)", lambda s: s.event_cpu_us),
+        ("creating objects (s)", lambda s: s.seconds.get("create objects", 0.0)),
+        ("creating workloads (s)", lambda s: s.seconds.get("create workloads", 0.0)),
+        ("until all asleep (s)", lambda s: s.seconds.get("all asleep", 0.0)),
+    ]
+    return [(name, [get(s) for s in results.stages]) for name, get in figures]
+
+
+def print_scale(results: ScaleResults) -> None:
+    head = "".join(f"{s.workloads:>12}" for s in results.stages)
+    print(f"\n{'scale row':<38}{head}{'growth':>10}")
+    for name, values in rows(results):
+        cells = "".join(f"{v:>12.2f}" if v < 1000 else f"{v:>12.0f}" for v in values)
+        growth = _growth(values[0], values[-1]) if len(values) > 1 else ""
+        print(f"{name:<38}{cells}{growth:>10}")
+    for s in results.stages:
+        windows = ", ".join(f"{w:.2f}" for w in s.idle_windows)
+        print(f"{s.workloads} workloads: idle CPU per 10 s window: {windows}; load {s.load}")
+    for note in results.notes:
+        print(f"note: {note}")
+
+
+def write(results: ScaleResults) -> None:
+    """The JSON beside the other benchmarks' results, with the table's figures."""
+    out: dict[str, Any] = asdict(results)
+    out["table"] = {name: values for name, values in rows(results)}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "controller-scale.json").write_text(json.dumps(out, indent=1))
+    print(f"wrote {RESULTS / 'controller-scale.json'}")
