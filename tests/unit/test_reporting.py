@@ -12,7 +12,7 @@ from controller.reporting import Reporter, joined_message
 from controller.workload import Workload
 from zeroscaler.core.kinds import APIResource
 from zeroscaler.events import EventRecorder
-from zeroscaler.kube import Kube, Obj, Priority, _PRIORITY
+from zeroscaler.kube import _PRIORITY, Kube, Obj, Priority
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
 
@@ -118,5 +118,6 @@ def test_workloads_asking_the_same_review_at_once_share_one_request() -> None:
         return answers, kube.asked, cached
 
     answers, asked, cached = asyncio.run(run())
-    assert answers == [True] * 9 and cached
+    assert answers == [True] * 9
+    assert cached
     assert asked == 3  # one SubjectAccessReview; list and watch for the controller itself
