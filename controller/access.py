@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from controller.clock import Clock, LoopClock
@@ -29,6 +31,8 @@ class AccessReviews:
         self._ttl = ttl
         self._clock = clock or LoopClock()
         self._answers: dict[AccessKey, tuple[bool, float]] = {}
+        # Reviews on their way: workloads that ask the same question meanwhile share the answer.
+        self._asking: dict[AccessKey, asyncio.Task[bool]] = {}
 
     def epoch(self) -> int:
         """Changes every `ttl` seconds, so callers know when their answers may be stale."""
@@ -45,10 +49,31 @@ class AccessReviews:
         name: str = "",
     ) -> bool:
         key = AccessKey(namespace, service_account, resource.group, resource.resource, scope, name)
-        now = self._clock.monotonic()
+        return await self._answer(key, lambda: self._review(key, resource.namespaced))
+
+    async def _answer(self, key: AccessKey, ask: Callable[[], Awaitable[bool]]) -> bool:
+        """The cached answer, else one review shared by everyone who asks until it is answered."""
         cached = self._answers.get(key)
-        if cached is not None and cached[1] > now:
+        if cached is not None and cached[1] > self._clock.monotonic():
             return cached[0]
+        asking = self._asking.get(key)
+        if asking is None:
+            # A task of its own: an asker that is cancelled does not cancel it for the others.
+            asking = asyncio.ensure_future(self._remember(key, ask))
+            self._asking[key] = asking
+            asking.add_done_callback(lambda _: self._asking.pop(key, None))
+            asking.add_done_callback(_retrieve)
+        return await asyncio.shield(asking)
+
+    async def _remember(self, key: AccessKey, ask: Callable[[], Awaitable[bool]]) -> bool:
+        asked = self._clock.monotonic()
+        allowed = await ask()
+        self._answers[key] = (allowed, asked + self._ttl)
+        return allowed
+
+    async def _review(self, key: AccessKey, namespaced: bool) -> bool:
+        """Ask a SubjectAccessReview for the ServiceAccount in `key`."""
+        namespace, service_account = key.namespace, key.service_account
         review = {
             "apiVersion": "authorization.k8s.io/v1",
             "kind": "SubjectAccessReview",
@@ -61,30 +86,33 @@ class AccessReviews:
                 ],
                 "resourceAttributes": {
                     "verb": "watch",
-                    "group": resource.group,
-                    "resource": resource.resource,
-                    "namespace": scope if resource.namespaced else "",
-                    "name": name,
+                    "group": key.group,
+                    "resource": key.resource,
+                    "namespace": key.scope if namespaced else "",
+                    "name": key.name,
                 },
             },
         }
-        allowed = review_allowed(await self._kube.create(_SAR_PATH, review))
-        self._answers[key] = (allowed, now + self._ttl)
-        return allowed
+        return review_allowed(await self._kube.create(_SAR_PATH, review))
 
     async def may_watch_everywhere(self, resource: APIResource) -> bool:
         """Whether the controller itself may list and watch `resource` in every namespace (its
         shared watches), asked with SelfSubjectAccessReviews."""
         key = AccessKey("", "", resource.group, resource.resource, "*")
-        now = self._clock.monotonic()
-        cached = self._answers.get(key)
-        if cached is not None and cached[1] > now:
-            return cached[0]
+        return await self._answer(key, lambda: self._self_review(key))
+
+    async def _self_review(self, key: AccessKey) -> bool:
+        """Ask SelfSubjectAccessReviews for list and watch of the type in `key`."""
         allowed = True
         for verb in ("list", "watch"):
-            review = self_access_review(verb, resource.group, resource.resource)
+            review = self_access_review(verb, key.group, key.resource)
             allowed = allowed and review_allowed(
                 await self._kube.create(SELF_ACCESS_REVIEWS, review)
             )
-        self._answers[key] = (allowed, now + self._ttl)
         return allowed
+
+
+def _retrieve(task: asyncio.Task[bool]) -> None:
+    """Mark a failed review's error as seen: each asker got it, or none was left to."""
+    if not task.cancelled():
+        task.exception()

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from zeroscaler.kube import Conflict, Kube, KubeError, NotFound, Obj
+from zeroscaler.kube import Conflict, Kube, KubeError, NotFound, Obj, Priority, prioritized
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,10 @@ class LeaderElector:
         loop = asyncio.get_running_loop()
         while True:
             try:
-                held = await self._attempt(loop.time())
+                # Renewals go before every waiting request: a renewal stuck behind a backlog of
+                # writes would let the Lease expire under a leader that still writes.
+                with prioritized(Priority.URGENT):
+                    held = await self._attempt(loop.time())
             except KubeError as e:
                 log.warning("lease attempt failed: %s", e, extra={"lease": self._name})
                 held = self.is_leader and loop.time() - self._renewed_at < self.duration
@@ -61,16 +64,17 @@ class LeaderElector:
             return
         self._set(False)
         try:
-            lease = await self._kube.get(self._path)
-            if (lease.get("spec") or {}).get("holderIdentity") == self.identity:
-                rv = lease["metadata"]["resourceVersion"]
-                await self._kube.patch(
-                    self._path,
-                    {
-                        "metadata": {"resourceVersion": rv},
-                        "spec": {"holderIdentity": None, "leaseDurationSeconds": 1},
-                    },
-                )
+            with prioritized(Priority.URGENT):
+                lease = await self._kube.get(self._path)
+                if (lease.get("spec") or {}).get("holderIdentity") == self.identity:
+                    rv = lease["metadata"]["resourceVersion"]
+                    await self._kube.patch(
+                        self._path,
+                        {
+                            "metadata": {"resourceVersion": rv},
+                            "spec": {"holderIdentity": None, "leaseDurationSeconds": 1},
+                        },
+                    )
         except KubeError as e:
             log.warning("could not release the lease: %s", e)
 

@@ -82,10 +82,11 @@ class Reconciler:
         self._policy = policy
         self._excluded = excluded
 
-    async def work(self) -> None:
-        """One worker: reconcile keys from the queue until cancelled."""
+    async def work(self, *, urgent_only: bool = False) -> None:
+        """One worker: reconcile keys from the queue (only wakes due, with `urgent_only`) until
+        cancelled."""
         while True:
-            key = await self._queue.take()
+            key = await self._queue.take(urgent_only=urgent_only)
             try:
                 # A wake's reads (a refresh after a conflict, access reviews) go first too.
                 with urgently(self._gate.is_due(key)):
@@ -116,10 +117,9 @@ class Reconciler:
         return WAKE_RETRY_AFTER if waking else RETRY_AFTER
 
     async def _follow_up(self, key: WorkloadKey, write: Coroutine[Any, Any, None]) -> None:
-        """Finish a workload's wake off the worker, once no other wake waits for its scale."""
+        """A workload's write that waits its turn off the worker: a sleep, or a wake's record."""
         try:
-            await self._gate.wait()
-            await self._retrying(key, "recording a wake", write)
+            await self._retrying(key, "writing", write)
         finally:
             self._queue.release(key)
 

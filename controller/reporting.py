@@ -1,39 +1,60 @@
 """What the controller says about a workload: each warning once (log line and Event), Events in
-the background, a few at a time, after the wakes that are due."""
+the background at the lowest priority, a few at a time; while one waits to be written, a newer one
+of the same workload, type and reason joins it, so a backlog never outgrows the workloads."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any
 
-from controller.queue import WakeGate
 from controller.workload import Workload, WorkloadKey
 from zeroscaler.core.annotations import Notice
 from zeroscaler.events import EventRecorder, EventType
-from zeroscaler.kube import Obj
+from zeroscaler.kube import Obj, Priority, prioritized
 
 log = logging.getLogger(__name__)
 
 
+@dataclass(slots=True)
+class _Pending:
+    """An Event not written yet, and how many occurrences it stands for."""
+
+    obj: Obj
+    kind: str
+    message: str
+    count: int = 1
+
+
+def joined_message(message: str, count: int) -> str:
+    """The message of an Event that stands for `count` occurrences, the newest one's words."""
+    return message if count == 1 else f"{message} (the latest of {count})"
+
+
 class Reporter:
-    """Writes Events about workloads without holding up the scale writes of other wakes."""
+    """Writes Events about workloads without holding up the scale writes of wakes or sleeps."""
 
     def __init__(
         self,
         events: EventRecorder,
-        gate: WakeGate[WorkloadKey],
         *,
         background: Callable[[Coroutine[Any, Any, None]], None],
         is_leader: Callable[[], bool],
         slots: int = 4,
     ) -> None:
         self._events = events
-        self._gate = gate
         self._background = background
         self._is_leader = is_leader
-        self._slots = asyncio.Semaphore(slots)
+        self._slots = slots
+        self._writers = 0
+        # Waiting Events, oldest first; one per workload, type and reason.
+        self._pending: dict[tuple[WorkloadKey, EventType, str], _Pending] = {}
+
+    @property
+    def pending(self) -> int:
+        """Events waiting to be written."""
+        return len(self._pending)
 
     def warn(self, w: Workload, warnings: list[Notice]) -> None:
         """Say each warning once while it holds; one that went away may be said again later."""
@@ -49,12 +70,29 @@ class Reporter:
 
     def event(self, w: Workload, type_: EventType, reason: str, message: str) -> None:
         """Write an Event about `w` in the background."""
-        # A burst of wakes must not queue its scale writes behind the Events of the ones before.
-        self._background(self._write(dict(w.obj), w.kind, type_, reason, message))
+        key = (w.key, type_, reason)
+        waiting = self._pending.get(key)
+        if waiting is not None:  # not written yet: one Event tells both, in the newer words
+            waiting.obj, waiting.message = dict(w.obj), message
+            waiting.count += 1
+            return
+        self._pending[key] = _Pending(dict(w.obj), w.kind, message)
+        if self._writers < self._slots:
+            self._writers += 1
+            self._background(self._write())
 
-    async def _write(
-        self, obj: Obj, kind: str, type_: EventType, reason: str, message: str
-    ) -> None:
-        await self._gate.wait()
-        async with self._slots:
-            await self._events.emit(obj, "apps/v1", kind, type_, reason, message)
+    async def _write(self) -> None:
+        """Write waiting Events, oldest first, until none is left."""
+        try:
+            # Behind every other request: a burst of wakes or sleeps never waits for Events.
+            with prioritized(Priority.BACKGROUND):
+                while self._pending:
+                    key = next(iter(self._pending))
+                    event = self._pending.pop(key)
+                    _, type_, reason = key
+                    message = joined_message(event.message, event.count)
+                    await self._events.emit(
+                        event.obj, "apps/v1", event.kind, type_, reason, message, event.count
+                    )
+        finally:
+            self._writers -= 1

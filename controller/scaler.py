@@ -43,8 +43,8 @@ from zeroscaler.watching import Informer
 
 log = logging.getLogger(__name__)
 
-FOLLOW_UP_PATIENCE = 1.0  # seconds a follow-up write gives way to pending wakes
 HOUSEKEEPING_INTERVAL = 10.0
+WAKE_ONLY_SHARE = 8  # one worker more per this many that takes only wakes due
 
 
 class Scaler:
@@ -68,8 +68,8 @@ class Scaler:
         self.ready = False
         self.workloads: dict[WorkloadKey, Workload] = {}
         self.tasks = Tasks()
-        self.queue: KeyedQueue[WorkloadKey] = KeyedQueue()
-        self.gate: WakeGate[WorkloadKey] = WakeGate(FOLLOW_UP_PATIENCE)
+        self.gate: WakeGate[WorkloadKey] = WakeGate()
+        self.queue: KeyedQueue[WorkloadKey] = KeyedQueue(self.gate.is_due)
         self.timers: TimerHeap[WorkloadKey] = TimerHeap(self.queue.add)
         self.hub: WatchHub[WorkloadKey] = WatchHub(
             watcher,
@@ -128,13 +128,18 @@ class Scaler:
         """The parts that decide and write, wired to the queue, the gate and each other."""
         reporter = Reporter(
             self.events,
-            self.gate,
             background=self.tasks.background,
             is_leader=self._leading,
         )
         access = AccessReviews(kube, self.settings.access_review_ttl, clock)
         subscriptions = Subscriptions(
-            self.hub, access, self.cluster, clock=clock, on_activity=self.changes.note_activity
+            self.hub,
+            access,
+            self.cluster,
+            clock=clock,
+            on_activity=self.changes.note_activity,
+            background=self.tasks.background,
+            enqueue=self.queue.add,
         )
         scaling = Scaling(
             kube,
@@ -179,6 +184,10 @@ class Scaler:
         release_free_memory(full=True)
         self.ready = True
         log.info("synced", extra={"workloads": len(self.workloads)})
+        # A few workers take only wakes that are due: however many slow reconciles the others
+        # are busy with (access reviews, a re-read after a conflict), a wake finds one free.
+        reserved = max(1, self.settings.workers // WAKE_ONLY_SHARE)
+        self.tasks.spawn(*(self.reconciler.work(urgent_only=True) for _ in range(reserved)))
         self.tasks.spawn(*(self.reconciler.work() for _ in range(self.settings.workers)))
         await self.tasks.wait()
 

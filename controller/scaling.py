@@ -24,7 +24,15 @@ from zeroscaler.core.annotations import (
 from zeroscaler.core.census import Census, format_census
 from zeroscaler.core.decision import Decision, plan_release, restart_clock, wake_replicas
 from zeroscaler.core.flapping import ExternalWake, Streak, after_external_wake, quiet_at
-from zeroscaler.kube import Conflict, Kube, KubeError, NotFound
+from zeroscaler.kube import (
+    Conflict,
+    Kube,
+    KubeError,
+    NotFound,
+    Priority,
+    Withdrawn,
+    prioritized,
+)
 
 log = logging.getLogger(__name__)
 
@@ -60,23 +68,34 @@ class Scaling:
         self._census = census
         self._follow_ups: dict[WorkloadKey, FollowUp] = {}
 
+    def _is_not_leader(self) -> bool:
+        return not self._is_leader()
+
     def take_follow_up(self, key: WorkloadKey) -> FollowUp | None:
-        """The write that finishes a wake of `key`, to be run off the worker; None if none."""
+        """The write left for `key` to run off the worker (a sleep, or a wake's record), if any."""
         return self._follow_ups.pop(key, None)
 
     async def act(self, w: Workload, decision: Decision, now: datetime) -> None:
-        """Do what the decision says, when leading."""
+        """Do what the decision says, when leading; a sleep is left as a follow-up."""
         if not self._is_leader():
             return
+        if self._dry_run:
+            self._pretend(w, decision, now)
+        elif decision.action == "sleep":
+            # It waits its turn behind every wake and record: off the worker, so that however
+            # many sleeps wait, a wake always finds a worker free.
+            self._follow_ups[w.key] = self._guarded(w, self._sleep(w, decision, now))
+        elif decision.action == "wake":
+            await self._guarded(
+                w, self.wake(w, decision.replicas or 1, decision.reason or "activity")
+            )
+        elif decision.action == "mark-awake":
+            await self._guarded(w, self._mark_awake(w, decision, now))
+
+    async def _guarded(self, w: Workload, write: FollowUp) -> None:
+        """Run a write; one that lost a race or found the workload gone is looked at again."""
         try:
-            if self._dry_run:
-                self._pretend(w, decision, now)
-            elif decision.action == "sleep":
-                await self._sleep(w, decision, now)
-            elif decision.action == "wake":
-                await self.wake(w, decision.replicas or 1, decision.reason or "activity")
-            elif decision.action == "mark-awake":
-                await self._mark_awake(w, decision, now)
+            await write
         except Conflict:
             log.debug("conflict; looking again", extra={"workload": w.label})
             await self.refresh(w)
@@ -124,11 +143,32 @@ class Scaling:
         # the count to restore. On the workload itself rather than its `scale` subresource, so
         # managedFields name zeroscaler as the owner of spec.replicas while it sleeps (a scale
         # write records no owner), and GitOps tools can be told to leave it (docs/gitops.md).
-        status = asleep_annotations(replicas, now, w.last_activity)
+        idle_since, version = w.last_activity, w.resource_version
+        status = asleep_annotations(replicas, now, idle_since)
         # What is in scope now, so a restart can tell what was deleted while nobody watched.
         status[CENSUS] = format_census(self._census(w))
-        await self._patch_annotations(w, status, replicas=0)
-        w.activity_at = None
+        try:
+            # A sleep waits its turn behind wakes and records; activity seen meanwhile calls it
+            # off before it is sent, rather than sleeping and waking at once, and so does a
+            # newer version of the workload (its precondition would fail: decided again).
+            await self._patch_annotations(
+                w,
+                status,
+                replicas=0,
+                unless=lambda: (
+                    w.last_activity > idle_since
+                    or w.resource_version != version
+                    or self._is_not_leader()
+                ),
+            )
+        except Withdrawn:
+            log.debug("sleep called off", extra={"workload": w.label})
+            self._enqueue(w.key)
+            return
+        if w.last_activity > idle_since:  # activity while the write was on its way: wake it
+            self._gate.due(w.key)
+        else:
+            w.activity_at = None
         self._accounting.start(w)
         self._metrics.sleeps.inc()
         kinds = ", ".join(sorted(w.kind_names()))
@@ -163,16 +203,22 @@ class Scaling:
         if FLAPPING in w.annotations:
             awake[FLAPPING] = None
         try:
-            for _ in range(5):
-                try:
-                    await self._patch_annotations(w, awake)
-                    break
-                except Conflict:
-                    await self.refresh(w)
-                    if read_status(w.annotations)[0].state != "asleep":
+            # Until it is recorded the workload reads as asleep: right after the scale writes.
+            with prioritized(Priority.PROMPT):
+                for _ in range(5):
+                    try:  # a replica no longer leading leaves it to the next leader
+                        await self._patch_annotations(w, awake, unless=self._is_not_leader)
                         break
+                    except Conflict:
+                        await self.refresh(w)
+                        if read_status(w.annotations)[0].state != "asleep":
+                            break
         except NotFound:
             w.deleted = True
+        except Withdrawn:
+            return
+        # Only now does it read as awake: a record that came late must not shorten its time up.
+        w.last_activity = restart_clock(w.last_activity, self._clock.now())
         message = f"{reason}: scaled from 0 to {replicas} replicas"
         extra: dict[str, object] = {"workload": w.label, "reason": reason}
         if latency is not None:  # from the watch event to the scale write's answer
@@ -273,16 +319,22 @@ class Scaling:
             raise
 
     async def _patch_annotations(
-        self, w: Workload, annotations: Mapping[str, str | None], *, replicas: int | None = None
+        self,
+        w: Workload,
+        annotations: Mapping[str, str | None],
+        *,
+        replicas: int | None = None,
+        unless: Callable[[], bool] | None = None,
     ) -> None:
-        """Merge-patch annotations (None removes one) and replicas if given, on the version read."""
+        """Merge-patch annotations (None removes one) and replicas if given, on the version read;
+        not sent if `unless()` holds when its turn comes (`Withdrawn`)."""
         body: dict[str, Any] = {
             "metadata": {"resourceVersion": w.resource_version, "annotations": annotations}
         }
         if replicas is not None:
             body["spec"] = {"replicas": replicas}
         try:
-            patched = await self._kube.patch(w.path, body)
+            patched = await self._kube.patch(w.path, body, unless=unless)
         except KubeError as e:
             write = "annotations" if replicas is None else "sleep"
             self._metrics.failed_writes.labels(write, str(e.status)).inc()

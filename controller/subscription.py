@@ -3,7 +3,7 @@ ServiceAccount may watch them in, and the shared watches it holds."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -31,7 +31,7 @@ from zeroscaler.core.annotations import (
 from zeroscaler.core.census import Census, Tally, difference, parse_census, tally
 from zeroscaler.core.kinds import KIND_REF_FORM, APIResource, KindRef
 from zeroscaler.core.scope import Ask, Grant, resolve_scope
-from zeroscaler.kube import Obj
+from zeroscaler.kube import KubeError, Obj
 
 OnActivity = Callable[[Workload, Activity, datetime], None]
 
@@ -47,12 +47,19 @@ class Subscriptions:
         *,
         clock: Clock,
         on_activity: OnActivity,
+        background: Callable[[Coroutine[Any, Any, None]], None],
+        enqueue: Callable[[WorkloadKey], None],
     ) -> None:
         self._hub = hub
         self._access = access
         self._cluster = cluster
         self._clock = clock
         self._on_activity = on_activity
+        self._background = background
+        self._enqueue = enqueue
+        # Workloads whose aged access answers are being asked again, and those just answered.
+        self._asking: set[WorkloadKey] = set()
+        self._answered: set[WorkloadKey] = set()
 
     def _signature(self, w: Workload, config: WorkloadConfig) -> tuple[Any, ...]:
         """What the resolution depends on; the access answers' age comes last."""
@@ -72,8 +79,15 @@ class Subscriptions:
         signature = self._signature(w, config)
         if signature == w.signature:
             return
-        if w.signature is not None and signature[:-1] == w.signature[:-1] and w.activity_at:
-            return  # only the access answers aged: a pending wake does not wait to ask again
+        aged = w.signature is not None and signature[:-1] == w.signature[:-1]
+        if aged and w.key not in self._answered:
+            # Only the access answers aged: they are asked again off the reconcile (behind a
+            # backlog of writes that can take seconds), and it looks again once they are in.
+            if w.key not in self._asking:
+                self._asking.add(w.key)
+                self._background(self._ask_again(w, config))
+            return
+        self._answered.discard(w.key)
         scopes, wanted, warnings = await self._resolve(w, config)
         w.unseen = await self._unseen(wanted, warnings)
         wanted -= w.unseen
@@ -92,6 +106,18 @@ class Subscriptions:
         w.reach = working_namespaces(watched), definitions_of(r for r, _ in watched)
         self.set_interest(w, w.status)
         self.subscribe(w, wanted)
+
+    async def _ask_again(self, w: Workload, config: WorkloadConfig) -> None:
+        """Fill the access answers a resolution needs, then ask for another look."""
+        try:
+            _, wanted, warnings = await self._resolve(w, config)
+            await self._unseen(wanted, warnings)
+        except KubeError:
+            pass  # the reconcile asks again itself, and reports what fails
+        finally:
+            self._asking.discard(w.key)
+            self._answered.add(w.key)
+            self._enqueue(w.key)
 
     async def _resolve(
         self, w: Workload, config: WorkloadConfig

@@ -44,9 +44,17 @@ class EventRecorder:
         self._series: OrderedDict[_SeriesKey, _Series] = OrderedDict()
 
     async def emit(
-        self, obj: Obj, api_version: str, kind: str, type_: EventType, reason: str, message: str
+        self,
+        obj: Obj,
+        api_version: str,
+        kind: str,
+        type_: EventType,
+        reason: str,
+        message: str,
+        count: int = 1,
     ) -> None:
-        """Record an Event about `obj` (a `kind` of `api_version`) in its namespace."""
+        """Record an Event about `obj` (a `kind` of `api_version`) in its namespace, standing for
+        `count` occurrences."""
         meta = obj.get("metadata") or {}
         namespace = str(meta.get("namespace", ""))
         now = format_time(datetime.now(UTC))
@@ -54,29 +62,29 @@ class EventRecorder:
         name = str(meta.get("name", ""))
         key: _SeriesKey = (namespace, kind, name, str(meta.get("uid", "")), type_, reason, message)
         try:
-            if await self._repeat(key, now):
+            if await self._repeat(key, now, count):
                 return
             event = await self._create(
-                meta, namespace, api_version, kind, type_, reason, message, now
+                meta, namespace, api_version, kind, type_, reason, message, now, count
             )
         except KubeError as e:
             log.warning("could not write Event: %s", e, extra={"reason": reason})
             return
         event_name = str((event.get("metadata") or {}).get("name", ""))
-        self._remember(key, _Series(event_name, 1, time.monotonic()))
+        self._remember(key, _Series(event_name, count, time.monotonic()))
 
-    async def _repeat(self, key: _SeriesKey, now: str) -> bool:
-        """Count one more occurrence on the Event of a recent series; False when there is none."""
+    async def _repeat(self, key: _SeriesKey, now: str, count: int) -> bool:
+        """Count more occurrences on the Event of a recent series; False when there is none."""
         series = self._series.get(key)
         if series is None or time.monotonic() - series.seen > SERIES_WINDOW or not series.name:
             return False
         path = f"/api/v1/namespaces/{key[0]}/events/{series.name}"
         try:
-            await self._kube.patch(path, {"count": series.count + 1, "lastTimestamp": now})
+            await self._kube.patch(path, {"count": series.count + count, "lastTimestamp": now})
         except NotFound:  # expired (the API server keeps Events for an hour by default)
             del self._series[key]
             return False
-        series.count += 1
+        series.count += count
         series.seen = time.monotonic()
         self._series.move_to_end(key)
         return True
@@ -97,6 +105,7 @@ class EventRecorder:
         reason: str,
         message: str,
         now: str,
+        count: int,
     ) -> Obj:
         body: Obj = {
             "apiVersion": "v1",
@@ -118,6 +127,6 @@ class EventRecorder:
             "reportingInstance": self._instance,
             "firstTimestamp": now,
             "lastTimestamp": now,
-            "count": 1,
+            "count": count,
         }
         return await self._kube.create(f"/api/v1/namespaces/{namespace}/events", body)

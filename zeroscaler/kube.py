@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import enum
 import json
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
@@ -41,17 +42,35 @@ ACCEPT_METADATA_LIST = (
 _ACCEPT_DISCOVERY = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 
 
-_URGENT: ContextVar[bool] = ContextVar("zeroscaler_urgent", default=False)
+class Priority(enum.IntEnum):
+    """Which waiting requests the pacer lets go first: the lowest value."""
+
+    URGENT = 0  # a wake's scale write and the reads it needs; the Lease
+    PROMPT = 1  # what finishes a wake: its record
+    NORMAL = 2  # sleeps, access reviews, policy, everything not named
+    BACKGROUND = 3  # Events: late is fine, but never ahead of a wake or a sleep
+
+
+_PRIORITY: ContextVar[Priority] = ContextVar("zeroscaler_priority", default=Priority.NORMAL)
 
 
 @contextlib.contextmanager
-def urgently(on: bool = True) -> Iterator[None]:
-    """Requests made inside go before other waiting ones (all a wake needs, reads included)."""
-    token = _URGENT.set(on)
+def prioritized(level: Priority) -> Iterator[None]:
+    """Requests made inside, and in tasks started inside, wait at `level`."""
+    token = _PRIORITY.set(level)
     try:
         yield
     finally:
-        _URGENT.reset(token)
+        _PRIORITY.reset(token)
+
+
+def urgently(on: bool = True) -> contextlib.AbstractContextManager[None]:
+    """Requests made inside go before other waiting ones (all a wake needs, reads included)."""
+    return prioritized(Priority.URGENT if on else Priority.NORMAL)
+
+
+class Withdrawn(Exception):
+    """A request whose `unless` held when its turn came: it was never sent."""
 
 
 class KubeError(Exception):
@@ -160,9 +179,8 @@ class Kube:
         self.retries = retries
         self.throttled = 0  # 429 answers so far
         self.on_throttled: Callable[[], None] = lambda: None
-        # Requests waiting for the pacer; urgent ones (wakes' scale writes) go first.
-        self._urgent: deque[asyncio.Future[float]] = deque()
-        self._normal: deque[asyncio.Future[float]] = deque()
+        # Requests waiting for the pacer, one line per priority; the most urgent line goes first.
+        self._waiting: tuple[deque[asyncio.Future[float]], ...] = tuple(deque() for _ in Priority)
         self._http = httpx.AsyncClient(
             base_url=access.server,
             verify=access.ssl_context(),
@@ -201,18 +219,29 @@ class Kube:
         content_type: str = "application/json",
         accept: str = "application/json",
         urgent: bool = False,
+        priority: Priority | None = None,
+        unless: Callable[[], bool] | None = None,
     ) -> Obj:
         """One request; a 2xx JSON body comes back as a dict, anything else raises a KubeError.
 
-        An `urgent` request (a wake's scale write) is sent before any other waiting for the pacer.
+        It waits for the pacer at `priority` (default: the context's, see `prioritized`; `urgent`
+        is Priority.URGENT, for a wake's scale write). A request whose `unless()` is true when its
+        turn comes is not sent: `Withdrawn` is raised.
         """
         headers = {"Accept": accept}
         content = None
         if body is not None:
             headers["Content-Type"] = content_type
             content = json.dumps(body, separators=(",", ":")).encode()
+        level = Priority.URGENT if urgent else priority
         resp = await self._send(
-            method, path, params=params, content=content, headers=headers, urgent=urgent
+            method,
+            path,
+            params=params,
+            content=content,
+            headers=headers,
+            priority=level,
+            unless=unless,
         )
         if resp.status_code >= 300:
             self.errors[(method, resp.status_code)] += 1
@@ -230,12 +259,17 @@ class Kube:
         headers: dict[str, str],
         params: Mapping[str, str | int | bool] | None = None,
         content: bytes | None = None,
-        urgent: bool = False,
+        priority: Priority | None = None,
+        unless: Callable[[], bool] | None = None,
     ) -> httpx.Response:
         attempt = 0
-        urgent = urgent or _URGENT.get()
+        level = _PRIORITY.get() if priority is None else priority
         while True:
-            await self._admit(urgent)
+            await self._admit(level)
+            if unless is not None and unless():
+                self.pacer.cancel()
+                self._hand_on()
+                raise Withdrawn(f"{method} {path}")
             try:
                 resp = await self._http.request(
                     method,
@@ -264,14 +298,14 @@ class Kube:
             if attempt > self.retries:
                 return resp
 
-    async def _admit(self, urgent: bool) -> None:
-        """Wait until the pacer lets this request go: first come, first served, urgent first."""
+    async def _admit(self, level: Priority) -> None:
+        """Wait until the pacer lets this request go: first come, first served, by priority."""
         loop = asyncio.get_running_loop()
-        ahead = self._urgent if urgent else self._urgent or self._normal
+        ahead = any(self._waiting[: level + 1])
         wait = None if ahead else self.pacer.start(loop.time())
         if wait is None:
             turn: asyncio.Future[float] = loop.create_future()
-            (self._urgent if urgent else self._normal).append(turn)
+            self._waiting[level].append(turn)
             try:
                 wait = await turn  # given by `_hand_on`, which admitted this request
             except BaseException:
@@ -292,9 +326,9 @@ class Kube:
         self._hand_on()
 
     def _hand_on(self) -> None:
-        """Admit waiting requests, urgent ones first, while the pacer allows."""
+        """Admit waiting requests, the most urgent first, while the pacer allows."""
         now = asyncio.get_running_loop().time()
-        for queue in (self._urgent, self._normal):
+        for queue in self._waiting:
             while queue:
                 if queue[0].done():  # cancelled while waiting
                     queue.popleft()
@@ -328,6 +362,8 @@ class Kube:
         dry_run: bool = False,
         field_manager: str = FIELD_MANAGER,
         urgent: bool = False,
+        priority: Priority | None = None,
+        unless: Callable[[], bool] | None = None,
     ) -> Obj:
         params: dict[str, str | int | bool] = {"fieldManager": field_manager, **_dry(dry_run)}
         return await self.request(
@@ -337,6 +373,8 @@ class Kube:
             params=params,
             content_type=_PATCH_CONTENT_TYPES[patch_type],
             urgent=urgent,
+            priority=priority,
+            unless=unless,
         )
 
     async def delete(self, path: str) -> Obj:

@@ -15,6 +15,7 @@ import dataclasses
 import json
 import os
 import random
+import re
 import secrets
 import signal
 import sys
@@ -480,9 +481,10 @@ class Soak:
     kinds_each: int = 3  # watched kinds per workload
 
 
-def soak(cluster: Cluster, workdir: Path, size: Soak) -> tuple[Outcome, list[dict[str, float]]]:
+def soak(cluster: Cluster, workdir: Path, size: Soak) -> tuple[Outcome, dict[str, object]]:
     """Many workloads over many watched types, random activity with timeouts of a few seconds;
-    the controller's memory and CPU sampled each minute (and at the start and the end)."""
+    the controller's memory and CPU and the load average sampled each minute (and at the start
+    and the end); the API server's own request counts and latencies over the run."""
     rng = random.Random(5)
     api = new_api(cluster)
     plurals = [f"soaks{i}" for i in range(size.types)]
@@ -507,6 +509,7 @@ def soak(cluster: Cluster, workdir: Path, size: Soak) -> tuple[Outcome, list[dic
         ctl = stage.controller()
         custom = k8s.CustomObjectsApi(stage.api)
         samples = [_usage(ctl, 0.0)]
+        served = _served(stage.api)
         began = time.monotonic()
         next_sample = began + 60
         made = 0
@@ -526,19 +529,98 @@ def soak(cluster: Cluster, workdir: Path, size: Soak) -> tuple[Outcome, list[dic
                 samples.append(_usage(ctl, time.monotonic() - began))
                 next_sample += 60
         samples.append(_usage(ctl, time.monotonic() - began))
+        requests = _requests(served, _served(stage.api), time.monotonic() - began)
         time.sleep(BOUND)  # the last activity's wakes, before the observer stops
         note = f"{size.workloads} workloads, {size.types} types, {made} objects created"
         outcome = stage.finish(f"soak, {size.minutes:g} min", 1, note)
-    return outcome, samples
+        writes = _writes(ctl.log)
+    return outcome, {"samples": samples, "controller": writes, "apiserver": requests}
 
 
 def _usage(ctl: ControllerProcess, at: float) -> dict[str, float]:
-    """The controller's resident memory (MiB) and CPU seconds so far."""
+    """The controller's resident memory (MiB) and CPU seconds so far, and the load average."""
     status = Path(f"/proc/{ctl.proc.pid}/status").read_text()
     rss = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
     fields = Path(f"/proc/{ctl.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
     cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return {"minute": round(at / 60, 1), "rss_mib": round(rss / 1024, 1), "cpu_s": round(cpu, 1)}
+    load = os.getloadavg()[0]
+    return {
+        "minute": round(at / 60, 1),
+        "rss_mib": round(rss / 1024, 1),
+        "cpu_s": round(cpu, 1),
+        "load1": round(load, 1),
+    }
+
+
+_DURATION = re.compile(r"^apiserver_request_duration_seconds_(sum|count)\{([^}]*)\} (\S+)$")
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def _served(api: k8s.ApiClient) -> dict[str, list[float]]:
+    """The API server's requests so far by verb and resource: [count, seconds in all]."""
+    method, url, headers, _, _ = api.param_serialize(
+        "GET", "/metrics", auth_settings=["BearerToken"]
+    )
+    resp = api.call_api(method, url, headers)
+    resp.read()
+    totals: dict[str, list[float]] = {}
+    for line in resp.data.decode().splitlines():
+        m = _DURATION.match(line)
+        if m is None:
+            continue
+        labels = dict(_LABEL.findall(m[2]))
+        if labels.get("verb") in ("WATCH", "CONNECT"):
+            continue  # open for minutes: their duration is not a latency
+        resource = labels.get("resource", "") + (
+            f"/{labels['subresource']}" if labels.get("subresource") else ""
+        )
+        entry = totals.setdefault(f"{labels.get('verb', '')} {resource}", [0.0, 0.0])
+        entry[0 if m[1] == "count" else 1] += float(m[3])
+    return totals
+
+
+def _requests(
+    before: dict[str, list[float]], after: dict[str, list[float]], seconds: float
+) -> list[dict[str, object]]:
+    """What the API server served between two readings: per second and mean latency, busiest
+    first (everyone's requests: the controller's, kube-controller-manager's, the soak's)."""
+    rows: list[dict[str, object]] = []
+    for key, (count, total) in after.items():
+        done = count - before.get(key, [0.0, 0.0])[0]
+        spent = total - before.get(key, [0.0, 0.0])[1]
+        if done >= 1:
+            rows.append(
+                {
+                    "request": key,
+                    "per_s": round(done / seconds, 1),
+                    "mean_ms": round(spent / done * 1000, 1),
+                }
+            )
+    rows.sort(key=lambda r: -float(str(r["per_s"])))
+    everything = sum(float(str(r["per_s"])) for r in rows)
+    return [{"request": "all", "per_s": round(everything, 1)}, *rows[:12]]
+
+
+def _writes(log: Path) -> dict[str, float]:
+    """The controller's sleeps and wakes from its log, and its wake latency (from the watch
+    event to the scale write's answer) p50, p99 and max in seconds."""
+    text = log.read_text(errors="replace")
+    latencies = sorted(float(v) / 1000 for v in re.findall(r" latency_ms=([\d.]+)", text))
+
+    def quantile(q: float) -> float:
+        return round(latencies[min(len(latencies) - 1, int(q * len(latencies)))], 2)
+
+    found: dict[str, float] = {
+        "sleeps": len(re.findall(r" msg=sleeping ", text)),
+        "wakes": len(re.findall(r" msg=woken ", text)),
+    }
+    if latencies:
+        found |= {
+            "wake_p50_s": quantile(0.5),
+            "wake_p99_s": quantile(0.99),
+            "wake_max_s": round(latencies[-1], 2),
+        }
+    return found
 
 
 Scenario = Callable[[Cluster, Path, Size], Outcome]
@@ -594,7 +676,7 @@ def main() -> int:
     chosen = args.scenarios or ([] if args.soak else list(SCENARIOS))
     cluster = own_cluster(lambda m: print(f"[localcluster] {m}", file=sys.stderr, flush=True))
     outcomes = []
-    usage: list[dict[str, float]] = []
+    usage: dict[str, object] = {}
     try:
         workdir = args.logs or cluster.workdir / "chaos"
         for name in chosen:
@@ -612,12 +694,7 @@ def main() -> int:
             workloads, types, minutes = args.soak
             outcome, usage = soak(cluster, workdir, Soak(int(workloads), int(types), minutes))
             outcomes.append(outcome)
-            for sample in usage:
-                print(
-                    f"  soak minute {sample['minute']}: {sample['rss_mib']} MiB, "
-                    f"{sample['cpu_s']} CPU s",
-                    flush=True,
-                )
+            print(json.dumps(usage, indent=1), flush=True)
     finally:
         cluster.stop()
     print(table(outcomes))

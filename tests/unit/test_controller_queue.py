@@ -1,4 +1,4 @@
-"""The keyed queue hands a key to one worker at a time; the wake gate lets wakes write first."""
+"""The keyed queue hands a key to one worker at a time; wakes due are asked for urgently."""
 
 from __future__ import annotations
 
@@ -55,37 +55,30 @@ def test_a_running_key_is_not_handed_out_again_until_released() -> None:
     assert asyncio.run(run()) == ["a", "b", None, "a", None]
 
 
-async def finishes(waiting: Awaitable[None]) -> bool:
-    """Whether `waiting` is done within a few milliseconds."""
-    try:
-        await asyncio.wait_for(waiting, 0.01)
-    except TimeoutError:
-        return False
-    return True
+def test_wakes_due_go_first_and_some_workers_take_only_them() -> None:
+    async def run() -> list[str | None]:
+        due: set[str] = set()
+        queue: KeyedQueue[str] = KeyedQueue(due.__contains__)
+        for key in ("a", "b", "c"):
+            queue.add(key)
+        due.add("c")
+        queue.add("c")  # became urgent while waiting: moves up
+        taken_ = [await taken(queue.take(urgent_only=True)), await taken(queue.take())]
+        taken_.append(await taken(queue.take(urgent_only=True)))  # only "b" is left: not urgent
+        taken_ += [await taken(queue.take()), await taken(queue.take())]
+        return taken_
+
+    assert asyncio.run(run()) == ["c", "a", None, "b", None]
 
 
-def test_the_gate_holds_while_a_wake_is_due() -> None:
-    async def run() -> list[bool]:
-        gate: WakeGate[str] = WakeGate(patience=60.0)
-        seen = [await finishes(gate.wait())]  # nothing due: open
-        gate.due("a")
-        gate.due("b")
-        gate.done("a")
-        seen.append(await finishes(gate.wait()))  # "b" is still due
-        gate.done("b")
-        seen.append(await finishes(gate.wait()))
-        return seen
-
-    assert asyncio.run(run()) == [True, False, True]
-
-
-def test_the_gate_gives_way_after_its_patience() -> None:
-    async def run() -> bool:
-        gate: WakeGate[str] = WakeGate(patience=0.001)
-        gate.due("a")
-        return await finishes(gate.wait())
-
-    assert asyncio.run(run())
+def test_a_wake_is_due_until_done() -> None:
+    gate: WakeGate[str] = WakeGate()
+    gate.due("a")
+    gate.due("b")
+    gate.done("a")
+    assert (gate.is_due("a"), gate.is_due("b")) == (False, True)
+    gate.done("b")
+    assert not gate.is_due("b")
 
 
 class FakeClock:

@@ -9,7 +9,7 @@ import pytest
 
 from zeroscaler.access import ClusterAccess
 from zeroscaler.core.pacing import DEFAULT_RETRY_AFTER, MAX_RETRY_AFTER, Pacer, parse_retry_after
-from zeroscaler.kube import Kube, Transient, urgently
+from zeroscaler.kube import Kube, Priority, Transient, Withdrawn, prioritized, urgently
 
 
 @pytest.mark.parametrize(
@@ -184,6 +184,73 @@ def test_urgent_requests_go_before_normal_ones_that_waited_longer() -> None:
 
     asyncio.run(scenario())
     assert sent == ["/first", "/urgent", "/urgent-read", "/normal-0", "/normal-1"]
+
+
+def test_waiting_requests_go_by_priority_then_in_order() -> None:
+    sent: list[str] = []
+    gate = asyncio.Event()
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request.url.path)
+        if request.url.path == "/first":
+            await gate.wait()
+        return httpx.Response(200, json={})
+
+    async def scenario() -> None:
+        kube = Kube(ClusterAccess(server="https://127.0.0.1:1"), max_connections=1)
+        kube._http = httpx.AsyncClient(
+            base_url="https://127.0.0.1:1", transport=httpx.MockTransport(handler)
+        )
+        first = asyncio.create_task(kube.get("/first"))
+        await asyncio.sleep(0.01)
+        waiting = []
+        for level in (Priority.BACKGROUND, Priority.NORMAL, Priority.PROMPT, Priority.URGENT):
+            with prioritized(level):  # a task started here waits at that level
+                waiting.append(asyncio.create_task(kube.get(f"/{level.name.lower()}-1")))
+            waiting.append(
+                asyncio.create_task(kube.patch(f"/{level.name.lower()}-2", {}, priority=level))
+            )
+        await asyncio.sleep(0.01)
+        gate.set()
+        await asyncio.gather(first, *waiting)
+
+    asyncio.run(scenario())
+    levels = ("urgent", "prompt", "normal", "background")
+    assert sent == ["/first", *(f"/{level}-{i}" for level in levels for i in (1, 2))]
+
+
+def test_a_request_withdrawn_while_waiting_is_never_sent() -> None:
+    sent: list[str] = []
+    gate = asyncio.Event()
+    called_off = False
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request.url.path)
+        if request.url.path == "/first":
+            await gate.wait()
+        return httpx.Response(200, json={})
+
+    async def scenario() -> tuple[BaseException | None, Kube]:
+        nonlocal called_off
+        kube = Kube(ClusterAccess(server="https://127.0.0.1:1"), max_connections=1)
+        kube._http = httpx.AsyncClient(
+            base_url="https://127.0.0.1:1", transport=httpx.MockTransport(handler)
+        )
+        first = asyncio.create_task(kube.get("/first"))
+        await asyncio.sleep(0.01)
+        sleep = asyncio.create_task(kube.patch("/sleep", {}, unless=lambda: called_off))
+        after = asyncio.create_task(kube.get("/after"))
+        await asyncio.sleep(0.01)
+        called_off = True  # activity seen while the sleep waited
+        gate.set()
+        results = await asyncio.gather(first, sleep, after, return_exceptions=True)
+        error = results[1]
+        return (error if isinstance(error, BaseException) else None), kube
+
+    error, kube = asyncio.run(scenario())
+    assert isinstance(error, Withdrawn)
+    assert sent == ["/first", "/after"]
+    assert kube.pacer.in_flight == 0
 
 
 def test_a_request_cancelled_while_waiting_gives_its_turn_to_the_next() -> None:

@@ -1,0 +1,123 @@
+"""Events waiting to be written join newer ones of the same workload; access reviews are shared."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from datetime import UTC, datetime
+from typing import Any
+
+from controller.access import AccessReviews
+from controller.reporting import Reporter, joined_message
+from controller.workload import Workload
+from zeroscaler.core.kinds import APIResource
+from zeroscaler.events import EventRecorder
+from zeroscaler.kube import _PRIORITY, Kube, Obj, Priority
+
+NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
+
+
+class Recorder(EventRecorder):
+    """Keeps what it is asked to write; each write waits until `release` is set."""
+
+    def __init__(self) -> None:
+        self.written: list[tuple[str, str, str, int, Priority]] = []
+        self.release = asyncio.Event()
+
+    async def emit(
+        self,
+        obj: Obj,
+        api_version: str,
+        kind: str,
+        type_: str,
+        reason: str,
+        message: str,
+        count: int = 1,
+    ) -> None:
+        await self.release.wait()
+        name = str(obj["metadata"]["name"])
+        self.written.append((name, reason, message, count, _PRIORITY.get()))
+
+
+def workload(name: str) -> Workload:
+    return Workload(("Deployment", "ops", name), {"metadata": {"name": name}}, NOW)
+
+
+def test_events_waiting_to_be_written_join_the_newest_of_their_kind() -> None:
+    async def run() -> list[tuple[str, str, str, int, Priority]]:
+        recorder = Recorder()
+        tasks: list[asyncio.Task[None]] = []
+
+        def background(work: Coroutine[Any, Any, None]) -> None:
+            tasks.append(asyncio.create_task(work))
+
+        reporter = Reporter(recorder, background=background, is_leader=lambda: True, slots=1)
+        a, b = workload("a"), workload("b")
+        reporter.event(a, "Normal", "Woken", "o-1 created")
+        await asyncio.sleep(0)  # the one writer takes it and waits
+        reporter.event(a, "Normal", "Woken", "o-2 created")
+        reporter.event(b, "Normal", "Woken", "o-2 created")
+        reporter.event(a, "Normal", "Sleeping", "idle")
+        reporter.event(a, "Normal", "Woken", "o-3 created")
+        assert reporter.pending == 3
+        recorder.release.set()
+        await asyncio.gather(*tasks)
+        assert reporter.pending == 0
+        return recorder.written
+
+    back = Priority.BACKGROUND
+    assert asyncio.run(run()) == [
+        ("a", "Woken", "o-1 created", 1, back),
+        ("a", "Woken", "o-3 created (the latest of 2)", 2, back),
+        ("b", "Woken", "o-2 created", 1, back),
+        ("a", "Sleeping", "idle", 1, back),
+    ]
+
+
+def test_a_joined_message_says_how_many_it_stands_for() -> None:
+    assert joined_message("idle for 5s", 1) == "idle for 5s"
+    assert joined_message("idle for 5s", 3) == "idle for 5s (the latest of 3)"
+
+
+class Reviews(Kube):
+    """Answers every access review with allowed, after `release`, counting them."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+        self.release = asyncio.Event()
+
+    async def create(self, path: str, body: Obj, **_: Any) -> Obj:
+        self.asked += 1
+        await self.release.wait()
+        return {"status": {"allowed": True}}
+
+
+class Clock:
+    def now(self) -> datetime:
+        return NOW
+
+    def monotonic(self) -> float:
+        return 100.0
+
+
+CRD = APIResource("example.com", "v1", "widgets", "Widget", True, frozenset({"watch", "list"}))
+
+
+def test_workloads_asking_the_same_review_at_once_share_one_request() -> None:
+    async def run() -> tuple[list[bool], int, bool]:
+        kube = Reviews()
+        reviews = AccessReviews(kube, ttl=60.0, clock=Clock())
+        asks = [reviews.may_watch("ops", "default", CRD, "ops") for _ in range(5)]
+        asks += [reviews.may_watch_everywhere(CRD) for _ in range(5)]
+        tasks = [asyncio.ensure_future(ask) for ask in asks]
+        await asyncio.sleep(0)
+        tasks[0].cancel()  # the first asker gives up: the others still get the answer
+        kube.release.set()
+        answers = await asyncio.gather(*tasks[1:])
+        cached = await reviews.may_watch("ops", "default", CRD, "ops")
+        return answers, kube.asked, cached
+
+    answers, asked, cached = asyncio.run(run())
+    assert answers == [True] * 9
+    assert cached
+    assert asked == 3  # one SubjectAccessReview; list and watch for the controller itself
