@@ -62,6 +62,7 @@ class Report:
     wakes_observed: int = 0
     worst_delay: float | None = None  # seconds from when a wake was possible to the awake sample
     violations: list[str] = field(default_factory=list)
+    trace: list[str] = field(default_factory=list)  # what was sampled, to read a failure by
 
     def add(self, other: Report) -> None:
         self.wakes_expected += other.wakes_expected
@@ -69,6 +70,7 @@ class Report:
         delays = [d for d in (self.worst_delay, other.worst_delay) if d is not None]
         self.worst_delay = max(delays, default=None)
         self.violations += other.violations
+        self.trace += other.trace
 
 
 @dataclass
@@ -174,6 +176,15 @@ class Observer:
         with self._lock:
             self.holders.append((now(), str(lease.spec.holder_identity or "")))
 
+    def seen_asleep(self) -> bool:
+        """Whether every workload's newest sample is asleep at zero: activity from now on is
+        activity the checker knows a sleeping workload must wake for."""
+        with self._lock:
+            return bool(self.workloads) and all(
+                w.samples and w.samples[-1].state == "asleep" and w.samples[-1].replicas == 0
+                for w in self.workloads.values()
+            )
+
     def settled(self) -> bool:
         """Whether every workload's newest sample, newer than its last activity and recovery,
         is awake at its count or asleep remembering it from a sleep after that activity."""
@@ -202,6 +213,7 @@ class Observer:
             report = Report()
             for name, w in self.workloads.items():
                 self._check_workload(name, w, timedelta(seconds=bound), report)
+                report.trace += _timeline(name, w, self.faults)
             leaders = _leadership(logs, ended or {})
             report.violations += _one_writer(leaders, self.holders)
             return report
@@ -279,6 +291,31 @@ class Observer:
                 f"{name}: activity at {activity:%H:%M:%S.%f} not woken within "
                 f"{bound.total_seconds():g}s of {visible:%H:%M:%S.%f}"
             )
+
+
+def _timeline(name: str, w: _Workload, faults: list[tuple[datetime, datetime | None]]) -> list[str]:
+    """The workload's samples, one line per change, with its activity and the faults between."""
+    marks = [(a, "activity") for a in w.activity]
+    for start, end in faults:
+        marks.append((start, "fault"))
+        if end is not None:
+            marks.append((end, "recovered"))
+    events: list[tuple[datetime, str]] = sorted(marks)
+    seen: tuple[int, str, str | None, datetime | None] | None = None
+    previous: datetime | None = None
+    for s in w.samples:
+        look = (s.replicas, s.state, s.restore, s.asleep_since)
+        if previous is not None and s.at - previous > TOLERANCE:
+            gap = (s.at - previous).total_seconds()
+            events.append((previous, f"then no sample for {gap:.1f}s"))
+        previous = s.at
+        if look != seen:
+            since = "-" if s.asleep_since is None else f"{s.asleep_since:%H:%M:%S}"
+            look_s = f"{s.state or '-'} {s.replicas} restore={s.restore} since={since}"
+            events.append((s.at, look_s))
+            seen = look
+    events.sort(key=lambda e: e[0])
+    return [f"{name} {at:%H:%M:%S.%f} {what}" for at, what in events]
 
 
 def _is_asleep(s: Sample, activity: datetime) -> bool:

@@ -26,8 +26,9 @@ def breakable() -> Iterator[Cluster]:
 def test_promises_hold_under_faults(breakable: Cluster, tmp_path: Path, scenario: str) -> None:
     outcome = SCENARIOS[scenario](breakable, tmp_path, SHORT)
     report = outcome.report
+    trace = "\n".join(["what the observer saw:", *report.trace])
     assert outcome.runs >= 1, f"{scenario} ran out of time before one run"
-    assert report.violations == []
-    assert report.wakes_observed == report.wakes_expected
+    assert report.violations == [], trace
+    assert report.wakes_observed == report.wakes_expected, trace
     if scenario not in WAKELESS:
-        assert report.wakes_expected >= SHORT.workloads
+        assert report.wakes_expected >= SHORT.workloads, trace
