@@ -28,8 +28,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from kubernetes import client as k8s
+from kubernetes import watch
 
 from zeroscaler.core.durations import parse_time
 
@@ -80,6 +82,7 @@ class _Workload:
     counts: set[int] = field(default_factory=set)  # every count it was meant to have
     activity: list[datetime] = field(default_factory=list)
     samples: list[Sample] = field(default_factory=list)
+    version: int = 0  # resourceVersion of the newest sample
 
 
 class Observer:
@@ -97,6 +100,7 @@ class Observer:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+        self._watcher = threading.Thread(target=self._watch, daemon=True)
 
     def expect(self, name: str, replicas: int, timeout: float) -> None:
         """A workload to watch, created with `replicas` and an idle timeout of `timeout` s."""
@@ -129,6 +133,7 @@ class Observer:
 
     def __enter__(self) -> Observer:
         self._thread.start()
+        self._watcher.start()
         return self
 
     def __exit__(self, *_: object) -> None:
@@ -136,8 +141,9 @@ class Observer:
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
+        for thread in (self._thread, self._watcher):
+            if thread.is_alive():
+                thread.join()
 
     def _run(self) -> None:
         api = self._factory()
@@ -150,14 +156,53 @@ class Observer:
         finally:
             api.close()
 
+    def _watch(self) -> None:
+        """Every change of the namespace's Deployments besides the samples: on a loaded machine
+        a state can last less than a sampling step (awake between a late wake record and the
+        next sleep)."""
+        api = self._factory()
+        apps = k8s.AppsV1Api(api)
+        version: str | None = None
+        try:
+            while not self._stop.is_set():
+                try:
+                    events = watch.Watch().stream(
+                        apps.list_namespaced_deployment,
+                        self.namespace,
+                        resource_version=version,
+                        timeout_seconds=2,
+                        _request_timeout=10,
+                    )
+                    for event in events:  # not left early: the stream closes its connection
+                        version = event["object"].metadata.resource_version
+                        if event["type"] in ("ADDED", "MODIFIED"):
+                            self.record([event["object"]])
+                except Exception:  # 410 Gone, or an API server that is down: start afresh
+                    version = None
+                    self._stop.wait(self.interval)
+        finally:
+            api.close()
+
     def _sample(self, apps: k8s.AppsV1Api, coordination: k8s.CoordinationV1Api) -> None:
-        items = apps.list_namespaced_deployment(self.namespace, _request_timeout=2).items
-        at = now()
+        self.record(apps.list_namespaced_deployment(self.namespace, _request_timeout=2).items)
+        try:
+            lease = coordination.read_namespaced_lease(LEASE, self.namespace, _request_timeout=2)
+        except k8s.ApiException:
+            return
         with self._lock:
-            for d in items:
+            self.holders.append((now(), str(lease.spec.holder_identity or "")))
+
+    def record(self, deployments: Iterable[Any]) -> None:
+        """Samples of these Deployments as read now; a copy older than one already recorded (a
+        list answered late, after a watch event) is left out."""
+        with self._lock:
+            at = now()
+            for d in deployments:
                 w = self.workloads.get(d.metadata.name)
-                if w is None:
+                version = int(d.metadata.resource_version or 0)
+                if w is None or version < w.version:
                     continue
+                w.version = version
                 ann = d.metadata.annotations or {}
                 since = ann.get("zeroscaler.io/asleep-since")
                 w.samples.append(
@@ -169,12 +214,6 @@ class Observer:
                         parse_time(since) if since else None,
                     )
                 )
-        try:
-            lease = coordination.read_namespaced_lease(LEASE, self.namespace, _request_timeout=2)
-        except k8s.ApiException:
-            return
-        with self._lock:
-            self.holders.append((now(), str(lease.spec.holder_identity or "")))
 
     def seen_asleep(self) -> bool:
         """Whether every workload's newest sample is asleep at zero: activity from now on is

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 
 from kubernetes import client as k8s
 
@@ -97,4 +98,25 @@ def test_the_trace_shows_changes_activity_faults_and_gaps() -> None:
         "fault",
         "recovered",
         "awake 3 restore=3 since=14:15:33",
+    ]
+
+
+def deployment(version: int, replicas: int, state: str) -> SimpleNamespace:
+    annotations = {"zeroscaler.io/state": state, "zeroscaler.io/restore-replicas": "3"}
+    meta = SimpleNamespace(name="op-0", resource_version=str(version), annotations=annotations)
+    return SimpleNamespace(metadata=meta, spec=SimpleNamespace(replicas=replicas))
+
+
+def test_a_copy_older_than_one_recorded_is_left_out() -> None:
+    # A list answered late, after the watch delivered the wake record: its older copy would
+    # read as asleep again after the wake.
+    obs = observed()
+    obs.record([deployment(10, 0, "asleep")])
+    obs.record([deployment(12, 3, "awake")])
+    obs.record([deployment(11, 3, "asleep")])
+    obs.record([deployment(12, 3, "awake")])  # the same copy again: kept, a newer look at it
+    assert [(s.state, s.replicas) for s in obs.workloads["op-0"].samples] == [
+        ("asleep", 0),
+        ("awake", 3),
+        ("awake", 3),
     ]
