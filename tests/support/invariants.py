@@ -1,7 +1,8 @@
 """The four promises of issue 12, checked from outside after a fault scenario.
 
 An `Observer` samples the workloads of one namespace (and the controller Lease) a few times a second
-while a scenario runs; the scenario tells it when it made activity and when a fault began and ended.
+and watches every change of them while a scenario runs; the scenario tells it when it made activity
+and when a fault began and ended.
 `check` then reads those samples and the controllers' logs:
 
 1. awake after activity: after every activity the workload is awake (state `awake`, its
