@@ -33,13 +33,13 @@ from zeroscaler.core.annotations import (
 )
 from zeroscaler.core.census import parse_census
 from zeroscaler.core.decision import Decision, Observed, decide
+from zeroscaler.core.pacing import wake_retry_after
 from zeroscaler.core.policy import Policy
 from zeroscaler.kube import Conflict, KubeError, NotFound, urgently
 
 log = logging.getLogger(__name__)
 
 RETRY_AFTER = 5.0  # seconds before a failed reconcile is tried again
-WAKE_RETRY_AFTER = 1.0  # for a wake: a dropped connection must not hold an operator at zero long
 
 
 class Reconciler:
@@ -81,6 +81,7 @@ class Reconciler:
         self._dry_run = dry_run
         self._policy = policy
         self._excluded = excluded
+        self._wake_failures: dict[WorkloadKey, int] = {}  # failed wakes in a row, for backoff
 
     async def work(self, *, urgent_only: bool = False) -> None:
         """One worker: reconcile keys from the queue (only wakes due, with `urgent_only`) until
@@ -109,12 +110,18 @@ class Reconciler:
         except Exception:
             log.exception("%s failed", what, extra={"workload": "/".join(key)})
             self._timers.schedule(key, self._clock.monotonic() + RETRY_AFTER)
+        else:
+            self._wake_failures.pop(key, None)
 
     def _retry_after(self, key: WorkloadKey) -> float:
-        """Seconds before a failed reconcile is tried again: sooner when it was to wake."""
+        """Seconds before a failed reconcile is tried again: sooner when it was to wake, backing
+        off while the wake keeps failing."""
         w = self._workloads.get(key)
-        waking = w is not None and w.activity_at is not None and w.shown_status.state == "asleep"
-        return WAKE_RETRY_AFTER if waking else RETRY_AFTER
+        if w is None or w.activity_at is None or w.shown_status.state != "asleep":
+            return RETRY_AFTER
+        failures = self._wake_failures.get(key, 0) + 1
+        self._wake_failures[key] = failures
+        return wake_retry_after(failures)
 
     async def _follow_up(self, key: WorkloadKey, write: Coroutine[Any, Any, None]) -> None:
         """A workload's write that waits its turn off the worker: a sleep, or a wake's record."""
@@ -326,6 +333,7 @@ class Reconciler:
             await self._scaling.release(w, f"no longer managed: {why}")
 
     def _forget(self, w: Workload) -> None:
+        self._wake_failures.pop(w.key, None)
         self._gate.done(w.key)
         self._timers.cancel(w.key)
         self._subscriptions.subscribe(w, set())

@@ -1,7 +1,8 @@
 """The four promises of issue 12, checked from outside after a fault scenario.
 
 An `Observer` samples the workloads of one namespace (and the controller Lease) a few times a second
-while a scenario runs; the scenario tells it when it made activity and when a fault began and ended.
+and watches every change of them while a scenario runs; the scenario tells it when it made activity
+and when a fault began and ended.
 `check` then reads those samples and the controllers' logs:
 
 1. awake after activity: after every activity the workload is awake (state `awake`, its
@@ -28,8 +29,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from kubernetes import client as k8s
+from kubernetes import watch
 
 from zeroscaler.core.durations import parse_time
 
@@ -62,6 +65,7 @@ class Report:
     wakes_observed: int = 0
     worst_delay: float | None = None  # seconds from when a wake was possible to the awake sample
     violations: list[str] = field(default_factory=list)
+    trace: list[str] = field(default_factory=list)  # what was sampled, to read a failure by
 
     def add(self, other: Report) -> None:
         self.wakes_expected += other.wakes_expected
@@ -69,6 +73,7 @@ class Report:
         delays = [d for d in (self.worst_delay, other.worst_delay) if d is not None]
         self.worst_delay = max(delays, default=None)
         self.violations += other.violations
+        self.trace += other.trace
 
 
 @dataclass
@@ -78,6 +83,7 @@ class _Workload:
     counts: set[int] = field(default_factory=set)  # every count it was meant to have
     activity: list[datetime] = field(default_factory=list)
     samples: list[Sample] = field(default_factory=list)
+    version: int = 0  # resourceVersion of the newest sample
 
 
 class Observer:
@@ -95,6 +101,7 @@ class Observer:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+        self._watcher = threading.Thread(target=self._watch, daemon=True)
 
     def expect(self, name: str, replicas: int, timeout: float) -> None:
         """A workload to watch, created with `replicas` and an idle timeout of `timeout` s."""
@@ -127,6 +134,7 @@ class Observer:
 
     def __enter__(self) -> Observer:
         self._thread.start()
+        self._watcher.start()
         return self
 
     def __exit__(self, *_: object) -> None:
@@ -134,8 +142,9 @@ class Observer:
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
+        for thread in (self._thread, self._watcher):
+            if thread.is_alive():
+                thread.join()
 
     def _run(self) -> None:
         api = self._factory()
@@ -148,14 +157,53 @@ class Observer:
         finally:
             api.close()
 
+    def _watch(self) -> None:
+        """Every change of the namespace's Deployments besides the samples: on a loaded machine
+        a state can last less than a sampling step (awake between a late wake record and the
+        next sleep)."""
+        api = self._factory()
+        apps = k8s.AppsV1Api(api)
+        version: str | None = None
+        try:
+            while not self._stop.is_set():
+                try:
+                    events = watch.Watch().stream(
+                        apps.list_namespaced_deployment,
+                        self.namespace,
+                        resource_version=version,
+                        timeout_seconds=2,
+                        _request_timeout=10,
+                    )
+                    for event in events:  # not left early: the stream closes its connection
+                        version = event["object"].metadata.resource_version
+                        if event["type"] in ("ADDED", "MODIFIED"):
+                            self.record([event["object"]])
+                except Exception:  # 410 Gone, or an API server that is down: start afresh
+                    version = None
+                    self._stop.wait(self.interval)
+        finally:
+            api.close()
+
     def _sample(self, apps: k8s.AppsV1Api, coordination: k8s.CoordinationV1Api) -> None:
-        items = apps.list_namespaced_deployment(self.namespace, _request_timeout=2).items
-        at = now()
+        self.record(apps.list_namespaced_deployment(self.namespace, _request_timeout=2).items)
+        try:
+            lease = coordination.read_namespaced_lease(LEASE, self.namespace, _request_timeout=2)
+        except k8s.ApiException:
+            return
         with self._lock:
-            for d in items:
+            self.holders.append((now(), str(lease.spec.holder_identity or "")))
+
+    def record(self, deployments: Iterable[Any]) -> None:
+        """Samples of these Deployments as read now; a copy older than one already recorded (a
+        list answered late, after a watch event) is left out."""
+        with self._lock:
+            at = now()
+            for d in deployments:
                 w = self.workloads.get(d.metadata.name)
-                if w is None:
+                version = int(d.metadata.resource_version or 0)
+                if w is None or version < w.version:
                     continue
+                w.version = version
                 ann = d.metadata.annotations or {}
                 since = ann.get("zeroscaler.io/asleep-since")
                 w.samples.append(
@@ -167,12 +215,15 @@ class Observer:
                         parse_time(since) if since else None,
                     )
                 )
-        try:
-            lease = coordination.read_namespaced_lease(LEASE, self.namespace, _request_timeout=2)
-        except k8s.ApiException:
-            return
+
+    def seen_asleep(self) -> bool:
+        """Whether every workload's newest sample is asleep at zero: activity from now on is
+        activity the checker knows a sleeping workload must wake for."""
         with self._lock:
-            self.holders.append((now(), str(lease.spec.holder_identity or "")))
+            return bool(self.workloads) and all(
+                w.samples and w.samples[-1].state == "asleep" and w.samples[-1].replicas == 0
+                for w in self.workloads.values()
+            )
 
     def settled(self) -> bool:
         """Whether every workload's newest sample, newer than its last activity and recovery,
@@ -202,6 +253,7 @@ class Observer:
             report = Report()
             for name, w in self.workloads.items():
                 self._check_workload(name, w, timedelta(seconds=bound), report)
+                report.trace += _timeline(name, w, self.faults)
             leaders = _leadership(logs, ended or {})
             report.violations += _one_writer(leaders, self.holders)
             return report
@@ -279,6 +331,31 @@ class Observer:
                 f"{name}: activity at {activity:%H:%M:%S.%f} not woken within "
                 f"{bound.total_seconds():g}s of {visible:%H:%M:%S.%f}"
             )
+
+
+def _timeline(name: str, w: _Workload, faults: list[tuple[datetime, datetime | None]]) -> list[str]:
+    """The workload's samples, one line per change, with its activity and the faults between."""
+    marks = [(a, "activity") for a in w.activity]
+    for start, end in faults:
+        marks.append((start, "fault"))
+        if end is not None:
+            marks.append((end, "recovered"))
+    events: list[tuple[datetime, str]] = sorted(marks)
+    seen: tuple[int, str, str | None, datetime | None] | None = None
+    previous: datetime | None = None
+    for s in w.samples:
+        look = (s.replicas, s.state, s.restore, s.asleep_since)
+        if previous is not None and s.at - previous > TOLERANCE:
+            gap = (s.at - previous).total_seconds()
+            events.append((previous, f"then no sample for {gap:.1f}s"))
+        previous = s.at
+        if look != seen:
+            since = "-" if s.asleep_since is None else f"{s.asleep_since:%H:%M:%S}"
+            look_s = f"{s.state or '-'} {s.replicas} restore={s.restore} since={since}"
+            events.append((s.at, look_s))
+            seen = look
+    events.sort(key=lambda e: e[0])
+    return [f"{name} {at:%H:%M:%S.%f} {what}" for at, what in events]
 
 
 def _is_asleep(s: Sample, activity: datetime) -> bool:

@@ -8,7 +8,13 @@ import httpx
 import pytest
 
 from zeroscaler.access import ClusterAccess
-from zeroscaler.core.pacing import DEFAULT_RETRY_AFTER, MAX_RETRY_AFTER, Pacer, parse_retry_after
+from zeroscaler.core.pacing import (
+    DEFAULT_RETRY_AFTER,
+    MAX_RETRY_AFTER,
+    Pacer,
+    parse_retry_after,
+    wake_retry_after,
+)
 from zeroscaler.kube import Kube, Priority, Transient, Withdrawn, prioritized, urgently
 
 
@@ -28,6 +34,14 @@ from zeroscaler.kube import Kube, Priority, Transient, Withdrawn, prioritized, u
 )
 def test_retry_after_header(header: str | None, seconds: float) -> None:
     assert parse_retry_after(header) == seconds
+
+
+@pytest.mark.parametrize(
+    ("failures", "seconds"),
+    [(1, 1.0), (2, 2.0), (3, 4.0), (4, 5.0), (10, 5.0), (100_000, 5.0), (0, 1.0)],
+)
+def test_a_failing_wake_backs_off_from_one_second_to_five(failures: int, seconds: float) -> None:
+    assert wake_retry_after(failures) == seconds
 
 
 def test_concurrency_bounds_requests_in_flight() -> None:

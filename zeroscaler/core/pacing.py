@@ -8,6 +8,14 @@ from dataclasses import dataclass
 
 DEFAULT_RETRY_AFTER = 1.0  # seconds, when a 429 names none (the API server's own default)
 MAX_RETRY_AFTER = 60.0  # a larger Retry-After is capped: a wake should not wait minutes
+WAKE_RETRY_FIRST = 1.0  # seconds: a dropped connection must not hold an operator at zero long
+WAKE_RETRY_CAP = 5.0  # in a long outage: a try every few seconds per workload, not every second
+
+
+def wake_retry_after(failures: int) -> float:
+    """Seconds before a wake that failed `failures` times in a row is tried again: 1 s, doubling."""
+    doublings = min(max(failures - 1, 0), 16)  # bounded: a long outage makes no huge integer
+    return min(WAKE_RETRY_FIRST * (1 << doublings), WAKE_RETRY_CAP)
 
 
 def parse_retry_after(value: str | None) -> float:
