@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import Any
 
 import httpx
 import pytest
@@ -119,6 +121,15 @@ def test_bad_settings_are_refused(kwargs: dict[str, float], message: str) -> Non
         Pacer(**kwargs)  # type: ignore[arg-type]
 
 
+def _served_by(handler: Callable[[httpx.Request], Any], connections: int = 1) -> Kube:
+    """A Kube whose requests `handler` answers (sync or async), `connections` at a time."""
+    kube = Kube(ClusterAccess(server="https://127.0.0.1:1"), max_connections=connections)
+    kube._http = httpx.AsyncClient(
+        base_url="https://127.0.0.1:1", transport=httpx.MockTransport(handler)
+    )
+    return kube
+
+
 def _kube(answers: list[int], *, retries: int = 10, concurrency: int = 4) -> tuple[Kube, list[int]]:
     """A Kube whose transport answers with `answers` in turn (429s with Retry-After: 0)."""
     sent: list[int] = []
@@ -129,10 +140,7 @@ def _kube(answers: list[int], *, retries: int = 10, concurrency: int = 4) -> tup
         headers = {"Retry-After": "0"} if status == 429 else {}
         return httpx.Response(status, headers=headers, json={"kind": "Status"})
 
-    kube = Kube(ClusterAccess(server="https://127.0.0.1:1"), max_connections=concurrency)
-    kube._http = httpx.AsyncClient(
-        base_url="https://127.0.0.1:1", transport=httpx.MockTransport(handler)
-    )
+    kube = _served_by(handler, concurrency)
     kube.retries = retries
     return kube, sent
 
@@ -181,10 +189,7 @@ def test_urgent_requests_go_before_normal_ones_that_waited_longer() -> None:
         return httpx.Response(200, json={})
 
     async def scenario() -> None:
-        kube = Kube(ClusterAccess(server="https://127.0.0.1:1"), max_connections=1)
-        kube._http = httpx.AsyncClient(
-            base_url="https://127.0.0.1:1", transport=httpx.MockTransport(handler)
-        )
+        kube = _served_by(handler)
         first = asyncio.create_task(kube.get("/first"))
         await asyncio.sleep(0.01)
         normal = [asyncio.create_task(kube.get(f"/normal-{i}")) for i in range(2)]
@@ -211,10 +216,7 @@ def test_waiting_requests_go_by_priority_then_in_order() -> None:
         return httpx.Response(200, json={})
 
     async def scenario() -> None:
-        kube = Kube(ClusterAccess(server="https://127.0.0.1:1"), max_connections=1)
-        kube._http = httpx.AsyncClient(
-            base_url="https://127.0.0.1:1", transport=httpx.MockTransport(handler)
-        )
+        kube = _served_by(handler)
         first = asyncio.create_task(kube.get("/first"))
         await asyncio.sleep(0.01)
         waiting = []
@@ -246,10 +248,7 @@ def test_a_request_withdrawn_while_waiting_is_never_sent() -> None:
 
     async def scenario() -> tuple[BaseException | None, Kube]:
         nonlocal called_off
-        kube = Kube(ClusterAccess(server="https://127.0.0.1:1"), max_connections=1)
-        kube._http = httpx.AsyncClient(
-            base_url="https://127.0.0.1:1", transport=httpx.MockTransport(handler)
-        )
+        kube = _served_by(handler)
         first = asyncio.create_task(kube.get("/first"))
         await asyncio.sleep(0.01)
         sleep = asyncio.create_task(kube.patch("/sleep", {}, unless=lambda: called_off))
@@ -276,10 +275,7 @@ def test_a_request_cancelled_while_waiting_gives_its_turn_to_the_next() -> None:
         return httpx.Response(200, json={})
 
     async def scenario() -> Kube:
-        kube = Kube(ClusterAccess(server="https://127.0.0.1:1"), max_connections=1)
-        kube._http = httpx.AsyncClient(
-            base_url="https://127.0.0.1:1", transport=httpx.MockTransport(handler)
-        )
+        kube = _served_by(handler)
         first = asyncio.create_task(kube.get("/first"))
         await asyncio.sleep(0.01)
         doomed = asyncio.create_task(kube.get("/doomed"))
