@@ -178,7 +178,9 @@ def test_requests_wait_for_a_place_and_all_get_one() -> None:
     assert kube.pacer.in_flight == 0
 
 
-def test_urgent_requests_go_before_normal_ones_that_waited_longer() -> None:
+def _first_held() -> tuple[Kube, list[str], asyncio.Event]:
+    """A Kube with one connection, whose request to /first is answered once the event is set;
+    the paths sent, in order."""
     sent: list[str] = []
     gate = asyncio.Event()
 
@@ -188,8 +190,13 @@ def test_urgent_requests_go_before_normal_ones_that_waited_longer() -> None:
             await gate.wait()
         return httpx.Response(200, json={})
 
+    return _served_by(handler), sent, gate
+
+
+def test_urgent_requests_go_before_normal_ones_that_waited_longer() -> None:
+    kube, sent, gate = _first_held()
+
     async def scenario() -> None:
-        kube = _served_by(handler)
         first = asyncio.create_task(kube.get("/first"))
         await asyncio.sleep(0.01)
         normal = [asyncio.create_task(kube.get(f"/normal-{i}")) for i in range(2)]
@@ -206,17 +213,9 @@ def test_urgent_requests_go_before_normal_ones_that_waited_longer() -> None:
 
 
 def test_waiting_requests_go_by_priority_then_in_order() -> None:
-    sent: list[str] = []
-    gate = asyncio.Event()
-
-    async def handler(request: httpx.Request) -> httpx.Response:
-        sent.append(request.url.path)
-        if request.url.path == "/first":
-            await gate.wait()
-        return httpx.Response(200, json={})
+    kube, sent, gate = _first_held()
 
     async def scenario() -> None:
-        kube = _served_by(handler)
         first = asyncio.create_task(kube.get("/first"))
         await asyncio.sleep(0.01)
         waiting = []
@@ -236,19 +235,11 @@ def test_waiting_requests_go_by_priority_then_in_order() -> None:
 
 
 def test_a_request_withdrawn_while_waiting_is_never_sent() -> None:
-    sent: list[str] = []
-    gate = asyncio.Event()
+    kube, sent, gate = _first_held()
     called_off = False
-
-    async def handler(request: httpx.Request) -> httpx.Response:
-        sent.append(request.url.path)
-        if request.url.path == "/first":
-            await gate.wait()
-        return httpx.Response(200, json={})
 
     async def scenario() -> tuple[BaseException | None, Kube]:
         nonlocal called_off
-        kube = _served_by(handler)
         first = asyncio.create_task(kube.get("/first"))
         await asyncio.sleep(0.01)
         sleep = asyncio.create_task(kube.patch("/sleep", {}, unless=lambda: called_off))
@@ -267,15 +258,9 @@ def test_a_request_withdrawn_while_waiting_is_never_sent() -> None:
 
 
 def test_a_request_cancelled_while_waiting_gives_its_turn_to_the_next() -> None:
-    gate = asyncio.Event()
-
-    async def handler(request: httpx.Request) -> httpx.Response:
-        if request.url.path == "/first":
-            await gate.wait()
-        return httpx.Response(200, json={})
+    kube, _, gate = _first_held()
 
     async def scenario() -> Kube:
-        kube = _served_by(handler)
         first = asyncio.create_task(kube.get("/first"))
         await asyncio.sleep(0.01)
         doomed = asyncio.create_task(kube.get("/doomed"))
