@@ -22,13 +22,13 @@ from typing import Any
 import httpx
 import yaml
 
+from bench.saved import save_json
 from image import build as image_build
 from localcluster import build
 from localcluster.cluster import Cluster, start
 from localcluster.processes import free_port
 from tests.support.real_chart import real_node_values
 
-RESULTS = Path(__file__).parent / "results"
 CHART = Path(__file__).resolve().parents[1] / "charts" / "zeroscaler"
 ARCHIVE = Path(os.environ.get("ZEROSCALER_IMAGE", image_build.REPO / "dist/zeroscaler-image.tar"))
 
@@ -126,13 +126,8 @@ def main() -> int:
         values = [r[key] for r in runs]
         summary[key] = {"median": statistics.median(values), "max": max(values)}
         print(f"{key:<24} {summary[key]['median']:>7.1f}s {summary[key]['max']:>7.1f}s")
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "chart.json").write_text(
-        json.dumps(
-            {"image": record, "import_seconds": imported, "runs": runs, "summary": summary},
-            indent=2,
-        )
-        + "\n"
+    save_json(
+        "chart", {"image": record, "import_seconds": imported, "runs": runs, "summary": summary}
     )
     return 0
 

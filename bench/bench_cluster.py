@@ -10,17 +10,16 @@ cold build figures are the step durations the last builds recorded.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from bench.saved import RESULTS, save_json
 from localcluster import build, realnode
 from localcluster.cluster import start
 
-RESULTS = Path(__file__).parent / "results"
 TICKS = 100  # USER_HZ on Linux
 
 
@@ -177,8 +176,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     results = run(max(1, args.starts), args.settle, args.idle)
     print_table(results)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "cluster.json").write_text(json.dumps(asdict(results), indent=1))
+    save_json("cluster", asdict(results))
     plot(results, RESULTS / "cluster.png")
     print(f"wrote {RESULTS / 'cluster.png'}")
 

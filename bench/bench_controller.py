@@ -33,6 +33,7 @@ from typing import Any
 
 import httpx
 
+from bench.saved import RESULTS, save_json
 from localcluster.processes import free_port, running
 from zeroscaler.access import load_access
 from zeroscaler.kube import Conflict, Kube, KubeError
@@ -44,7 +45,7 @@ FILLED_SCOPES = range(20)  # where the idle row's objects go: the scopes of 1,00
 FAN_OUT = 20  # workloads woken together by one write in the fan-out row
 TYPES = 50
 TIMEOUT = "2s"
-RESULTS = Path(__file__).parent / "results"
+
 BIN = Path(sys.executable).parent
 
 
@@ -750,8 +751,7 @@ def main() -> None:
         windows = ", ".join(f"{w:.2f}" for w in results.idle_windows)
         results.notes.append(f"idle CPU % per 10 s window: {windows}")
     print_table(results)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "controller.json").write_text(json.dumps(asdict(results), indent=1))
+    save_json("controller", asdict(results))
     plot(results, RESULTS / "controller.png")
     print(f"wrote {RESULTS / 'controller.png'}; logs in {workdir}")
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import statistics
 import subprocess
@@ -32,7 +31,6 @@ import httpx
 from bench.bench_controller import (
     BIN,
     GROUP,
-    RESULTS,
     _cpu_seconds,
     _create,
     _gather_limited,
@@ -42,6 +40,7 @@ from bench.bench_controller import (
     deployment,
     percentile,
 )
+from bench.saved import RESULTS, save_json
 from localcluster.processes import free_port, running
 from zeroscaler.access import load_access
 from zeroscaler.kube import Kube, KubeError
@@ -477,8 +476,7 @@ def main() -> None:
         f"{os.cpu_count()} cores, shared with other work while measured"
     )
     print_table(results)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "masswake.json").write_text(json.dumps(asdict(results), indent=1))
+    save_json("masswake", asdict(results))
     plot(results, RESULTS / "masswake.png")
     print(f"wrote {RESULTS / 'masswake.png'}; logs in {workdir}")
 

@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-RESULTS = Path(__file__).parent / "results"
+from bench.saved import save_json
+
 OBJECTS = 50_000
 
 _RSS = "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmRSS')][0])"
@@ -121,8 +122,7 @@ def main() -> None:
         results[f"housekeeping_{label}_ms"] = statistics.median(pauses) * 1000
         print(f"housekeeping, {label}: {results[f'housekeeping_{label}_ms']:.2f} ms (median of 5)")
     assert len(stores) == 50  # alive until here
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "memory.json").write_text(json.dumps(results, indent=1))
+    save_json("memory", results)
 
 
 if __name__ == "__main__":

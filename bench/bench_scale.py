@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -27,7 +26,6 @@ from typing import Any, TypeVar
 import httpx
 
 from bench.bench_controller import (
-    RESULTS,
     SCOPES,
     TYPES,
     Baseline,
@@ -43,6 +41,7 @@ from bench.bench_controller import (
     setup_cluster,
     workload_name,
 )
+from bench.saved import save_json
 from localcluster.processes import free_port, running
 from zeroscaler.access import load_access
 from zeroscaler.kube import Kube
@@ -334,6 +333,4 @@ def write(results: ScaleResults) -> None:
     """The JSON beside the other benchmarks' results, with the table's figures."""
     out: dict[str, Any] = asdict(results)
     out["table"] = {name: values for name, values in rows(results)}
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "controller-scale.json").write_text(json.dumps(out, indent=1))
-    print(f"wrote {RESULTS / 'controller-scale.json'}")
+    print(f"wrote {save_json('controller-scale', out)}")

@@ -31,9 +31,9 @@ import httpx
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from bench.saved import RESULTS
 from localcluster.processes import free_port, stop
 
-RESULTS = Path(__file__).resolve().parent / "results"
 SIZES_KB = (5, 10, 20, 40)
 MAX_REQUESTS = 20_000
 CONNECTIONS = 16
