@@ -15,7 +15,7 @@ from controller.reporting import Reporter
 from controller.scaling import Scaling
 from controller.subscription import Subscriptions
 from controller.timers import TimerHeap
-from controller.workload import EPOCH, Workload, WorkloadKey
+from controller.workload import EPOCH, Workload, WorkloadKey, owes_wake
 from zeroscaler.cluster import ClusterView
 from zeroscaler.core.admission import annotate_from_policy
 from zeroscaler.core.annotations import (
@@ -93,12 +93,19 @@ class Reconciler:
                 with urgently(self._gate.is_due(key)):
                     await self._retrying(key, "reconcile", self.reconcile(key))
             finally:
-                self._gate.done(key)
+                if not self._owes_wake(key):
+                    self._gate.done(key)
                 follow_up = self._scaling.take_follow_up(key)
                 if follow_up is None:
                     self._queue.release(key)
                 else:  # the key stays running: nothing else is decided until it is written
                     self._background(self._follow_up(key, follow_up))
+
+    def _owes_wake(self, key: WorkloadKey) -> bool:
+        """Whether `key` still owes a wake (it lost a race, or the activity came while it was
+        being reconciled): then its next reconcile stays urgent."""
+        w = self._workloads.get(key)
+        return w is not None and owes_wake(w)
 
     async def _retrying(self, key: WorkloadKey, what: str, work: Awaitable[None]) -> None:
         """Run `work` for a workload; a failure is logged and the workload looked at again."""
@@ -157,7 +164,7 @@ class Reconciler:
             self._reporter.warn(w, warnings + missing_settings(w.annotations))
             return
         self._manage(w, status)
-        await self._subscriptions.prepare(w, config)
+        await self._subscriptions.prepare(w, config, urgent=self._gate.is_due(key))
         self._subscriptions.check_census(w)
         hpa = self._hpa_names(key)
         warnings += w.kind_warnings + self._hpa_warnings(hpa, status)

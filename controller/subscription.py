@@ -74,13 +74,14 @@ class Subscriptions:
             self._access.epoch(),
         )
 
-    async def prepare(self, w: Workload, config: WorkloadConfig) -> None:
-        """Resolve kinds, check the ServiceAccount may watch them, and (un)subscribe watches."""
+    async def prepare(self, w: Workload, config: WorkloadConfig, *, urgent: bool = False) -> None:
+        """Resolve kinds, check the ServiceAccount may watch them, and (un)subscribe watches;
+        `urgent` (a wake is due) never waits for access answers that only aged."""
         signature = self._signature(w, config)
         if signature == w.signature:
             return
         aged = w.signature is not None and signature[:-1] == w.signature[:-1]
-        if aged and w.key not in self._answered:
+        if aged and (urgent or w.key not in self._answered):
             # Only the access answers aged: they are asked again off the reconcile (behind a
             # backlog of writes that can take seconds), and it looks again once they are in.
             if w.key not in self._asking:

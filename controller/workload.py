@@ -189,13 +189,18 @@ class Workload:
             yield f"{kind}.{group}" if group else kind
 
 
-def count_pending_wakes(workloads: Iterable[Workload]) -> int:
-    """Managed workloads asleep with activity seen that no scale-up has answered yet."""
-    return sum(
-        1
-        for w in workloads
-        if w.managed and w.activity_at is not None and w.shown_status.state == "asleep"
+def owes_wake(w: Workload) -> bool:
+    """Managed and asleep, with activity seen that no scale-up has answered yet."""
+    return (
+        w.managed
+        and not w.deleted
+        and w.activity_at is not None
+        and w.shown_status.state == "asleep"
     )
+
+
+def count_pending_wakes(workloads: Iterable[Workload]) -> int:
+    return sum(1 for w in workloads if owes_wake(w))
 
 
 def count_by_state(workloads: Iterable[Workload]) -> dict[str, int]:

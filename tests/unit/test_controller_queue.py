@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import pytest
 
 from controller.changes import ChangeFeed
 from controller.metrics import Metrics
 from controller.queue import KeyedQueue, WakeGate
-from controller.workload import Workload
+from controller.workload import Workload, count_pending_wakes, owes_wake
 from zeroscaler.core.activity import Activity
 from zeroscaler.core.annotations import WorkloadStatus
 
@@ -142,3 +142,27 @@ def test_a_pending_wake_keeps_the_reason_of_the_change_that_woke_it() -> None:
     w.status = WorkloadStatus(state="awake")
     feed.note_activity(w, Activity("Backup", "ops", "third", "Backup ops/third created"), NOW)
     assert w.activity_reason == "Backup ops/third created"
+
+
+@pytest.mark.parametrize(
+    ("state", "activity_at", "managed", "deleted", "owed"),
+    [
+        ("asleep", 7.5, True, False, True),  # a wake not answered yet: it stays urgent
+        ("asleep", None, True, False, False),  # nothing happened
+        ("awake", 7.5, True, False, False),  # awake already (activity while a write was out)
+        ("asleep", 7.5, False, False, False),  # not managed: nothing to wake
+        ("asleep", 7.5, True, True, False),  # deleted
+    ],
+)
+def test_a_wake_is_owed_while_asleep_with_activity_unanswered(
+    state: Literal["awake", "asleep"],
+    activity_at: float | None,
+    managed: bool,
+    deleted: bool,
+    owed: bool,
+) -> None:
+    w = Workload(KEY, {"metadata": {}}, last_activity=NOW)
+    w.status = WorkloadStatus(state=state)
+    w.activity_at, w.managed, w.deleted = activity_at, managed, deleted
+    assert owes_wake(w) is owed
+    assert count_pending_wakes([w, w]) == (2 if owed else 0)
