@@ -84,7 +84,10 @@ class Scaling:
         elif decision.action == "sleep":
             # It waits its turn behind every wake and record: off the worker, so that however
             # many sleeps wait, a wake always finds a worker free.
-            self._follow_ups[w.key] = self._guarded(w, self._sleep(w, decision, now))
+            # What it was decided on: activity seen from now calls the sleep off.
+            seen = (w.last_activity, w.resource_version)
+            w.activity_at = None  # activity so far is in `seen`; only later activity is owed a wake
+            self._follow_ups[w.key] = self._guarded(w, self._sleep(w, decision, now, seen))
         elif decision.action == "wake":
             await self._guarded(
                 w, self.wake(w, decision.replicas or 1, decision.reason or "activity")
@@ -137,13 +140,15 @@ class Scaling:
             w.deleted = True
             self._enqueue(w.key)
 
-    async def _sleep(self, w: Workload, decision: Decision, now: datetime) -> None:
+    async def _sleep(
+        self, w: Workload, decision: Decision, now: datetime, seen: tuple[datetime, str]
+    ) -> None:
         replicas = decision.replicas or w.replicas
         # One write, status and scale together: a crash never leaves a workload at zero without
         # the count to restore. On the workload itself rather than its `scale` subresource, so
         # managedFields name zeroscaler as the owner of spec.replicas while it sleeps (a scale
         # write records no owner), and GitOps tools can be told to leave it (docs/gitops.md).
-        idle_since, version = w.last_activity, w.resource_version
+        idle_since, version = seen
         status = asleep_annotations(replicas, now, idle_since)
         # What is in scope now, so a restart can tell what was deleted while nobody watched.
         status[CENSUS] = format_census(self._census(w))
@@ -163,6 +168,7 @@ class Scaling:
             )
         except Withdrawn:
             log.debug("sleep called off", extra={"workload": w.label})
+            w.activity_at = None  # still awake: no wake is owed
             self._enqueue(w.key)
             return
         if w.last_activity > idle_since:  # activity while the write was on its way: wake it
