@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from zeroscaler.kube import Conflict, Kube, KubeError, NotFound, Obj, Priority, prioritized
@@ -58,8 +58,13 @@ class LeaderElector:
             self._set(held)
             await asyncio.sleep(self.duration / 3 if held else min(self.duration / 5, RETRY_PERIOD))
 
-    async def release(self) -> None:
-        """Give the Lease up at shutdown so a standby takes over at once."""
+    async def release(self, drain: Callable[[], Awaitable[None]]) -> None:
+        """Give the Lease up at shutdown so a standby takes over at once: first no new write
+        starts, then `drain` lets those on their way land, and only then is the Lease freed, so
+        the next leader never writes beside them."""
+        if self.is_leader:
+            self._on_change(False)
+        await drain()
         if not self.is_leader:
             return
         self._set(False)

@@ -20,6 +20,8 @@ from zeroscaler.kube import Kube
 
 log = logging.getLogger("controller")
 
+DRAIN_SECONDS = 2.0  # at most, for the writes on their way at shutdown before the Lease goes
+
 
 def routes(scaler: Scaler) -> dict[str, Route]:
     """The HTTP endpoints: liveness, readiness (watches synced) and Prometheus metrics."""
@@ -50,6 +52,13 @@ async def clients(settings: Settings) -> AsyncIterator[tuple[Kube, Kube]]:
         yield watch_kube, kube
 
 
+async def _settled(kube: Kube) -> None:
+    """The requests on their way answered, or DRAIN_SECONDS gone."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(DRAIN_SECONDS):
+            await kube.settle()
+
+
 async def serve(settings: Settings, scaler: Scaler, kube: Kube, stop: asyncio.Event) -> None:
     """Run the scaler and the Lease until `stop` is set or either fails; give the Lease up."""
     elector = LeaderElector(
@@ -73,7 +82,7 @@ async def serve(settings: Settings, scaler: Scaler, kube: Kube, stop: asyncio.Ev
     for task in [*tasks, stopper]:
         task.cancel()
     await asyncio.gather(*tasks, stopper, return_exceptions=True)
-    await elector.release()
+    await elector.release(lambda: _settled(kube))
     await scaler.aclose()
     if server is not None:
         server.close()

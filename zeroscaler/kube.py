@@ -181,6 +181,7 @@ class Kube:
         self.on_throttled: Callable[[], None] = lambda: None
         # Requests waiting for the pacer, one line per priority; the most urgent line goes first.
         self._waiting: tuple[deque[asyncio.Future[float]], ...] = tuple(deque() for _ in Priority)
+        self._quiet = asyncio.Event()  # set when the last request in flight is answered
         self._http = httpx.AsyncClient(
             base_url=access.server,
             verify=access.ssl_context(),
@@ -321,6 +322,12 @@ class Kube:
                 self._hand_on()
                 raise
 
+    async def settle(self) -> None:
+        """Return once no request is in flight (bound it with `asyncio.timeout`)."""
+        while self.pacer.in_flight:
+            self._quiet.clear()
+            await self._quiet.wait()
+
     def _release(self, retry_after: float | None) -> None:
         self.pacer.finish(asyncio.get_running_loop().time(), retry_after)
         self._hand_on()
@@ -337,6 +344,8 @@ class Kube:
                 if wait is None:
                     return
                 queue.popleft().set_result(wait)
+        if not self.pacer.in_flight:
+            self._quiet.set()
 
     async def get(
         self,

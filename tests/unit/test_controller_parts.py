@@ -1,17 +1,23 @@
-"""Small controller parts that need no cluster: settings, log lines, workload trimming."""
+"""Small controller parts that need no cluster: settings, log lines, workload trimming, the
+Lease at shutdown."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
 
+import httpx
 import pytest
 from pydantic_settings import CliApp
 
+from controller.leader import LeaderElector
 from controller.settings import parse_settings
 from controller.workload import trim_workload
 from webhook.settings import Settings as WebhookSettings
+from zeroscaler.access import ClusterAccess
+from zeroscaler.kube import Kube
 from zeroscaler.logs import JsonFormatter, LogfmtFormatter
 
 
@@ -156,3 +162,33 @@ def test_trim_workload_keeps_what_the_scaler_reads() -> None:
         "spec": {"replicas": 3, "serviceAccountName": "legacy"},
         "replicasManager": "argocd-controller",
     }
+
+
+def test_the_lease_is_freed_only_after_the_writes_on_their_way() -> None:
+    """At shutdown no new write starts, those on their way land, and only then does the Lease go:
+    a standby taking over at once never writes beside them."""
+    order: list[str] = []
+    lease = {
+        "metadata": {"resourceVersion": "7"},
+        "spec": {"holderIdentity": "ctl-a", "leaseDurationSeconds": 3},
+    }
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        order.append(f"{request.method} lease")
+        return httpx.Response(200, json=lease)
+
+    kube = Kube(ClusterAccess(server="https://127.0.0.1:1"))
+    kube._http = httpx.AsyncClient(
+        base_url="https://127.0.0.1:1", transport=httpx.MockTransport(handler)
+    )
+    elector = LeaderElector(
+        kube, "zs", "lease", "ctl-a", 3.0, lambda held: order.append(f"leading={held}")
+    )
+    elector.is_leader = True
+
+    async def drain() -> None:
+        order.append("drained")
+
+    asyncio.run(elector.release(drain))
+    assert order == ["leading=False", "drained", "leading=False", "GET lease", "PATCH lease"]
+    assert not elector.is_leader

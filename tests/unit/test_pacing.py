@@ -273,3 +273,26 @@ def test_a_request_cancelled_while_waiting_gives_its_turn_to_the_next() -> None:
 
     kube = asyncio.run(scenario())
     assert kube.pacer.in_flight == 0
+
+
+def test_settle_returns_once_the_requests_in_flight_are_answered() -> None:
+    kube, sent, gate = _first_held()
+
+    async def scenario() -> tuple[bool, bool]:
+        first = asyncio.create_task(kube.get("/first"))
+        await asyncio.sleep(0.01)
+        settling = asyncio.create_task(kube.settle())
+        await asyncio.sleep(0.01)
+        held = not settling.done()  # /first is still on its way
+        gate.set()
+        await asyncio.wait_for(settling, 1)
+        await first
+        return held, settling.done()
+
+    assert asyncio.run(scenario()) == (True, True)
+    assert sent == ["/first"]
+
+
+def test_settle_with_nothing_in_flight_returns_at_once() -> None:
+    kube, _, _ = _first_held()
+    asyncio.run(asyncio.wait_for(kube.settle(), 1))
