@@ -131,8 +131,16 @@ class Ref:
 
 
 def workload_body(
-    name: str, kind: str, replicas: int, annotations: dict[str, str], sa: str
+    name: str,
+    kind: str,
+    replicas: int,
+    annotations: dict[str, str],
+    sa: str,
+    *,
+    paused: bool = False,
 ) -> dict[str, Any]:
+    """A workload of one container; a paused Deployment scales as an API object but makes no
+    Pods (it never creates its ReplicaSet), which spares a small machine the Pods' churn."""
     labels = {"app": name}
     spec: dict[str, Any] = {
         "replicas": replicas,
@@ -147,6 +155,8 @@ def workload_body(
     }
     if kind == "StatefulSet":
         spec["serviceName"] = name
+    if paused:
+        spec["paused"] = True
     return {
         "apiVersion": "apps/v1",
         "kind": kind,
@@ -164,8 +174,9 @@ def create_workload(
     kind: str = "Deployment",
     replicas: int = 3,
     sa: str = "operator",
+    paused: bool = False,
 ) -> Ref:
-    body = workload_body(name, kind, replicas, annotations, sa)
+    body = workload_body(name, kind, replicas, annotations, sa, paused=paused)
     apps = k8s.AppsV1Api(api)
     if kind == "Deployment":
         apps.create_namespaced_deployment(ns, body)
