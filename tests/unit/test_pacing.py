@@ -17,7 +17,15 @@ from zeroscaler.core.pacing import (
     parse_retry_after,
     wake_retry_after,
 )
-from zeroscaler.kube import Kube, Priority, Transient, Withdrawn, prioritized, urgently
+from zeroscaler.kube import (
+    Kube,
+    NotFound,
+    Priority,
+    Transient,
+    Withdrawn,
+    prioritized,
+    urgently,
+)
 
 
 @pytest.mark.parametrize(
@@ -273,3 +281,16 @@ def test_a_request_cancelled_while_waiting_gives_its_turn_to_the_next() -> None:
 
     kube = asyncio.run(scenario())
     assert kube.pacer.in_flight == 0
+
+
+def test_a_shared_client_counts_each_components_failures_apart_and_paces_them_as_one() -> None:
+    controller, sent = _kube([404])
+    webhook = controller.sharing()
+    with pytest.raises(NotFound):
+        asyncio.run(webhook.get("/api/v1/namespaces/x"))
+    assert (dict(webhook.errors), dict(controller.errors)) == ({("GET", 404): 1}, {})
+    with pytest.raises(NotFound):
+        asyncio.run(controller.get("/api/v1/namespaces/y"))
+    assert (dict(webhook.errors), dict(controller.errors)) == ({("GET", 404): 1}, {("GET", 404): 1})
+    assert webhook.pacer is controller.pacer
+    assert len(sent) == 2
