@@ -121,10 +121,11 @@ class Reconciler:
             self._wake_failures.pop(key, None)
 
     def _retry_after(self, key: WorkloadKey) -> float:
-        """Seconds before a failed reconcile is tried again: sooner when it was to wake, backing
-        off while the wake keeps failing."""
+        """Seconds before a failed reconcile is tried again: sooner when it was to wake or to
+        record its wake, backing off while that keeps failing."""
         w = self._workloads.get(key)
-        if w is None or w.activity_at is None or w.shown_status.state != "asleep":
+        waking = w is not None and w.activity_at is not None
+        if w is None or not (waking or w.own_wake) or w.shown_status.state != "asleep":
             return RETRY_AFTER
         failures = self._wake_failures.get(key, 0) + 1
         self._wake_failures[key] = failures
@@ -254,6 +255,8 @@ class Reconciler:
         config, problems = read_config(w.annotations)
         status, status_problems = read_status(w.annotations)
         w.config, w.status = config, status
+        if status.state != "asleep":  # recorded (by us or by the next leader): nothing pending
+            w.own_wake = None
         if status.last_activity is not None and status.last_activity > w.last_activity:
             w.last_activity = status.last_activity  # a person's `zeroscaler wake` restarts it
         warnings = [("InvalidAnnotation", f"{p}; ignored") for p in [*problems, *status_problems]]
@@ -274,6 +277,7 @@ class Reconciler:
             hpa_targeted=hpa_targeted,
             can_wake=bool(w.scopes[0]) and not w.unseen,
             wake_reason=w.activity_reason,
+            woken_to=None if w.own_wake is None else w.own_wake.replicas,
         )
         return decide(observed, config, status, now), now
 

@@ -12,7 +12,7 @@ from controller.clock import Clock
 from controller.metrics import Metrics
 from controller.queue import WakeGate
 from controller.reporting import Reporter
-from controller.workload import Workload, WorkloadKey, trim_workload
+from controller.workload import OwnWake, Workload, WorkloadKey, trim_workload
 from zeroscaler.core.annotations import (
     CENSUS,
     FLAPPING,
@@ -92,6 +92,8 @@ class Scaling:
             await self._guarded(
                 w, self.wake(w, decision.replicas or 1, decision.reason or "activity")
             )
+        elif decision.action == "record-wake":
+            await self._guarded(w, self._record_wake(w))
         elif decision.action == "mark-awake":
             await self._guarded(w, self._mark_awake(w, decision, now))
 
@@ -197,13 +199,16 @@ class Scaling:
         self._metrics.wakes.inc()
         w.activity_at = None
         self._gate.done(w.key)
-        # Recording the wake can wait for other scale writes: a crash before it leaves the
-        # workload scaled up but annotated asleep, which reads as woken (by someone else).
-        self._follow_ups[w.key] = self._record_wake(w, replicas, reason, latency)
+        # Recording the wake can wait for other scale writes. Until it lands the wake is
+        # remembered here, so a failed record is tried again rather than read as someone
+        # else's wake; only a crash before it leaves one that reads so.
+        w.own_wake = OwnWake(replicas, reason, latency)
+        self._follow_ups[w.key] = self._record_wake(w)
 
-    async def _record_wake(
-        self, w: Workload, replicas: int, reason: str, latency: float | None
-    ) -> None:
+    async def _record_wake(self, w: Workload) -> None:
+        own = w.own_wake
+        if own is None:
+            return
         awake: dict[str, str | None] = dict(awake_annotations(w.last_activity))
         w.streak = Streak()  # woken for a reason of its own: whatever flapped has stopped
         if FLAPPING in w.annotations:
@@ -219,16 +224,20 @@ class Scaling:
                         await self.refresh(w)
                         if read_status(w.annotations)[0].state != "asleep":
                             break
+                else:  # lost every race: decided again, which records it again
+                    self._enqueue(w.key)
+                    return
         except NotFound:
             w.deleted = True
         except Withdrawn:
             return
+        w.own_wake = None
         # Only now does it read as awake: a record that came late must not shorten its time up.
         w.last_activity = restart_clock(w.last_activity, self._clock.now())
-        message = f"{reason}: scaled from 0 to {replicas} replicas"
-        extra: dict[str, object] = {"workload": w.label, "reason": reason}
-        if latency is not None:  # from the watch event to the scale write's answer
-            extra["latency_ms"] = round(latency * 1000, 1)
+        message = f"{own.reason}: scaled from 0 to {own.replicas} replicas"
+        extra: dict[str, object] = {"workload": w.label, "reason": own.reason}
+        if own.latency is not None:  # from the watch event to the scale write's answer
+            extra["latency_ms"] = round(own.latency * 1000, 1)
         log.info("woken", extra=extra)
         self._reporter.event(w, "Normal", "Woken", message)
         self._enqueue(w.key)

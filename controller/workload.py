@@ -81,6 +81,15 @@ def idle_since(annotations: Mapping[str, str], now: datetime) -> datetime:
     return now
 
 
+@dataclass(frozen=True, slots=True)
+class OwnWake:
+    """A wake the controller scaled up but has not yet recorded in the status annotations."""
+
+    replicas: int
+    reason: str
+    latency: float | None  # seconds from the waking event to the scale write's answer
+
+
 @dataclass
 class Workload:
     """One Deployment or StatefulSet as the scaler knows it."""
@@ -109,6 +118,9 @@ class Workload:
     names: dict[GroupKind, frozenset[str]] = field(default_factory=dict)  # inferred resourceNames
     reach: tuple[Scope, frozenset[str]] = (None, frozenset())  # working namespaces, own CRDs
     unchecked: set[str] = field(default_factory=set)  # kinds of its census not yet compared
+    # Scaled up by us, still annotated asleep: in memory, so a failed record is not read as a
+    # wake by someone else (only a crash before the record loses it).
+    own_wake: OwnWake | None = None
 
     @property
     def kind(self) -> str:

@@ -1,9 +1,10 @@
 """`zeroscaler-combined`: the controller and the webhook in one process, over one cluster view.
 
 Flags before `--` are the controller's, flags after it the webhook's (whose `--kubeconfig` is not
-used: both halves talk through the controller's two API clients). Namespaces, RBAC, CRDs,
-discovery and, when both name the same namespace, the policy ConfigMaps are watched once for
-both. Leader election governs the controller half only; the webhook half serves on every replica.
+used: both halves talk over the controller's two API clients' connections and pacers, each
+counting its own failed requests). Namespaces, RBAC, CRDs, discovery and, when both name the same
+namespace, the policy ConfigMaps are watched once for both. Leader election governs the
+controller half only; the webhook half serves on every replica.
 """
 
 from __future__ import annotations
@@ -48,8 +49,11 @@ async def run(controller: ControllerSettings, webhook: WebhookSettings) -> None:
         scaler = Scaler(kube, controller, watch_kube, crd_specs=True)
         shared = controller.policy_source == webhook.namespace
         registry = CollectorRegistry()
+        # The webhook's requests share the controller's connections and pacer, but its /metrics
+        # counts only its own failures.
+        webhook_kube = kube.sharing()
         source = LiveSource(
-            kube,
+            webhook_kube,
             webhook,
             registry,
             cluster=scaler.cluster,
@@ -59,7 +63,7 @@ async def run(controller: ControllerSettings, webhook: WebhookSettings) -> None:
         parts = [
             asyncio.create_task(service.serve(controller, scaler, kube, stop)),
             asyncio.create_task(
-                server.serve(webhook, app, registry=registry, stop=stop, kube=kube)
+                server.serve(webhook, app, registry=registry, stop=stop, kube=webhook_kube)
             ),
         ]
         try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import copy
 import enum
 import json
 from collections import deque
@@ -200,6 +201,15 @@ class Kube:
         self._discovered: list[APIResource] | None = None
         # Failed requests by (method, HTTP status; 0 when no answer came), for /metrics.
         self.errors: collections.Counter[tuple[str, int]] = collections.Counter()
+
+    def sharing(self) -> Kube:
+        """Another client over these connections, pacer and discovery cache that counts its own
+        failed requests and 429s: one per component of a process (closed with this one)."""
+        other = copy.copy(self)
+        other.errors = collections.Counter()
+        other.throttled = 0
+        other.on_throttled = lambda: None
+        return other
 
     async def aclose(self) -> None:
         await self._http.aclose()

@@ -94,6 +94,11 @@ def test_one_process_annotates_while_another_leads_then_sleeps_and_wakes_once_it
         hooked = hook.get("/metrics").text
         assert 'zeroscaler_webhook_reviews_total{outcome="patched"}' in hooked
         assert 'zeroscaler_webhook_policy_loads_total{result="ok"} 1.0' in hooked
+        # The Lease the controller half found deleted is its failed request, not the webhook's:
+        # each half counts its own, though they share connections.
+        lease_gone = '_api_errors_total{code="404",method="GET"}'
+        assert f"zeroscaler{lease_gone}" in text
+        assert f"zeroscaler_webhook{lease_gone}" not in hooked
     finally:
         hook.unregister(api)
         hook.stop()

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
 
 from localcluster.cluster import Cluster
 from tests.support.crds import create_crd
@@ -594,3 +595,82 @@ def wait_for_quietly(check: Callable[[], bool], timeout: float = 3.0) -> bool:
             return True
         time.sleep(0.2)
     return False
+
+
+def test_a_wake_whose_record_fails_is_recorded_again_not_read_as_someone_elses(
+    api: k8s.ApiClient, opted_ns: str, controller: ControllerProcess
+) -> None:
+    """The scale-up lands but the API server refuses the annotation patch that records it (an
+    admission policy here): the controller keeps the wake as its own and records it once the
+    refusal goes, with no WokenExternally Event and at the restore count."""
+    grant_watch(api, opted_ns, [("", ["configmaps"])])
+    ref = create_workload(api, opted_ns, "unrecorded", config_for("2s", "ConfigMap"))
+    wait_asleep(api, ref, 3)
+    name = f"no-wake-record-{opted_ns}"
+    state = "object.metadata.annotations['zeroscaler.io/state']"
+    old_state = "oldObject.metadata.annotations['zeroscaler.io/state']"
+    registration = k8s.AdmissionregistrationV1Api(api)
+    registration.create_validating_admission_policy(
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": opted_ns}},
+                    "resourceRules": [
+                        {
+                            "apiGroups": ["apps"],
+                            "apiVersions": ["v1"],
+                            "operations": ["UPDATE"],
+                            "resources": ["deployments"],  # not deployments/scale: wakes pass
+                        }
+                    ],
+                },
+                "validations": [
+                    {
+                        "expression": f"!({old_state} == 'asleep' && {state} == 'awake')",
+                        "message": "no wake records here",
+                    }
+                ],
+            },
+        }
+    )
+    apps = k8s.AppsV1Api(api)
+    record = {"metadata": {"annotations": {"zeroscaler.io/state": "awake"}}}
+
+    def in_force() -> bool:  # a policy takes a moment to reach the admission chain
+        try:
+            apps.patch_namespaced_deployment(ref.name, opted_ns, record, dry_run="All")
+        except ApiException as e:
+            return e.status in (403, 422)
+        return False
+
+    try:
+        registration.create_validating_admission_policy_binding(
+            {
+                "metadata": {"name": name},
+                "spec": {"policyName": name, "validationActions": ["Deny"]},
+            }
+        )
+        wait_for(in_force, "the policy refusing a wake's record")
+
+        def record_refused() -> bool:
+            return any(
+                metric == "zeroscaler_failed_writes_total"
+                and dict(labels)["write"] == "annotations"
+                and v > 0
+                for (metric, labels), v in controller.metrics().items()
+            )
+
+        create_configmap(api, opted_ns, "poke")
+        wait_for(record_refused, "the wake's record to be refused")
+        replicas, ann = state_of(api, ref)
+        assert (replicas, ann["zeroscaler.io/state"]) == (3, "asleep")
+    finally:
+        registration.delete_validating_admission_policy_binding(name)
+        registration.delete_validating_admission_policy(name)
+    wait_awake(api, ref, 3)
+    wait_woken(api, ref, f"ConfigMap {opted_ns}/poke created", 3)
+    assert "WokenExternally" not in reasons(api, ref)
+    assert "woken externally" not in controller.log.read_text()
+    assert controller.metric("zeroscaler_wakes_total") == 1

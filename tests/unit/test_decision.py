@@ -133,6 +133,27 @@ CASES: list[tuple[str, Observed, WorkloadConfig, WorkloadStatus, Decision]] = [
         Decision("mark-awake", replicas=4, reason="scaled up while asleep; now awake"),
     ),
     (
+        "asleep, scaled up by our own wake whose record is not written yet: record it",
+        Observed(3, t("2026-01-01T11:30:00Z"), woken_to=3),
+        CONFIG,
+        ASLEEP,
+        Decision("record-wake", replicas=3, reason="woken; recording the wake"),
+    ),
+    (
+        "asleep, our wake's record pending but scaled back to zero since: wake again",
+        Observed(0, t("2026-01-01T11:30:00Z"), woken_to=3),
+        CONFIG,
+        ASLEEP,
+        Decision("wake", replicas=3),
+    ),
+    (
+        "awake, a stale pending wake changes nothing",
+        Observed(3, t("2026-01-01T11:59:30Z"), woken_to=3),
+        CONFIG,
+        AWAKE,
+        Decision("none", next_check=t("2026-01-01T12:00:30Z")),
+    ),
+    (
         "asleep and HPA-targeted with activity still wakes",
         Observed(0, t("2026-01-01T11:30:00Z"), hpa_targeted=True),
         CONFIG,

@@ -17,7 +17,15 @@ from zeroscaler.core.pacing import (
     parse_retry_after,
     wake_retry_after,
 )
-from zeroscaler.kube import Kube, Priority, Transient, Withdrawn, prioritized, urgently
+from zeroscaler.kube import (
+    Kube,
+    NotFound,
+    Priority,
+    Transient,
+    Withdrawn,
+    prioritized,
+    urgently,
+)
 
 
 @pytest.mark.parametrize(
@@ -296,3 +304,16 @@ def test_settle_returns_once_the_requests_in_flight_are_answered() -> None:
 def test_settle_with_nothing_in_flight_returns_at_once() -> None:
     kube, _, _ = _first_held()
     asyncio.run(asyncio.wait_for(kube.settle(), 1))
+
+
+def test_a_shared_client_counts_each_components_failures_apart_and_paces_them_as_one() -> None:
+    controller, sent = _kube([404])
+    webhook = controller.sharing()
+    with pytest.raises(NotFound):
+        asyncio.run(webhook.get("/api/v1/namespaces/x"))
+    assert (dict(webhook.errors), dict(controller.errors)) == ({("GET", 404): 1}, {})
+    with pytest.raises(NotFound):
+        asyncio.run(controller.get("/api/v1/namespaces/y"))
+    assert (dict(webhook.errors), dict(controller.errors)) == ({("GET", 404): 1}, {("GET", 404): 1})
+    assert webhook.pacer is controller.pacer
+    assert len(sent) == 2

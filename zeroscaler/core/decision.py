@@ -18,7 +18,7 @@ from zeroscaler.core.annotations import (
 )
 from zeroscaler.core.durations import format_duration
 
-Action = Literal["sleep", "wake", "mark-awake", "none"]
+Action = Literal["sleep", "wake", "record-wake", "mark-awake", "none"]
 
 # Status times are written to the second, so shorter timeouts could not be told apart from activity.
 MIN_IDLE_TIMEOUT = 1.0
@@ -34,6 +34,8 @@ class Observed:
     # A watched kind is resolved and permitted, and the controller may watch every kind named.
     can_wake: bool = True
     wake_reason: str = ""  # what the newest activity was, in an Event's words
+    # Replicas our own wake scaled it to while its record is not yet written; None if no such wake.
+    woken_to: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +51,7 @@ class Decision:
 def decide(
     observed: Observed, config: WorkloadConfig, status: WorkloadStatus, now: datetime
 ) -> Decision:
-    """Sleep, wake, record a manual wake, or nothing (with the time to look again)."""
+    """Sleep, wake, record a wake (ours or someone else's), or nothing (with when to look again)."""
     if config.paused:
         return Decision("none", reason=f"{PAUSED} is true; held as it is")
     if status.state == "asleep":
@@ -104,6 +106,10 @@ def plan_release(annotations: Mapping[str, str], replicas: int, *, injected: boo
 
 def _decide_asleep(observed: Observed, config: WorkloadConfig, status: WorkloadStatus) -> Decision:
     if observed.replicas > 0:
+        if observed.woken_to is not None:  # our own wake, not someone else's: record it again
+            return Decision(
+                "record-wake", replicas=observed.woken_to, reason="woken; recording the wake"
+            )
         return Decision(
             "mark-awake", replicas=observed.replicas, reason="scaled up while asleep; now awake"
         )

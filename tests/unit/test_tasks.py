@@ -1,0 +1,104 @@
+"""Shutdown: background work (Event writes, follow-ups) never outlives the API clients."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from datetime import UTC, datetime
+
+import pytest
+
+from controller.reporting import Reporter
+from controller.tasks import Tasks
+from controller.workload import Workload
+from zeroscaler.events import EventRecorder
+from zeroscaler.kube import Obj
+
+NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
+
+
+class StuckRecorder(EventRecorder):
+    """Each write waits for an answer that never comes; it notes how each ended."""
+
+    def __init__(self) -> None:
+        self.started = 0
+        self.cancelled = 0
+
+    async def emit(
+        self,
+        obj: Obj,
+        api_version: str,
+        kind: str,
+        type_: str,
+        reason: str,
+        message: str,
+        count: int = 1,
+    ) -> None:
+        self.started += 1
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+
+
+def workload(name: str) -> Workload:
+    return Workload(("Deployment", "ops", name), {"metadata": {"name": name}}, NOW)
+
+
+def test_an_event_write_left_when_the_grace_ends_is_cancelled_before_shutdown_returns() -> None:
+    async def run() -> tuple[int, int]:
+        tasks = Tasks(grace=0.01)
+        recorder = StuckRecorder()
+        reporter = Reporter(recorder, background=tasks.background, is_leader=lambda: True)
+        reporter.event(workload("a"), "Normal", "Woken", "o-1 created")
+        await asyncio.sleep(0)  # the writer sends it and waits
+        await tasks.aclose()
+        return recorder.started, recorder.cancelled
+
+    assert asyncio.run(run()) == (1, 1)
+
+
+def test_work_a_loop_starts_on_its_way_out_is_ended_too_and_later_work_never_starts() -> None:
+    async def run() -> tuple[int, int]:
+        tasks = Tasks(grace=0.01)
+        recorder = StuckRecorder()
+        reporter = Reporter(recorder, background=tasks.background, is_leader=lambda: True)
+
+        async def worker() -> None:
+            try:
+                await asyncio.Event().wait()
+            finally:  # as a cancelled worker leaves a wake's record and its Event behind
+                reporter.event(workload("a"), "Normal", "Woken", "o-1 created")
+
+        tasks.spawn(worker())
+        await asyncio.sleep(0)
+        await tasks.aclose()
+        reporter.event(workload("b"), "Normal", "Woken", "o-2 created")  # after shutdown
+        await asyncio.sleep(0)
+        return recorder.started, recorder.cancelled
+
+    assert asyncio.run(run()) == (1, 1)
+
+
+def test_a_background_failure_is_logged_when_it_happens_not_left_unretrieved(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    unhandled: list[str] = []
+
+    async def closed_client() -> None:
+        raise RuntimeError("Cannot send a request, as the client has been closed.")
+
+    async def run() -> None:
+        asyncio.get_running_loop().set_exception_handler(
+            lambda _loop, context: unhandled.append(str(context["message"]))
+        )
+        tasks = Tasks(grace=1.0)
+        tasks.background(closed_client())
+        await tasks.aclose()
+        gc.collect()
+
+    asyncio.run(run())
+    assert unhandled == []
+    assert "background work failed" in caplog.text
+    assert "client has been closed" in caplog.text
