@@ -35,6 +35,7 @@ from controller.workload import (
 )
 from zeroscaler.cluster import ClusterView
 from zeroscaler.core.annotations import is_namespace_enabled
+from zeroscaler.core.inference import RBACSnapshot
 from zeroscaler.core.policy import Policy
 from zeroscaler.events import EventRecorder
 from zeroscaler.kube import Kube
@@ -102,7 +103,7 @@ class Scaler:
             discovery_interval=settings.discovery_interval,
             crd_specs=crd_specs,
             on_discovery=lambda _: self.changes.enqueue_all(),
-            on_rbac=self.changes.enqueue_inferred,
+            on_rbac=self._on_rbac,
         )
         self.cluster.namespaces.add_handler(self.changes.on_namespace)
         self.hpas = Informer(
@@ -131,8 +132,14 @@ class Scaler:
             background=self.tasks.background,
             is_leader=self._leading,
         )
-        access = AccessReviews(kube, self.settings.access_review_ttl, clock)
-        subscriptions = Subscriptions(
+        access = AccessReviews(
+            kube,
+            self.settings.access_review_ttl,
+            clock,
+            rbac=self._rbac_in_force if self.settings.access_from_rbac else None,
+            on_answer=lambda source: self.metrics.access_answers.labels(source).inc(),
+        )
+        self.subscriptions = subscriptions = Subscriptions(
             self.hub,
             access,
             self.cluster,
@@ -181,6 +188,8 @@ class Scaler:
         self.tasks.spawn(*(i.run() for i in self.workload_informers.values()))
         self.tasks.spawn(self.timers.run(), self._housekeeping())
         await asyncio.gather(self.cluster.discovered.wait(), *(i.synced.wait() for i in essential))
+        if self.settings.access_from_rbac:
+            await self._rbac_listed()
         release_free_memory(full=True)
         self.ready = True
         log.info("synced", extra={"workloads": len(self.workloads)})
@@ -194,6 +203,25 @@ class Scaler:
     async def aclose(self) -> None:
         await self.tasks.aclose()
         await self.hub.aclose()
+
+    async def _rbac_listed(self) -> None:
+        """Until each RBAC watch has listed, or failed once: the first reconciles then take access
+        from RBAC rather than a review each, and RBAC the controller may not read blocks nothing."""
+        await asyncio.gather(*(i.attempted.wait() for i in self.cluster.rbac_informers.values()))
+
+    def _rbac_in_force(self) -> RBACSnapshot | None:
+        """RBAC as watched, once every kind of it has been listed."""
+        return self.cluster.rbac() if self.cluster.is_rbac_synced() else None
+
+    def _on_rbac(self) -> None:
+        """RBAC changed: look again at the workloads whose kinds or access answers it gave."""
+        self.changes.enqueue_inferred()
+        granted = self.subscriptions.granted_by_rbac
+        for key in list(granted):
+            if key in self.workloads:
+                self.queue.add(key)
+            else:
+                granted.discard(key)
 
     def _leading(self) -> bool:
         return self.is_leader

@@ -60,6 +60,8 @@ class Subscriptions:
         # Workloads whose aged access answers are being asked again, and those just answered.
         self._asking: set[WorkloadKey] = set()
         self._answered: set[WorkloadKey] = set()
+        # Workloads that RBAC, as watched, let watch something: they look again when it changes.
+        self.granted_by_rbac: set[WorkloadKey] = set()
 
     def _signature(self, w: Workload, config: WorkloadConfig) -> tuple[Any, ...]:
         """What the resolution depends on; the access answers' age comes last."""
@@ -69,7 +71,7 @@ class Subscriptions:
             config.watch_namespaces,
             self._cluster.discovery_generation,
             w.service_account,
-            self._cluster.rbac_generation if w.inferred else 0,
+            self._cluster.rbac_generation if w.inferred or self._access.uses_rbac else 0,
             tuple(sorted(w.names.items())),
             self._access.epoch(),
         )
@@ -122,6 +124,7 @@ class Subscriptions:
     async def _resolve(
         self, w: Workload, config: WorkloadConfig
     ) -> tuple[Scopes, set[APIResource], list[Notice]]:
+        self.granted_by_rbac.discard(w.key)
         warnings: list[Notice] = []
         scopes: Scopes = ({}, {})
         wanted: set[APIResource] = set()
@@ -201,9 +204,10 @@ class Subscriptions:
         self, w: Workload, resource: APIResource, scope: str, names: list[str]
     ) -> bool:
         account = (w.namespace, w.service_account, resource, scope)
-        if not names:
-            return await self._access.may_watch(*account)
-        return all([await self._access.may_watch(*account, name) for name in names])
+        answers = [await self._access.answer(*account, name) for name in names or [""]]
+        if any(from_rbac for _, from_rbac in answers):
+            self.granted_by_rbac.add(w.key)
+        return all(allowed for allowed, _ in answers)
 
     def set_interest(self, w: Workload, status: WorkloadStatus) -> None:
         """What wakes it now: its scopes, and since when a listed object counts as news."""

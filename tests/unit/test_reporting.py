@@ -10,6 +10,7 @@ from typing import Any
 from controller.access import AccessReviews
 from controller.reporting import Reporter, joined_message
 from controller.workload import Workload
+from zeroscaler.core.inference import RBACSnapshot
 from zeroscaler.core.kinds import APIResource
 from zeroscaler.events import EventRecorder
 from zeroscaler.kube import _PRIORITY, Kube, Obj, Priority
@@ -121,3 +122,42 @@ def test_workloads_asking_the_same_review_at_once_share_one_request() -> None:
     assert answers == [True] * 9
     assert cached
     assert asked == 3  # one SubjectAccessReview; list and watch for the controller itself
+
+
+def _watch_widgets_in(namespace: str) -> RBACSnapshot:
+    rule = {"apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["watch"]}
+    return RBACSnapshot.from_objects(
+        [
+            {"kind": "ClusterRole", "metadata": {"name": "w"}, "rules": [rule]},
+            {
+                "kind": "RoleBinding",
+                "metadata": {"name": "w", "namespace": namespace},
+                "roleRef": {"kind": "ClusterRole", "name": "w"},
+                "subjects": [{"kind": "ServiceAccount", "name": "op", "namespace": "ops"}],
+            },
+        ]
+    )
+
+
+def test_what_rbac_grants_is_answered_without_a_review_and_the_rest_is_asked() -> None:
+    snapshot: list[RBACSnapshot | None] = [None]
+    sources: list[str] = []
+
+    async def run() -> list[tuple[bool, bool]]:
+        kube = Reviews()
+        kube.release.set()
+        reviews = AccessReviews(
+            kube, ttl=60.0, clock=Clock(), rbac=lambda: snapshot[0], on_answer=sources.append
+        )
+        answers = [await reviews.answer("ops", "op", CRD, "ops")]  # RBAC not listed yet
+        snapshot[0] = _watch_widgets_in("ops")
+        answers.append(await reviews.answer("ops", "op", CRD, "ops"))
+        answers.append(await reviews.answer("ops", "op", CRD, "other"))  # another's to allow
+        snapshot[0] = _watch_widgets_in("elsewhere")  # revoked here: the remembered review
+        answers.append(await reviews.answer("ops", "op", CRD, "ops"))
+        assert kube.asked == 2
+        return answers
+
+    answers = asyncio.run(run())
+    assert answers == [(True, False), (True, True), (True, False), (True, False)]
+    assert sources == ["review", "rbac", "review", "cache"]
