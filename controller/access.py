@@ -88,17 +88,29 @@ class AccessReviews:
         name: str = "",
     ) -> tuple[bool, bool]:
         """Whether it may watch, and whether RBAC said so (an answer that changes with RBAC)."""
+        # RBAC only adds: what it grants the standard authorizers grant. The snapshot is current,
+        # so the answer is not remembered; a refusal may be another authorizer's to lift.
+        if self.rbac_grants(namespace, service_account, resource, scope, name):
+            self._on_answer("rbac")
+            return True, True
         key = AccessKey(namespace, service_account, resource.group, resource.resource, scope, name)
-        rbac = self._rbac() if self._rbac is not None else None
-        if rbac is not None:
-            where = scope if resource.namespaced else ""
-            request = Request("watch", resource.group, resource.resource, where, name)
-            # RBAC only adds: what it grants the standard authorizers grant. The snapshot is
-            # current, so the answer is not remembered; a refusal may be another's to lift.
-            if rbac_allows(rbac, namespace, service_account, request):
-                self._on_answer("rbac")
-                return True, True
         return await self._answer(key, lambda: self._review(key, resource.namespaced)), False
+
+    def rbac_grants(
+        self,
+        namespace: str,
+        service_account: str,
+        resource: APIResource,
+        scope: str,
+        name: str = "",
+    ) -> bool:
+        """Whether RBAC as watched now lets the ServiceAccount watch it (False when not in use)."""
+        rbac = self._rbac() if self._rbac is not None else None
+        if rbac is None:
+            return False
+        where = scope if resource.namespaced else ""
+        request = Request("watch", resource.group, resource.resource, where, name)
+        return rbac_allows(rbac, namespace, service_account, request)
 
     async def _answer(
         self, key: AccessKey, ask: Callable[[], Awaitable[bool]], counted: bool = True

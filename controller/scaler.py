@@ -45,6 +45,7 @@ from zeroscaler.watching import Informer
 log = logging.getLogger(__name__)
 
 HOUSEKEEPING_INTERVAL = 10.0
+_RBAC_SETTLE = 0.2  # seconds a burst of RBAC changes has to arrive before grants are checked
 WAKE_ONLY_SHARE = 8  # one worker more per this many that takes only wakes due
 
 
@@ -67,6 +68,7 @@ class Scaler:
         self.settings = settings
         self.is_leader = False
         self.ready = False
+        self._rbac_check: asyncio.TimerHandle | None = None
         self.workloads: dict[WorkloadKey, Workload] = {}
         self.tasks = Tasks()
         self.gate: WakeGate[WorkloadKey] = WakeGate()
@@ -201,6 +203,8 @@ class Scaler:
         await self.tasks.wait()
 
     async def aclose(self) -> None:
+        if self._rbac_check is not None:
+            self._rbac_check.cancel()
         await self.tasks.aclose()
         await self.hub.aclose()
 
@@ -214,14 +218,18 @@ class Scaler:
         return self.cluster.rbac() if self.cluster.is_rbac_synced() else None
 
     def _on_rbac(self) -> None:
-        """RBAC changed: look again at the workloads whose kinds or access answers it gave."""
+        """RBAC changed: look again at the workloads whose kinds it gives, and soon at those it
+        no longer grants what it did (once for a burst of changes)."""
         self.changes.enqueue_inferred()
-        granted = self.subscriptions.granted_by_rbac
-        for key in list(granted):
-            if key in self.workloads:
-                self.queue.add(key)
-            else:
-                granted.discard(key)
+        if self._rbac_check is None:
+            self._rbac_check = asyncio.get_running_loop().call_later(
+                _RBAC_SETTLE, self._check_rbac_grants
+            )
+
+    def _check_rbac_grants(self) -> None:
+        self._rbac_check = None
+        for key in self.subscriptions.revoked(self.workloads):
+            self.queue.add(key)
 
     def _leading(self) -> bool:
         return self.is_leader

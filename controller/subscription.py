@@ -3,7 +3,7 @@ ServiceAccount may watch them in, and the shared watches it holds."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -60,8 +60,9 @@ class Subscriptions:
         # Workloads whose aged access answers are being asked again, and those just answered.
         self._asking: set[WorkloadKey] = set()
         self._answered: set[WorkloadKey] = set()
-        # Workloads that RBAC, as watched, let watch something: they look again when it changes.
-        self.granted_by_rbac: set[WorkloadKey] = set()
+        # Per workload, what RBAC as watched let it watch: a change that takes one back makes
+        # it look again (a refusal was a review's, asked again as it ages).
+        self._granted: dict[WorkloadKey, list[tuple[APIResource, str, str]]] = {}
 
     def _signature(self, w: Workload, config: WorkloadConfig) -> tuple[Any, ...]:
         """What the resolution depends on; the access answers' age comes last."""
@@ -124,7 +125,7 @@ class Subscriptions:
     async def _resolve(
         self, w: Workload, config: WorkloadConfig
     ) -> tuple[Scopes, set[APIResource], list[Notice]]:
-        self.granted_by_rbac.discard(w.key)
+        self._granted.pop(w.key, None)
         warnings: list[Notice] = []
         scopes: Scopes = ({}, {})
         wanted: set[APIResource] = set()
@@ -204,10 +205,26 @@ class Subscriptions:
         self, w: Workload, resource: APIResource, scope: str, names: list[str]
     ) -> bool:
         account = (w.namespace, w.service_account, resource, scope)
-        answers = [await self._access.answer(*account, name) for name in names or [""]]
-        if any(from_rbac for _, from_rbac in answers):
-            self.granted_by_rbac.add(w.key)
-        return all(allowed for allowed, _ in answers)
+        allowed = True
+        for name in names or [""]:
+            granted, from_rbac = await self._access.answer(*account, name)
+            if from_rbac:
+                self._granted.setdefault(w.key, []).append((resource, scope, name))
+            allowed = allowed and granted
+        return allowed
+
+    def revoked(self, workloads: Mapping[WorkloadKey, Workload]) -> list[WorkloadKey]:
+        """The workloads RBAC, as it is now, no longer grants something it granted them."""
+        found = []
+        for key, questions in list(self._granted.items()):
+            w = workloads.get(key)
+            if w is None:
+                del self._granted[key]
+                continue
+            ns, account = w.namespace, w.service_account
+            if not all(self._access.rbac_grants(ns, account, *q) for q in questions):
+                found.append(key)
+        return found
 
     def set_interest(self, w: Workload, status: WorkloadStatus) -> None:
         """What wakes it now: its scopes, and since when a listed object counts as news."""
