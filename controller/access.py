@@ -57,11 +57,6 @@ class AccessReviews:
         # Reviews on their way: workloads that ask the same question meanwhile share the answer.
         self._asking: dict[AccessKey, asyncio.Task[bool]] = {}
 
-    @property
-    def uses_rbac(self) -> bool:
-        """Whether answers may come from RBAC, so change when RBAC does."""
-        return self._rbac is not None
-
     def epoch(self) -> int:
         """Changes every `ttl` seconds, so callers know when their answers may be stale."""
         if self._ttl <= 0:

@@ -228,7 +228,7 @@ class Scaler:
 
     def _check_rbac_grants(self) -> None:
         self._rbac_check = None
-        for key in self.subscriptions.revoked(self.workloads):
+        for key in self.subscriptions.revoke(self.workloads):
             self.queue.add(key)
 
     def _leading(self) -> bool:

@@ -63,6 +63,7 @@ class Subscriptions:
         # Per workload, what RBAC as watched let it watch: a change that takes one back makes
         # it look again (a refusal was a review's, asked again as it ages).
         self._granted: dict[WorkloadKey, list[tuple[APIResource, str, str]]] = {}
+        self._revisions: dict[WorkloadKey, int] = {}  # grants taken back, part of the signature
 
     def _signature(self, w: Workload, config: WorkloadConfig) -> tuple[Any, ...]:
         """What the resolution depends on; the access answers' age comes last."""
@@ -72,8 +73,9 @@ class Subscriptions:
             config.watch_namespaces,
             self._cluster.discovery_generation,
             w.service_account,
-            self._cluster.rbac_generation if w.inferred or self._access.uses_rbac else 0,
+            self._cluster.rbac_generation if w.inferred else 0,
             tuple(sorted(w.names.items())),
+            self._revisions.get(w.key, 0),
             self._access.epoch(),
         )
 
@@ -213,8 +215,11 @@ class Subscriptions:
             allowed = allowed and granted
         return allowed
 
-    def revoked(self, workloads: Mapping[WorkloadKey, Workload]) -> list[WorkloadKey]:
-        """The workloads RBAC, as it is now, no longer grants something it granted them."""
+    def revoke(self, workloads: Mapping[WorkloadKey, Workload]) -> list[WorkloadKey]:
+        """The workloads RBAC, as it is now, no longer grants something it granted them; their
+        next look resolves their kinds and scopes afresh."""
+        for key in [k for k in self._revisions if k not in workloads]:
+            del self._revisions[key]
         found = []
         for key, questions in list(self._granted.items()):
             w = workloads.get(key)
@@ -223,6 +228,8 @@ class Subscriptions:
                 continue
             ns, account = w.namespace, w.service_account
             if not all(self._access.rbac_grants(ns, account, *q) for q in questions):
+                # In the signature, so even a look under way when RBAC changed is not the last.
+                self._revisions[key] = self._revisions.get(key, 0) + 1
                 found.append(key)
         return found
 
