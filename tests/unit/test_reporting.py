@@ -9,7 +9,9 @@ from typing import Any
 
 from controller.access import AccessReviews
 from controller.reporting import Reporter, joined_message
+from controller.subscription import Subscriptions
 from controller.workload import Workload
+from zeroscaler.core.annotations import WorkloadConfig
 from zeroscaler.core.inference import RBACSnapshot
 from zeroscaler.core.kinds import APIResource
 from zeroscaler.events import EventRecorder
@@ -161,3 +163,33 @@ def test_what_rbac_grants_is_answered_without_a_review_and_the_rest_is_asked() -
     answers = asyncio.run(run())
     assert answers == [(True, False), (True, True), (True, False), (True, False)]
     assert sources == ["review", "rbac", "review", "cache"]
+
+
+class _Cluster:
+    discovery_generation = 0
+    rbac_generation = 0
+
+
+def test_a_workload_rbac_no_longer_grants_what_it_did_looks_again_afresh() -> None:
+    snapshot = [_watch_widgets_in("ops")]
+    reviews = AccessReviews(Reviews(), ttl=60.0, clock=Clock(), rbac=lambda: snapshot[0])
+    subs = Subscriptions(
+        None,  # type: ignore[arg-type]  # no watches are held here
+        reviews,
+        _Cluster(),  # type: ignore[arg-type]
+        clock=Clock(),
+        on_activity=lambda *_: None,
+        background=lambda c: c.close(),
+        enqueue=lambda _: None,
+    )
+    obj = {"metadata": {"name": "x"}, "spec": {"template": {}, "serviceAccountName": "op"}}
+    granted = Workload(("Deployment", "ops", "x"), obj, NOW)
+    other = Workload(("Deployment", "ops", "y"), {**obj, "metadata": {"name": "y"}}, NOW)
+    workloads = {w.key: w for w in (granted, other)}
+    assert asyncio.run(subs._may_watch(granted, CRD, "ops", []))
+    config = WorkloadConfig()
+    before = subs._signature(granted, config)
+    assert subs.revoke(workloads) == []  # RBAC unchanged
+    snapshot[0] = _watch_widgets_in("elsewhere")
+    assert subs.revoke(workloads) == [granted.key]  # not `other`, which RBAC granted nothing
+    assert subs._signature(granted, config) != before
