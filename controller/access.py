@@ -1,12 +1,16 @@
-"""May a workload's ServiceAccount watch a resource in a namespace? SubjectAccessReview, cached."""
+"""May a workload's ServiceAccount watch a resource in a namespace? RBAC as watched, else a
+SubjectAccessReview, cached."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Literal
 
 from controller.clock import Clock, LoopClock
+from zeroscaler.core.authorization import Request, rbac_allows
+from zeroscaler.core.inference import RBACSnapshot
 from zeroscaler.core.kinds import APIResource
 from zeroscaler.kube import SELF_ACCESS_REVIEWS, Kube, review_allowed, self_access_review
 
@@ -23,13 +27,32 @@ class AccessKey:
     name: str = ""  # one object, where RBAC grants only resourceNames
 
 
-class AccessReviews:
-    """Answers `may this ServiceAccount watch this`, remembering answers for `ttl` seconds."""
+AnswerSource = Literal["rbac", "review", "cache"]
 
-    def __init__(self, kube: Kube, ttl: float, clock: Clock | None = None) -> None:
+
+def _uncounted(source: AnswerSource) -> None:
+    pass
+
+
+class AccessReviews:
+    """Answers `may this ServiceAccount watch this`: from the RBAC watched when it grants it,
+    else by a SubjectAccessReview whose answer is remembered for `ttl` seconds."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        ttl: float,
+        clock: Clock | None = None,
+        *,
+        rbac: Callable[[], RBACSnapshot | None] | None = None,
+        on_answer: Callable[[AnswerSource], None] = _uncounted,
+    ) -> None:
         self._kube = kube
         self._ttl = ttl
         self._clock = clock or LoopClock()
+        # The RBAC in force once its watches have listed (None before, or when not to be used).
+        self._rbac = rbac
+        self._on_answer = on_answer
         self._answers: dict[AccessKey, tuple[bool, float]] = {}
         # Reviews on their way: workloads that ask the same question meanwhile share the answer.
         self._asking: dict[AccessKey, asyncio.Task[bool]] = {}
@@ -48,16 +71,55 @@ class AccessReviews:
         scope: str,
         name: str = "",
     ) -> bool:
-        key = AccessKey(namespace, service_account, resource.group, resource.resource, scope, name)
-        return await self._answer(key, lambda: self._review(key, resource.namespaced))
+        allowed, _ = await self.answer(namespace, service_account, resource, scope, name)
+        return allowed
 
-    async def _answer(self, key: AccessKey, ask: Callable[[], Awaitable[bool]]) -> bool:
+    async def answer(
+        self,
+        namespace: str,
+        service_account: str,
+        resource: APIResource,
+        scope: str,
+        name: str = "",
+    ) -> tuple[bool, bool]:
+        """Whether it may watch, and whether RBAC said so (an answer that changes with RBAC)."""
+        # RBAC only adds: what it grants the standard authorizers grant. The snapshot is current,
+        # so the answer is not remembered; a refusal may be another authorizer's to lift.
+        if self.rbac_grants(namespace, service_account, resource, scope, name):
+            self._on_answer("rbac")
+            return True, True
+        key = AccessKey(namespace, service_account, resource.group, resource.resource, scope, name)
+        return await self._answer(key, lambda: self._review(key, resource.namespaced)), False
+
+    def rbac_grants(
+        self,
+        namespace: str,
+        service_account: str,
+        resource: APIResource,
+        scope: str,
+        name: str = "",
+    ) -> bool:
+        """Whether RBAC as watched now lets the ServiceAccount watch it (False when not in use)."""
+        rbac = self._rbac() if self._rbac is not None else None
+        if rbac is None:
+            return False
+        where = scope if resource.namespaced else ""
+        request = Request("watch", resource.group, resource.resource, where, name)
+        return rbac_allows(rbac, namespace, service_account, request)
+
+    async def _answer(
+        self, key: AccessKey, ask: Callable[[], Awaitable[bool]], counted: bool = True
+    ) -> bool:
         """The cached answer, else one review shared by everyone who asks until it is answered."""
         cached = self._answers.get(key)
         if cached is not None and cached[1] > self._clock.monotonic():
+            if counted:
+                self._on_answer("cache")
             return cached[0]
         asking = self._asking.get(key)
         if asking is None:
+            if counted:
+                self._on_answer("review")
             # A task of its own: an asker that is cancelled does not cancel it for the others.
             asking = asyncio.ensure_future(self._remember(key, ask))
             self._asking[key] = asking
@@ -99,7 +161,7 @@ class AccessReviews:
         """Whether the controller itself may list and watch `resource` in every namespace (its
         shared watches), asked with SelfSubjectAccessReviews."""
         key = AccessKey("", "", resource.group, resource.resource, "*")
-        return await self._answer(key, lambda: self._self_review(key))
+        return await self._answer(key, lambda: self._self_review(key), counted=False)
 
     async def _self_review(self, key: AccessKey) -> bool:
         """Ask SelfSubjectAccessReviews for list and watch of the type in `key`."""

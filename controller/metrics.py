@@ -103,6 +103,13 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
+        self.access_answers = Counter(
+            "zeroscaler_access_answers_total",
+            "Whether a workload's ServiceAccount may watch a type, by source: rbac (granted by "
+            "the RBAC watched), review (a SubjectAccessReview asked), cache (a review remembered)",
+            ["source"],
+            registry=self.registry,
+        )
         self.throttled = Counter(
             "zeroscaler_api_throttled_responses",
             "API answers of 429 Too Many Requests, each sent again after its Retry-After",

@@ -35,6 +35,7 @@ from controller.workload import (
 )
 from zeroscaler.cluster import ClusterView
 from zeroscaler.core.annotations import is_namespace_enabled
+from zeroscaler.core.inference import RBACSnapshot
 from zeroscaler.core.policy import Policy
 from zeroscaler.events import EventRecorder
 from zeroscaler.kube import Kube
@@ -44,6 +45,7 @@ from zeroscaler.watching import Informer
 log = logging.getLogger(__name__)
 
 HOUSEKEEPING_INTERVAL = 10.0
+_RBAC_SETTLE = 0.2  # seconds a burst of RBAC changes has to arrive before grants are checked
 WAKE_ONLY_SHARE = 8  # one worker more per this many that takes only wakes due
 
 
@@ -66,6 +68,7 @@ class Scaler:
         self.settings = settings
         self.is_leader = False
         self.ready = False
+        self._rbac_check: asyncio.TimerHandle | None = None
         self.workloads: dict[WorkloadKey, Workload] = {}
         self.tasks = Tasks()
         self.gate: WakeGate[WorkloadKey] = WakeGate()
@@ -102,7 +105,7 @@ class Scaler:
             discovery_interval=settings.discovery_interval,
             crd_specs=crd_specs,
             on_discovery=lambda _: self.changes.enqueue_all(),
-            on_rbac=self.changes.enqueue_inferred,
+            on_rbac=self._on_rbac,
         )
         self.cluster.namespaces.add_handler(self.changes.on_namespace)
         self.hpas = Informer(
@@ -131,8 +134,14 @@ class Scaler:
             background=self.tasks.background,
             is_leader=self._leading,
         )
-        access = AccessReviews(kube, self.settings.access_review_ttl, clock)
-        subscriptions = Subscriptions(
+        access = AccessReviews(
+            kube,
+            self.settings.access_review_ttl,
+            clock,
+            rbac=self._rbac_in_force if self.settings.access_from_rbac else None,
+            on_answer=lambda source: self.metrics.access_answers.labels(source).inc(),
+        )
+        self.subscriptions = subscriptions = Subscriptions(
             self.hub,
             access,
             self.cluster,
@@ -181,6 +190,8 @@ class Scaler:
         self.tasks.spawn(*(i.run() for i in self.workload_informers.values()))
         self.tasks.spawn(self.timers.run(), self._housekeeping())
         await asyncio.gather(self.cluster.discovered.wait(), *(i.synced.wait() for i in essential))
+        if self.settings.access_from_rbac:
+            await self._rbac_listed()
         release_free_memory(full=True)
         self.ready = True
         log.info("synced", extra={"workloads": len(self.workloads)})
@@ -192,8 +203,33 @@ class Scaler:
         await self.tasks.wait()
 
     async def aclose(self) -> None:
+        if self._rbac_check is not None:
+            self._rbac_check.cancel()
         await self.tasks.aclose()
         await self.hub.aclose()
+
+    async def _rbac_listed(self) -> None:
+        """Until each RBAC watch has listed, or failed once: the first reconciles then take access
+        from RBAC rather than a review each, and RBAC the controller may not read blocks nothing."""
+        await asyncio.gather(*(i.attempted.wait() for i in self.cluster.rbac_informers.values()))
+
+    def _rbac_in_force(self) -> RBACSnapshot | None:
+        """RBAC as watched, once every kind of it has been listed."""
+        return self.cluster.rbac() if self.cluster.is_rbac_synced() else None
+
+    def _on_rbac(self) -> None:
+        """RBAC changed: look again at the workloads whose kinds it gives, and soon at those it
+        no longer grants what it did (once for a burst of changes)."""
+        self.changes.enqueue_inferred()
+        if self._rbac_check is None:
+            self._rbac_check = asyncio.get_running_loop().call_later(
+                _RBAC_SETTLE, self._check_rbac_grants
+            )
+
+    def _check_rbac_grants(self) -> None:
+        self._rbac_check = None
+        for key in self.subscriptions.revoke(self.workloads):
+            self.queue.add(key)
 
     def _leading(self) -> bool:
         return self.is_leader

@@ -41,6 +41,7 @@ class Settings:
     lease_duration: float = 15.0
     discovery_interval: float = 30.0
     access_review_ttl: float = 60.0
+    access_from_rbac: bool = True  # off where an authorizer before RBAC (a webhook) may deny
     workers: int = 64  # coroutines; requests queue for the request connections
     max_connections: int = 1024  # for watches: one each
     request_connections: int = 16  # all kept alive
@@ -159,6 +160,13 @@ def parse_settings(
     )
     parser.add_argument(
         "--access-review-ttl", type=float, help="seconds a SubjectAccessReview answer is kept"
+    )
+    parser.add_argument(
+        "--access-from-rbac",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="take a watch RBAC grants as allowed without a SubjectAccessReview (default: on; "
+        "turn off when an authorizer ahead of RBAC, such as a webhook, may deny)",
     )
     parser.add_argument("--workers", type=int, help="concurrent reconciles")
     parser.add_argument(

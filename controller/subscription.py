@@ -3,7 +3,7 @@ ServiceAccount may watch them in, and the shared watches it holds."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -60,6 +60,10 @@ class Subscriptions:
         # Workloads whose aged access answers are being asked again, and those just answered.
         self._asking: set[WorkloadKey] = set()
         self._answered: set[WorkloadKey] = set()
+        # Per workload, what RBAC as watched let it watch: a change that takes one back makes
+        # it look again (a refusal was a review's, asked again as it ages).
+        self._granted: dict[WorkloadKey, list[tuple[APIResource, str, str]]] = {}
+        self._revisions: dict[WorkloadKey, int] = {}  # grants taken back, part of the signature
 
     def _signature(self, w: Workload, config: WorkloadConfig) -> tuple[Any, ...]:
         """What the resolution depends on; the access answers' age comes last."""
@@ -71,6 +75,7 @@ class Subscriptions:
             w.service_account,
             self._cluster.rbac_generation if w.inferred else 0,
             tuple(sorted(w.names.items())),
+            self._revisions.get(w.key, 0),
             self._access.epoch(),
         )
 
@@ -123,6 +128,7 @@ class Subscriptions:
     async def _resolve(
         self, w: Workload, config: WorkloadConfig
     ) -> tuple[Scopes, set[APIResource], list[Notice]]:
+        self._granted.pop(w.key, None)
         warnings: list[Notice] = []
         scopes: Scopes = ({}, {})
         wanted: set[APIResource] = set()
@@ -202,9 +208,31 @@ class Subscriptions:
         self, w: Workload, resource: APIResource, scope: str, names: list[str]
     ) -> bool:
         account = (w.namespace, w.service_account, resource, scope)
-        if not names:
-            return await self._access.may_watch(*account)
-        return all([await self._access.may_watch(*account, name) for name in names])
+        allowed = True
+        for name in names or [""]:
+            granted, from_rbac = await self._access.answer(*account, name)
+            if from_rbac:
+                self._granted.setdefault(w.key, []).append((resource, scope, name))
+            allowed = allowed and granted
+        return allowed
+
+    def revoke(self, workloads: Mapping[WorkloadKey, Workload]) -> list[WorkloadKey]:
+        """The workloads RBAC, as it is now, no longer grants something it granted them; their
+        next look resolves their kinds and scopes afresh."""
+        for key in [k for k in self._revisions if k not in workloads]:
+            del self._revisions[key]
+        found = []
+        for key, questions in list(self._granted.items()):
+            w = workloads.get(key)
+            if w is None:
+                del self._granted[key]
+                continue
+            ns, account = w.namespace, w.service_account
+            if not all(self._access.rbac_grants(ns, account, *q) for q in questions):
+                # In the signature, so even a look under way when RBAC changed is not the last.
+                self._revisions[key] = self._revisions.get(key, 0) + 1
+                found.append(key)
+        return found
 
     def set_interest(self, w: Workload, status: WorkloadStatus) -> None:
         """What wakes it now: its scopes, and since when a listed object counts as news."""

@@ -62,6 +62,7 @@ class Informer:
         self.max_backoff = max_backoff
         self.store: dict[Key, Obj] = {}
         self.synced = asyncio.Event()
+        self.attempted = asyncio.Event()  # a first list has been answered, or has failed
         self.resource_version = ""
         self.last_error: KubeError | None = None
         self._handlers: list[Handler] = []
@@ -93,6 +94,7 @@ class Informer:
                 continue
             except KubeError as e:
                 self.last_error = e
+                self.attempted.set()
                 log.warning("watch failed: %s", e, extra={"path": self.path})
             await asyncio.sleep(backoff * (0.5 + random.random()))
             backoff = min(backoff * 2, self.max_backoff)
@@ -115,6 +117,7 @@ class Informer:
                 self._emit(WatchEvent("DELETED", obj, obj))
         self.last_error = None
         self.synced.set()
+        self.attempted.set()
         for handler in list(self._sync_handlers):
             try:
                 handler()

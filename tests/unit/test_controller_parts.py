@@ -77,6 +77,14 @@ def test_environment_values_are_typed_and_flags_win() -> None:
     assert parse_settings([], {"ZEROSCALER_DRY_RUN": "off"}).dry_run is False
 
 
+def test_access_from_rbac_is_on_unless_turned_off() -> None:
+    assert parse_settings([], {}).access_from_rbac is True
+    assert parse_settings(["--no-access-from-rbac"], {}).access_from_rbac is False
+    assert parse_settings([], {"ZEROSCALER_ACCESS_FROM_RBAC": "false"}).access_from_rbac is False
+    env = {"ZEROSCALER_ACCESS_FROM_RBAC": "false"}
+    assert parse_settings(["--access-from-rbac"], env).access_from_rbac is True
+
+
 def test_a_flag_wins_over_a_service_link_variable_it_never_reads() -> None:
     # What Kubernetes sets in every pod of the namespace for a Service named zeroscaler-metrics.
     env = {"ZEROSCALER_METRICS_PORT": "tcp://10.96.0.7:8080"}

@@ -9,7 +9,10 @@ from typing import Any
 
 from controller.access import AccessReviews
 from controller.reporting import Reporter, joined_message
+from controller.subscription import Subscriptions
 from controller.workload import Workload
+from zeroscaler.core.annotations import WorkloadConfig
+from zeroscaler.core.inference import RBACSnapshot
 from zeroscaler.core.kinds import APIResource
 from zeroscaler.events import EventRecorder
 from zeroscaler.kube import _PRIORITY, Kube, Obj, Priority
@@ -121,3 +124,72 @@ def test_workloads_asking_the_same_review_at_once_share_one_request() -> None:
     assert answers == [True] * 9
     assert cached
     assert asked == 3  # one SubjectAccessReview; list and watch for the controller itself
+
+
+def _watch_widgets_in(namespace: str) -> RBACSnapshot:
+    rule = {"apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["watch"]}
+    return RBACSnapshot.from_objects(
+        [
+            {"kind": "ClusterRole", "metadata": {"name": "w"}, "rules": [rule]},
+            {
+                "kind": "RoleBinding",
+                "metadata": {"name": "w", "namespace": namespace},
+                "roleRef": {"kind": "ClusterRole", "name": "w"},
+                "subjects": [{"kind": "ServiceAccount", "name": "op", "namespace": "ops"}],
+            },
+        ]
+    )
+
+
+def test_what_rbac_grants_is_answered_without_a_review_and_the_rest_is_asked() -> None:
+    snapshot: list[RBACSnapshot | None] = [None]
+    sources: list[str] = []
+
+    async def run() -> list[tuple[bool, bool]]:
+        kube = Reviews()
+        kube.release.set()
+        reviews = AccessReviews(
+            kube, ttl=60.0, clock=Clock(), rbac=lambda: snapshot[0], on_answer=sources.append
+        )
+        answers = [await reviews.answer("ops", "op", CRD, "ops")]  # RBAC not listed yet
+        snapshot[0] = _watch_widgets_in("ops")
+        answers.append(await reviews.answer("ops", "op", CRD, "ops"))
+        answers.append(await reviews.answer("ops", "op", CRD, "other"))  # another's to allow
+        snapshot[0] = _watch_widgets_in("elsewhere")  # revoked here: the remembered review
+        answers.append(await reviews.answer("ops", "op", CRD, "ops"))
+        assert kube.asked == 2
+        return answers
+
+    answers = asyncio.run(run())
+    assert answers == [(True, False), (True, True), (True, False), (True, False)]
+    assert sources == ["review", "rbac", "review", "cache"]
+
+
+class _Cluster:
+    discovery_generation = 0
+    rbac_generation = 0
+
+
+def test_a_workload_rbac_no_longer_grants_what_it_did_looks_again_afresh() -> None:
+    snapshot = [_watch_widgets_in("ops")]
+    reviews = AccessReviews(Reviews(), ttl=60.0, clock=Clock(), rbac=lambda: snapshot[0])
+    subs = Subscriptions(
+        None,  # type: ignore[arg-type]  # no watches are held here
+        reviews,
+        _Cluster(),  # type: ignore[arg-type]
+        clock=Clock(),
+        on_activity=lambda *_: None,
+        background=lambda c: c.close(),
+        enqueue=lambda _: None,
+    )
+    obj = {"metadata": {"name": "x"}, "spec": {"template": {}, "serviceAccountName": "op"}}
+    granted = Workload(("Deployment", "ops", "x"), obj, NOW)
+    other = Workload(("Deployment", "ops", "y"), {**obj, "metadata": {"name": "y"}}, NOW)
+    workloads = {w.key: w for w in (granted, other)}
+    assert asyncio.run(subs._may_watch(granted, CRD, "ops", []))
+    config = WorkloadConfig()
+    before = subs._signature(granted, config)
+    assert subs.revoke(workloads) == []  # RBAC unchanged
+    snapshot[0] = _watch_widgets_in("elsewhere")
+    assert subs.revoke(workloads) == [granted.key]  # not `other`, which RBAC granted nothing
+    assert subs._signature(granted, config) != before

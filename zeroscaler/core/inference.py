@@ -25,13 +25,14 @@ class PolicyRule:
     verbs: frozenset[str] = frozenset()
     resource_names: tuple[str, ...] = ()
 
+    # Verbs are kept as written (authorization matches them exactly); inference reads any case.
     @property
     def can_watch(self) -> bool:
-        return bool(self.verbs & {"watch", "*"})
+        return any(v == "*" or v.lower() == "watch" for v in self.verbs)
 
     @property
     def can_create(self) -> bool:
-        return bool(self.verbs & {"create", "*"})
+        return any(v == "*" or v.lower() == "create" for v in self.verbs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +82,9 @@ class RBACSnapshot:
         self._by_subject: dict[tuple[str, str, str], list[Binding]] = {}
         # Results per account: the snapshot never changes, so only discovery and options vary.
         self._memo: dict[tuple[object, ...], tuple[Discovery, Inferred]] = {}
+        # Memos of zeroscaler.core.authorization: each account's grants, and answers given.
+        self._grants: dict[tuple[str, str], tuple[tuple[str, tuple[PolicyRule, ...]], ...]] = {}
+        self._allowed: dict[tuple[str, str, object], bool] = {}
         for b in self.bindings:
             for s in b.subjects:
                 # A ServiceAccount subject without a namespace means the binding's namespace.
@@ -384,7 +388,7 @@ def _rule(value: object) -> PolicyRule | None:
     return PolicyRule(
         api_groups=_strings(rule.get("apiGroups")),
         resources=_strings(rule.get("resources")),
-        verbs=frozenset(v.lower() if v != "*" else v for v in _strings(rule.get("verbs"))),
+        verbs=frozenset(_strings(rule.get("verbs"))),
         resource_names=_strings(rule.get("resourceNames")),
     )
 
