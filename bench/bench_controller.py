@@ -702,7 +702,7 @@ def main() -> None:
         nargs=2,
         metavar=("WORKLOADS", "OBJECTS"),
         help="only the scale row: 1,000 workloads over 50,000 objects, then these counts "
-        "(10000 200000: about 40 minutes on 2 cores), each figure's growth between them",
+        "(10000 200000: about 30 minutes on 2 cores), each figure's growth between them",
     )
     parser.add_argument(
         "--scale-from",
