@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -190,6 +191,46 @@ def read_workload(api: k8s.ApiClient, ref: Ref) -> Any:
     if ref.kind == "Deployment":
         return apps.read_namespaced_deployment(ref.name, ref.namespace)
     return apps.read_namespaced_stateful_set(ref.name, ref.namespace)
+
+
+@contextlib.contextmanager
+def refusing_updates(
+    api: k8s.ApiClient, ns: str, name: str, resource: str, allowed: str, message: str
+) -> Iterator[None]:
+    """While in the block, the API server refuses UPDATEs of apps/v1 `resource` in `ns` unless
+    the CEL expression `allowed` holds (a ValidatingAdmissionPolicy and its binding)."""
+    registration = k8s.AdmissionregistrationV1Api(api)
+    rule = {
+        "apiGroups": ["apps"],
+        "apiVersions": ["v1"],
+        "operations": ["UPDATE"],
+        "resources": [resource],
+    }
+    registration.create_validating_admission_policy(
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+                    "resourceRules": [rule],
+                },
+                "validations": [{"expression": allowed, "message": message}],
+            },
+        }
+    )
+    try:
+        registration.create_validating_admission_policy_binding(
+            {
+                "metadata": {"name": name},
+                "spec": {"policyName": name, "validationActions": ["Deny"]},
+            }
+        )
+        yield
+    finally:
+        with contextlib.suppress(ApiException):
+            registration.delete_validating_admission_policy_binding(name)
+        registration.delete_validating_admission_policy(name)
 
 
 def patch_workload(api: k8s.ApiClient, ref: Ref, body: dict[str, Any]) -> None:

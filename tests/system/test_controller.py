@@ -35,6 +35,7 @@ from tests.system.controller_kit import (
     grant_watch,
     patch_workload,
     reasons,
+    refusing_updates,
     start_controller,
     state_of,
     wait_asleep,
@@ -522,41 +523,11 @@ def test_a_refused_wake_is_counted_pending_and_retried(
     failed write and the API error are counted, the workload shows as pending, and once the
     refusal goes the retry wakes it."""
     grant_watch(api, opted_ns, [("", ["configmaps"])])
-    name = f"no-scale-up-{opted_ns}"
-    registration = k8s.AdmissionregistrationV1Api(api)
-    registration.create_validating_admission_policy(
-        {
-            "metadata": {"name": name},
-            "spec": {
-                "failurePolicy": "Fail",
-                "matchConstraints": {
-                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": opted_ns}},
-                    "resourceRules": [
-                        {
-                            "apiGroups": ["apps"],
-                            "apiVersions": ["v1"],
-                            "operations": ["UPDATE"],
-                            "resources": ["deployments/scale"],
-                        }
-                    ],
-                },
-                # A Scale at zero replicas leaves the field out: sleeping stays allowed.
-                "validations": [
-                    {
-                        "expression": "!has(object.spec.replicas) || object.spec.replicas == 0",
-                        "message": "no scale-ups here",
-                    }
-                ],
-            },
-        }
-    )
-    try:
-        registration.create_validating_admission_policy_binding(
-            {
-                "metadata": {"name": name},
-                "spec": {"policyName": name, "validationActions": ["Deny"]},
-            }
-        )
+    # A Scale at zero replicas leaves the field out: sleeping stays allowed.
+    allowed = "!has(object.spec.replicas) || object.spec.replicas == 0"
+    with refusing_updates(
+        api, opted_ns, f"no-scale-up-{opted_ns}", "deployments/scale", allowed, "no scale-ups here"
+    ):
         ref = create_workload(api, opted_ns, "refused", config_for("2s", "ConfigMap"))
         wait_asleep(api, ref, 3)
 
@@ -580,9 +551,6 @@ def test_a_refused_wake_is_counted_pending_and_retried(
             name == "zeroscaler_api_errors_total" and dict(labels)["method"] == "PATCH" and v > 0
             for (name, labels), v in failed.items()
         ), failed
-    finally:
-        registration.delete_validating_admission_policy_binding(name)
-        registration.delete_validating_admission_policy(name)
     wait_awake(api, ref, 3)
     wait_for(lambda: controller.metric("zeroscaler_pending_wakes") == 0, "nothing pending")
 
@@ -606,35 +574,9 @@ def test_a_wake_whose_record_fails_is_recorded_again_not_read_as_someone_elses(
     grant_watch(api, opted_ns, [("", ["configmaps"])])
     ref = create_workload(api, opted_ns, "unrecorded", config_for("2s", "ConfigMap"))
     wait_asleep(api, ref, 3)
-    name = f"no-wake-record-{opted_ns}"
     state = "object.metadata.annotations['zeroscaler.io/state']"
     old_state = "oldObject.metadata.annotations['zeroscaler.io/state']"
-    registration = k8s.AdmissionregistrationV1Api(api)
-    registration.create_validating_admission_policy(
-        {
-            "metadata": {"name": name},
-            "spec": {
-                "failurePolicy": "Fail",
-                "matchConstraints": {
-                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": opted_ns}},
-                    "resourceRules": [
-                        {
-                            "apiGroups": ["apps"],
-                            "apiVersions": ["v1"],
-                            "operations": ["UPDATE"],
-                            "resources": ["deployments"],  # not deployments/scale: wakes pass
-                        }
-                    ],
-                },
-                "validations": [
-                    {
-                        "expression": f"!({old_state} == 'asleep' && {state} == 'awake')",
-                        "message": "no wake records here",
-                    }
-                ],
-            },
-        }
-    )
+    allowed = f"!({old_state} == 'asleep' && {state} == 'awake')"
     apps = k8s.AppsV1Api(api)
     record = {"metadata": {"annotations": {"zeroscaler.io/state": "awake"}}}
 
@@ -645,13 +587,9 @@ def test_a_wake_whose_record_fails_is_recorded_again_not_read_as_someone_elses(
             return e.status in (403, 422)
         return False
 
-    try:
-        registration.create_validating_admission_policy_binding(
-            {
-                "metadata": {"name": name},
-                "spec": {"policyName": name, "validationActions": ["Deny"]},
-            }
-        )
+    # Not deployments/scale: the wake itself passes.
+    name = f"no-wake-record-{opted_ns}"
+    with refusing_updates(api, opted_ns, name, "deployments", allowed, "no wake records here"):
         wait_for(in_force, "the policy refusing a wake's record")
 
         def record_refused() -> bool:
@@ -666,9 +604,6 @@ def test_a_wake_whose_record_fails_is_recorded_again_not_read_as_someone_elses(
         wait_for(record_refused, "the wake's record to be refused")
         replicas, ann = state_of(api, ref)
         assert (replicas, ann["zeroscaler.io/state"]) == (3, "asleep")
-    finally:
-        registration.delete_validating_admission_policy_binding(name)
-        registration.delete_validating_admission_policy(name)
     wait_awake(api, ref, 3)
     wait_woken(api, ref, f"ConfigMap {opted_ns}/poke created", 3)
     assert "WokenExternally" not in reasons(api, ref)
