@@ -4,51 +4,23 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from controller.access import AccessReviews
 from controller.reporting import Reporter, joined_message
 from controller.subscription import Subscriptions
 from controller.workload import Workload
+from tests.unit.held_events import NOW, HeldRecorder, workload
 from zeroscaler.core.annotations import WorkloadConfig
 from zeroscaler.core.inference import RBACSnapshot
 from zeroscaler.core.kinds import APIResource
-from zeroscaler.events import EventRecorder
-from zeroscaler.kube import _PRIORITY, Kube, Obj, Priority
-
-NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
-
-
-class Recorder(EventRecorder):
-    """Keeps what it is asked to write; each write waits until `release` is set."""
-
-    def __init__(self) -> None:
-        self.written: list[tuple[str, str, str, int, Priority]] = []
-        self.release = asyncio.Event()
-
-    async def emit(
-        self,
-        obj: Obj,
-        api_version: str,
-        kind: str,
-        type_: str,
-        reason: str,
-        message: str,
-        count: int = 1,
-    ) -> None:
-        await self.release.wait()
-        name = str(obj["metadata"]["name"])
-        self.written.append((name, reason, message, count, _PRIORITY.get()))
-
-
-def workload(name: str) -> Workload:
-    return Workload(("Deployment", "ops", name), {"metadata": {"name": name}}, NOW)
+from zeroscaler.kube import Kube, Obj, Priority
 
 
 def test_events_waiting_to_be_written_join_the_newest_of_their_kind() -> None:
     async def run() -> list[tuple[str, str, str, int, Priority]]:
-        recorder = Recorder()
+        recorder = HeldRecorder()
         tasks: list[asyncio.Task[None]] = []
 
         def background(work: Coroutine[Any, Any, None]) -> None:

@@ -4,52 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from datetime import UTC, datetime
 
 import pytest
 
 from controller.reporting import Reporter
 from controller.tasks import Tasks
-from controller.workload import Workload
-from zeroscaler.events import EventRecorder
-from zeroscaler.kube import Obj
-
-NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
-
-
-class StuckRecorder(EventRecorder):
-    """Each write waits for an answer that never comes; it notes how each ended."""
-
-    def __init__(self) -> None:
-        self.started = 0
-        self.cancelled = 0
-
-    async def emit(
-        self,
-        obj: Obj,
-        api_version: str,
-        kind: str,
-        type_: str,
-        reason: str,
-        message: str,
-        count: int = 1,
-    ) -> None:
-        self.started += 1
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            self.cancelled += 1
-            raise
-
-
-def workload(name: str) -> Workload:
-    return Workload(("Deployment", "ops", name), {"metadata": {"name": name}}, NOW)
+from tests.unit.held_events import HeldRecorder, workload
 
 
 def test_an_event_write_left_when_the_grace_ends_is_cancelled_before_shutdown_returns() -> None:
     async def run() -> tuple[int, int]:
         tasks = Tasks(grace=0.01)
-        recorder = StuckRecorder()
+        recorder = HeldRecorder()  # never released
         reporter = Reporter(recorder, background=tasks.background, is_leader=lambda: True)
         reporter.event(workload("a"), "Normal", "Woken", "o-1 created")
         await asyncio.sleep(0)  # the writer sends it and waits
@@ -62,7 +28,7 @@ def test_an_event_write_left_when_the_grace_ends_is_cancelled_before_shutdown_re
 def test_work_a_loop_starts_on_its_way_out_is_ended_too_and_later_work_never_starts() -> None:
     async def run() -> tuple[int, int]:
         tasks = Tasks(grace=0.01)
-        recorder = StuckRecorder()
+        recorder = HeldRecorder()  # never released
         reporter = Reporter(recorder, background=tasks.background, is_leader=lambda: True)
 
         async def worker() -> None:
