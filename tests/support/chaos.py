@@ -541,8 +541,9 @@ def soak(cluster: Cluster, workdir: Path, size: Soak) -> tuple[Outcome, dict[str
                 "kind": f"Soak{plurals.index(plural)}",
                 "metadata": {"name": f"o-{made}"},
             }
+            sent = datetime.now(UTC)
             custom.create_namespaced_custom_object(SOAK_GROUP, "v1", stage.ns, plural, body)
-            stage.observer.activity(watchers[plural])
+            stage.observer.activity(watchers[plural], began=sent)
             made += 1
             time.sleep(min(rng.expovariate(1 / gap), 4 * gap))
             if time.monotonic() >= next_sample:

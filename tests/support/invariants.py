@@ -9,7 +9,8 @@ and when a fault began and ended.
    replicas) within `bound` seconds of the controller being able to see it, and never asleep again
    from a sleep that began before the activity;
 2. no premature sleep: no sleep begins less than its timeout after activity (times are written to
-   the second, so a second's tolerance);
+   the second, so a second's tolerance; an activity known only to lie between sending a request
+   and its answer counts from the sending, since only a sleep certainly too soon is premature);
 3. no restore count lost: every asleep sample carries the restore count the workload had, and the
    end state is awake at that count or asleep remembering it;
 4. one writer: the controllers' leadership intervals never overlap, every sleep and wake is written
@@ -81,7 +82,9 @@ class _Workload:
     replicas: int
     timeout: float
     counts: set[int] = field(default_factory=set)  # every count it was meant to have
-    activity: list[datetime] = field(default_factory=list)
+    # Each activity as (began, done): the request that made it was sent at `began` and answered
+    # at `done`; the change itself happened in between.
+    activity: list[tuple[datetime, datetime]] = field(default_factory=list)
     samples: list[Sample] = field(default_factory=list)
     version: int = 0  # resourceVersion of the newest sample
 
@@ -114,9 +117,18 @@ class Observer:
             self.workloads[name].replicas = replicas
             self.workloads[name].counts.add(replicas)
 
-    def activity(self, names: Iterable[str] | None = None, at: datetime | None = None) -> None:
-        """Activity in these workloads' scope (all when None) has just happened."""
-        when = at or now()
+    def activity(
+        self,
+        names: Iterable[str] | None = None,
+        at: datetime | None = None,
+        *,
+        began: datetime | None = None,
+    ) -> None:
+        """Activity in these workloads' scope (all when None) has just happened, at `at` (now),
+        or somewhere between `began` and then: a request answered late on a loaded machine made
+        its change before the answer came (the controller may see it first)."""
+        done = at or now()
+        when = (began or done, done)
         with self._lock:
             for name in self.workloads if names is None else names:
                 self.workloads[name].activity.append(when)
@@ -237,12 +249,12 @@ class Observer:
         if not w.samples:
             return False
         last = w.samples[-1]
-        since = max([*w.activity, *ends], default=None)
+        since = max([*(done for _, done in w.activity), *ends], default=None)
         if since is not None and last.at <= since:
             return False  # a sample from before: says nothing about what came after
         # Status times are to the second: a sleep within a second of the activity may have come
         # before it, so only a sleep clearly after it counts as rest.
-        slept_through = bool(w.activity) and _is_asleep(last, w.activity[-1] + TOLERANCE)
+        slept_through = bool(w.activity) and _is_asleep(last, w.activity[-1][1] + TOLERANCE)
         return _is_at_rest(last, w) and not slept_through
 
     def check(
@@ -267,14 +279,17 @@ class Observer:
 
     def _check_workload(self, name: str, w: _Workload, bound: timedelta, report: Report) -> None:
         timeout = timedelta(seconds=w.timeout)
-        for activity in w.activity:
-            self._check_wake(name, w, activity, bound, report)
+        for _, done in w.activity:
+            self._check_wake(name, w, done, bound, report)
         sleeps = sorted(
             {s.asleep_since for s in w.samples if s.state == "asleep" and s.asleep_since}
         )
         for since in sleeps:
+            # Clearly after the activity was done, and too soon even from when it began.
             early = [
-                a for a in w.activity if a + TOLERANCE < since and since - a < timeout - TOLERANCE
+                began
+                for began, done in w.activity
+                if done + TOLERANCE < since and since - began < timeout - TOLERANCE
             ]
             if early:
                 report.violations.append(
@@ -335,7 +350,7 @@ class Observer:
 
 def _timeline(name: str, w: _Workload, faults: list[tuple[datetime, datetime | None]]) -> list[str]:
     """The workload's samples, one line per change, with its activity and the faults between."""
-    marks = [(a, "activity") for a in w.activity]
+    marks = [(done, "activity") for _, done in w.activity]
     for start, end in faults:
         marks.append((start, "fault"))
         if end is not None:

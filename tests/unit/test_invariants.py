@@ -77,6 +77,25 @@ def test_activity_after_a_seen_sleep_expects_a_wake() -> None:
     assert (report.wakes_expected, report.wakes_observed, report.violations) == (1, 1, [])
 
 
+def test_a_sleep_too_soon_after_activity_is_premature() -> None:
+    obs = observed(awake(0.0), asleep(2.8, 2.5), activity=(0.5,))
+    assert obs.check(bound=15.0).violations == [
+        "op-0: asleep since 14:15:32, 1.5s after activity (timeout 3s)"
+    ]
+
+
+def test_a_sleep_counts_from_when_its_activity_was_sent() -> None:
+    # The soak at 1,000 workloads: the create was answered 0.8 s after it was sent, and the
+    # controller had seen the object's watch event before that answer. Its sleep came 3 s after
+    # the event, but reads as 1.2 s after the answer.
+    obs = observed(awake(0.0), asleep(2.6, 2.1))
+    obs.activity(["op-0"], at=at(0.8), began=at(0.0))
+    assert obs.check(bound=15.0).violations == []
+    obs = observed(awake(0.0), asleep(2.6, 2.1))
+    obs.activity(["op-0"], at=at(0.8), began=at(0.2))  # sent 1.8 s before the sleep: too soon
+    assert len(obs.check(bound=15.0).violations) == 1
+
+
 def test_a_wake_between_two_awake_samples_is_not_counted() -> None:
     # Why the scenarios wait for `seen_asleep`: without a sample of the sleep, nothing shows
     # that the activity found the workload asleep.
