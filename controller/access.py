@@ -4,6 +4,7 @@ SubjectAccessReview, cached."""
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -81,15 +82,19 @@ class AccessReviews:
         resource: APIResource,
         scope: str,
         name: str = "",
+        *,
+        fresh: bool = True,
     ) -> tuple[bool, bool]:
-        """Whether it may watch, and whether RBAC said so (an answer that changes with RBAC)."""
+        """Whether it may watch, and whether RBAC said so (an answer that changes with RBAC);
+        `fresh=False` takes a remembered review that aged less than another lifetime."""
         # RBAC only adds: what it grants the standard authorizers grant. The snapshot is current,
         # so the answer is not remembered; a refusal may be another authorizer's to lift.
         if self.rbac_grants(namespace, service_account, resource, scope, name):
             self._on_answer("rbac")
             return True, True
         key = AccessKey(namespace, service_account, resource.group, resource.resource, scope, name)
-        return await self._answer(key, lambda: self._review(key, resource.namespaced)), False
+        ask = functools.partial(self._review, key, resource.namespaced)
+        return await self._answer(key, ask, fresh=fresh), False
 
     def rbac_grants(
         self,
@@ -108,11 +113,21 @@ class AccessReviews:
         return rbac_allows(rbac, namespace, service_account, request)
 
     async def _answer(
-        self, key: AccessKey, ask: Callable[[], Awaitable[bool]], counted: bool = True
+        self,
+        key: AccessKey,
+        ask: Callable[[], Awaitable[bool]],
+        counted: bool = True,
+        *,
+        fresh: bool = True,
     ) -> bool:
-        """The cached answer, else one review shared by everyone who asks until it is answered."""
+        """The cached answer, else one review shared by everyone who asks until it is answered.
+
+        A reconcile takes an aged answer (`fresh=False`): waiting inline for a review, which
+        queues behind every sleep written at a busy time, held wakes that came meanwhile for
+        seconds. The answers are asked again off the reconcile (`Subscriptions.prepare`)."""
         cached = self._answers.get(key)
-        if cached is not None and cached[1] > self._clock.monotonic():
+        grace = 0.0 if fresh else self._ttl
+        if cached is not None and cached[1] + grace > self._clock.monotonic():
             if counted:
                 self._on_answer("cache")
             return cached[0]
@@ -157,11 +172,12 @@ class AccessReviews:
         }
         return review_allowed(await self._kube.create(_SAR_PATH, review))
 
-    async def may_watch_everywhere(self, resource: APIResource) -> bool:
+    async def may_watch_everywhere(self, resource: APIResource, *, fresh: bool = True) -> bool:
         """Whether the controller itself may list and watch `resource` in every namespace (its
         shared watches), asked with SelfSubjectAccessReviews."""
         key = AccessKey("", "", resource.group, resource.resource, "*")
-        return await self._answer(key, lambda: self._self_review(key), counted=False)
+        ask = functools.partial(self._self_review, key)
+        return await self._answer(key, ask, counted=False, fresh=fresh)
 
     async def _self_review(self, key: AccessKey) -> bool:
         """Ask SelfSubjectAccessReviews for list and watch of the type in `key`."""

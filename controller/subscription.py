@@ -116,8 +116,8 @@ class Subscriptions:
     async def _ask_again(self, w: Workload, config: WorkloadConfig) -> None:
         """Fill the access answers a resolution needs, then ask for another look."""
         try:
-            _, wanted, warnings = await self._resolve(w, config)
-            await self._unseen(wanted, warnings)
+            _, wanted, warnings = await self._resolve(w, config, fresh=True)
+            await self._unseen(wanted, warnings, fresh=True)
         except KubeError:
             pass  # the reconcile asks again itself, and reports what fails
         finally:
@@ -126,7 +126,7 @@ class Subscriptions:
             self._enqueue(w.key)
 
     async def _resolve(
-        self, w: Workload, config: WorkloadConfig
+        self, w: Workload, config: WorkloadConfig, *, fresh: bool = False
     ) -> tuple[Scopes, set[APIResource], list[Notice]]:
         self._granted.pop(w.key, None)
         warnings: list[Notice] = []
@@ -138,18 +138,20 @@ class Subscriptions:
                 resource = self._served(ref, key, warnings)
                 if resource is None:
                     continue
-                grant = await self._grant(w, ref, resource, config, warnings)
+                grant = await self._grant(w, ref, resource, config, warnings, fresh)
                 if grant.permitted:
                     target[(resource.group, resource.kind)] = grant.scope
                     wanted.add(resource)
         return scopes, wanted, warnings
 
-    async def _unseen(self, wanted: set[APIResource], warnings: list[Notice]) -> set[APIResource]:
+    async def _unseen(
+        self, wanted: set[APIResource], warnings: list[Notice], *, fresh: bool = False
+    ) -> set[APIResource]:
         """The types the controller's own RBAC does not let it watch: a change to them would go
         unseen, so the workload is never put to sleep."""
         unseen = set()
         for resource in sorted(wanted, key=lambda r: r.group_resource):
-            if not await self._access.may_watch_everywhere(resource):
+            if not await self._access.may_watch_everywhere(resource, fresh=fresh):
                 unseen.add(resource)
                 warnings.append(
                     (
@@ -184,6 +186,7 @@ class Subscriptions:
         resource: APIResource,
         config: WorkloadConfig,
         warnings: list[Notice],
+        fresh: bool = False,
     ) -> Grant:
         """Ask the reviews the scope rules need, in their order; warn where watching is denied."""
         names = sorted(w.names.get((resource.group, resource.kind), ()))
@@ -192,7 +195,9 @@ class Subscriptions:
         while isinstance(
             step := resolve_scope(resource.namespaced, w.namespace, wanted, answers), Ask
         ):
-            answers[step.namespace] = await self._may_watch(w, resource, step.namespace, names)
+            answers[step.namespace] = await self._may_watch(
+                w, resource, step.namespace, names, fresh
+            )
         account = f"{w.namespace}/{w.service_account}"
         for where in step.denied:
             warnings.append(
@@ -205,12 +210,12 @@ class Subscriptions:
         return step
 
     async def _may_watch(
-        self, w: Workload, resource: APIResource, scope: str, names: list[str]
+        self, w: Workload, resource: APIResource, scope: str, names: list[str], fresh: bool = False
     ) -> bool:
         account = (w.namespace, w.service_account, resource, scope)
         allowed = True
         for name in names or [""]:
-            granted, from_rbac = await self._access.answer(*account, name)
+            granted, from_rbac = await self._access.answer(*account, name, fresh=fresh)
             if from_rbac:
                 self._granted.setdefault(w.key, []).append((resource, scope, name))
             allowed = allowed and granted

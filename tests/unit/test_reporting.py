@@ -98,6 +98,38 @@ def test_workloads_asking_the_same_review_at_once_share_one_request() -> None:
     assert asked == 3  # one SubjectAccessReview; list and watch for the controller itself
 
 
+class Ticking(Clock):
+    def __init__(self) -> None:
+        self.at = 100.0
+
+    def monotonic(self) -> float:
+        return self.at
+
+
+def test_a_reconcile_takes_an_aged_answer_for_one_more_lifetime_and_never_a_stale_one() -> None:
+    async def run() -> list[int]:
+        kube = Reviews()
+        kube.release.set()
+        clock = Ticking()
+        reviews = AccessReviews(kube, ttl=60.0, clock=clock)
+        asked = []
+        await reviews.may_watch_everywhere(CRD)  # list and watch: two reviews
+        await reviews.answer("ops", "op", CRD, "ops")
+        asked.append(kube.asked)
+        clock.at += 90  # aged, within a second lifetime: the reconcile's resolution asks nothing
+        await reviews.may_watch_everywhere(CRD, fresh=False)
+        await reviews.answer("ops", "op", CRD, "ops", fresh=False)
+        asked.append(kube.asked)
+        await reviews.answer("ops", "op", CRD, "ops")  # asked again off the reconcile
+        asked.append(kube.asked)
+        clock.at += 130  # past a second lifetime: too old even for a reconcile
+        await reviews.may_watch_everywhere(CRD, fresh=False)
+        asked.append(kube.asked)
+        return asked
+
+    assert asyncio.run(run()) == [3, 3, 4, 6]
+
+
 def _watch_widgets_in(namespace: str) -> RBACSnapshot:
     rule = {"apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["watch"]}
     return RBACSnapshot.from_objects(
