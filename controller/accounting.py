@@ -22,18 +22,32 @@ class Accounting:
 
     def account(self, w: Workload, *, stop: bool = False) -> None:
         """Count the time since the last count; with `stop`, stop counting until `start`."""
-        if w.accounted_at is None:
-            return
-        now = self._clock.monotonic()
-        if w.status.state == "asleep" and w.managed:
-            saved = (now - w.accounted_at) * (w.status.restore_replicas or 1)
+        saved = self._take(w, self._clock.monotonic(), stop)
+        if saved:
             self._metrics.replica_seconds_saved.inc(saved)
-        w.accounted_at = None if stop else now
 
     def account_all(self, workloads: Iterable[Workload]) -> None:
-        """The periodic count over every managed workload."""
-        for w in list(workloads):
-            if w.managed:
-                if w.accounted_at is None:
-                    self.start(w)
-                self.account(w)
+        """The periodic count over every managed workload, added to the counter once (at 10,000
+        workloads, once each was a third of a percent of a core at idle)."""
+        now = self._clock.monotonic()
+        saved = 0.0
+        for w in workloads:
+            if not w.managed:
+                continue
+            if w.accounted_at is None:
+                w.accounted_at = now
+            else:
+                saved += self._take(w, now, stop=False)
+        if saved:
+            self._metrics.replica_seconds_saved.inc(saved)
+
+    @staticmethod
+    def _take(w: Workload, now: float, stop: bool) -> float:
+        """The replica-seconds `w` saved since its last count, now counted."""
+        if w.accounted_at is None:
+            return 0.0
+        saved = 0.0
+        if w.status.state == "asleep" and w.managed:
+            saved = (now - w.accounted_at) * (w.status.restore_replicas or 1)
+        w.accounted_at = None if stop else now
+        return saved
