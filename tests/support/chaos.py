@@ -10,6 +10,7 @@ scenario is bounded in time: it stops at its deadline whatever it has done.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import dataclasses
 import json
@@ -488,12 +489,16 @@ class Soak:
     kinds_each: int = 3  # watched kinds per workload
     every: float = 8.0  # seconds between one workload's activities, on average
     pods: bool = False  # Deployments that make Pods (on kwok), not paused ones
+    # Objects of a type kept at most: past that, an activity deletes the type's oldest instead
+    # of creating one, so memory is measured against a cluster that stops growing.
+    kept: int = 10
 
 
 def soak(cluster: Cluster, workdir: Path, size: Soak) -> tuple[Outcome, dict[str, object]]:
-    """Many workloads over many watched types, random activity with timeouts of a few seconds;
-    the controller's memory and CPU and the load average sampled each minute (and at the start
-    and the end); the API server's own request counts and latencies over the run.
+    """Many workloads over many watched types, random activity with timeouts of a few seconds
+    (objects created, and deleted once a type holds `size.kept`); the controller's memory and CPU
+    and the load average sampled each minute (and at the start and the end); the API server's
+    own request counts and latencies over the run.
 
     The Deployments are paused unless `size.pods`: they scale as API objects, and the API server's
     capacity goes to the controller's work rather than to Pods made and removed on kwok (on 2
@@ -532,20 +537,27 @@ def soak(cluster: Cluster, workdir: Path, size: Soak) -> tuple[Outcome, dict[str
         served = _served(stage.api)
         began = time.monotonic()
         next_sample = began + 60
-        made = 0
-        gap = size.kinds_each * size.every / size.types  # between objects, of any type
+        made = deleted = 0
+        held: dict[str, collections.deque[str]] = {p: collections.deque() for p in plurals}
+        gap = size.kinds_each * size.every / size.types  # between activities, of any type
         while time.monotonic() - began < size.minutes * 60:
             plural = rng.choice(plurals)
-            body = {
-                "apiVersion": f"{SOAK_GROUP}/v1",
-                "kind": f"Soak{plurals.index(plural)}",
-                "metadata": {"name": f"o-{made}"},
-            }
             sent = datetime.now(UTC)
-            custom.create_namespaced_custom_object(SOAK_GROUP, "v1", stage.ns, plural, body)
+            if len(held[plural]) >= size.kept:
+                oldest = held[plural].popleft()
+                custom.delete_namespaced_custom_object(SOAK_GROUP, "v1", stage.ns, plural, oldest)
+                deleted += 1
+            else:
+                body = {
+                    "apiVersion": f"{SOAK_GROUP}/v1",
+                    "kind": f"Soak{plurals.index(plural)}",
+                    "metadata": {"name": f"o-{made}"},
+                }
+                custom.create_namespaced_custom_object(SOAK_GROUP, "v1", stage.ns, plural, body)
+                held[plural].append(f"o-{made}")
+                made += 1
             stage.observer.activity(watchers[plural], began=sent)
-            made += 1
-            time.sleep(min(rng.expovariate(1 / gap), 4 * gap))
+            time.sleep(min(rng.expovariate(1 / gap), 4 * gap) * _ramp(time.monotonic() - began))
             if time.monotonic() >= next_sample:
                 samples.append(_usage(ctl, time.monotonic() - began))
                 next_sample += 60
@@ -553,12 +565,24 @@ def soak(cluster: Cluster, workdir: Path, size: Soak) -> tuple[Outcome, dict[str
         requests = _requests(served, _served(stage.api), time.monotonic() - began)
         time.sleep(BOUND)  # the last activity's wakes, before the observer stops
         note = (
-            f"{size.workloads} workloads, {size.types} types, {made} objects created, "
+            f"{size.workloads} workloads, {size.types} types, {made} objects created and "
+            f"{deleted} deleted (at most {size.kept} of a type), "
             f"activity every {size.every:g} s, {'Pods' if size.pods else 'paused'}"
         )
         outcome = stage.finish(f"soak, {size.minutes:g} min", 1, note)
         writes = _writes(ctl.log)
     return outcome, {"samples": samples, "controller": writes, "apiserver": requests}
+
+
+SOAK_RAMP = 60.0  # seconds over which the soak's activity comes up to its rate
+
+
+def _ramp(elapsed: float) -> float:
+    """How much longer than its rate the soak waits between activities `elapsed` s in: 4x at
+    first, 1x after SOAK_RAMP. Its activity starts with every workload asleep, and at once at
+    its full rate (1,000 workloads, every 8 s) that asks ~125 wakes a second of an API server
+    that writes ~40 here: the wakes' records then came up to 17 s late in the first 20 s."""
+    return 1.0 + 3.0 * max(0.0, 1.0 - elapsed / SOAK_RAMP)
 
 
 def _usage(ctl: ControllerProcess, at: float) -> dict[str, float]:
@@ -705,6 +729,13 @@ def main() -> int:
     parser.add_argument(
         "--soak-pods", action="store_true", help="soaked Deployments make Pods (on kwok)"
     )
+    parser.add_argument(
+        "--soak-kept",
+        type=int,
+        default=Soak.kept,
+        metavar="N",
+        help="objects of a watched type kept at most; past that, activity deletes the oldest",
+    )
     args = parser.parse_args()
     size = SHORT if args.short else FULL
     chosen = args.scenarios or ([] if args.soak else list(SCENARIOS))
@@ -727,7 +758,12 @@ def main() -> int:
         if args.soak:
             workloads, types, minutes = args.soak
             shape = Soak(
-                int(workloads), int(types), minutes, every=args.soak_every, pods=args.soak_pods
+                int(workloads),
+                int(types),
+                minutes,
+                every=args.soak_every,
+                pods=args.soak_pods,
+                kept=args.soak_kept,
             )
             outcome, usage = soak(cluster, workdir, shape)
             outcomes.append(outcome)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from localcluster.cluster import Cluster
-from tests.support.chaos import SCENARIOS, SHORT, own_cluster
+from tests.support.chaos import SCENARIOS, SHORT, Soak, own_cluster, soak
 
 pytestmark = [
     pytest.mark.cluster,
@@ -49,3 +49,16 @@ def test_promises_hold_under_faults(breakable: Cluster, tmp_path: Path, scenario
     assert report.wakes_observed == report.wakes_expected, trace
     if scenario not in WAKELESS:
         assert report.wakes_expected >= SHORT.workloads, trace
+
+
+def test_promises_hold_in_a_short_soak(breakable: Cluster, tmp_path: Path) -> None:
+    # `make chaos CHAOS_ARGS="--soak 1000 50 10"` at a size for the suite; at most 3 objects of a
+    # type, so its activity deletes as well as creates.
+    outcome, usage = soak(breakable, tmp_path, Soak(40, 8, 1.0, every=4.0, kept=3))
+    report = outcome.report
+    trace = "\n".join(["what the observer saw:", *report.trace])
+    assert report.violations == [], trace
+    assert report.wakes_observed == report.wakes_expected >= 40, trace
+    assert "deleted" in outcome.note and " 0 deleted" not in outcome.note, outcome.note
+    samples = usage["samples"]
+    assert isinstance(samples, list) and len(samples) >= 2
