@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -52,13 +53,14 @@ def test_promises_hold_under_faults(breakable: Cluster, tmp_path: Path, scenario
 
 
 def test_promises_hold_in_a_short_soak(breakable: Cluster, tmp_path: Path) -> None:
-    # `make chaos CHAOS_ARGS="--soak 1000 50 10"` at a size for the suite; at most 3 objects of a
+    # `make chaos CHAOS_ARGS="--soak 1000 50 10"` at a size for the suite; at most 2 objects of a
     # type, so its activity deletes as well as creates.
-    outcome, usage = soak(breakable, tmp_path, Soak(40, 8, 1.0, every=4.0, kept=3))
+    outcome, usage = soak(breakable, tmp_path, Soak(40, 8, 1.0, every=4.0, kept=2))
     report = outcome.report
     trace = "\n".join(["what the observer saw:", *report.trace])
     assert report.violations == [], trace
     assert report.wakes_observed == report.wakes_expected >= 40, trace
-    assert "deleted" in outcome.note and " 0 deleted" not in outcome.note, outcome.note
+    assert re.search(r"and [1-9]\d* deleted", outcome.note), outcome.note
     samples = usage["samples"]
-    assert isinstance(samples, list) and len(samples) >= 2
+    assert isinstance(samples, list)
+    assert len(samples) >= 2
