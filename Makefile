@@ -88,18 +88,13 @@ chaos: install controlplane
 	$(ISOLATE) $(PY) -m tests.support.chaos $(CHAOS_ARGS)
 
 # As a user installs it: `pip install .` into a fresh virtualenv (PyPI, so outside the loopback-only
-# namespace), then every console script must start and the license metadata must be there.
+# namespace); the wheel must hold one import package and every console script must start.
 PACKAGE_VENV := dist/package-check
 package-check:
 	@rm -rf $(PACKAGE_VENV) && $(PYTHON) -m venv $(PACKAGE_VENV)
 	$(PACKAGE_VENV)/bin/python -m pip install --quiet .
-	$(PACKAGE_VENV)/bin/zeroscaler --help >/dev/null
-	$(PACKAGE_VENV)/bin/zeroscaler uninstall --help >/dev/null
-	$(PACKAGE_VENV)/bin/zeroscaler-controller --help >/dev/null
-	$(PACKAGE_VENV)/bin/zeroscaler-webhook --help >/dev/null
-	$(PACKAGE_VENV)/bin/python -c 'from importlib.metadata import metadata as m; \
-	  e = m("zeroscaler")["License-Expression"]; assert e == "Apache-2.0", e'
-	@rm -rf $(PACKAGE_VENV) build; echo "package-check: pip install . gives working console scripts"
+	$(PACKAGE_VENV)/bin/python tests/support/package_check.py
+	@rm -rf $(PACKAGE_VENV) build
 
 # A long-lived cluster for a developer lives in a named loopback-only namespace (root) or, where
 # that cannot be made, on the host's loopback. nsenter, unlike `ip netns exec`, keeps /sys and so the

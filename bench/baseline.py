@@ -6,7 +6,7 @@ import argparse
 import asyncio
 from pathlib import Path
 
-from zeroscaler.access import load_access
+from zeroscaler.credentials import load_access
 from zeroscaler.kube import Kube
 
 

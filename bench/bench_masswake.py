@@ -42,7 +42,7 @@ from bench.bench_controller import (
 )
 from bench.saved import RESULTS, save_json
 from localcluster.processes import free_port, running
-from zeroscaler.access import load_access
+from zeroscaler.credentials import load_access
 from zeroscaler.kube import Kube, KubeError
 
 NAMESPACE = "zs-mass"  # the managed workloads
@@ -329,7 +329,7 @@ def _controller_flags(kubeconfig: str, port: int) -> list[str]:
 
 
 def _webhook_flags(kubeconfig: str, port: int, workdir: Path) -> list[str]:
-    from certs.issue import new_ca, new_serving_cert
+    from zeroscaler.certs.issue import new_ca, new_serving_cert
 
     ca = new_ca()
     cert, key = new_serving_cert(ca, ["127.0.0.1"]).write(workdir, "webhook")
@@ -371,7 +371,7 @@ def components(
             cmd = [*python, "zeroscaler.combined", *controller, "--", *webhook]
             procs = {"combined": stack.enter_context(running(cmd, workdir / "combined.log"))}
         else:
-            ctl = [*python, "controller.main", *controller]
+            ctl = [*python, "zeroscaler.controller.main", *controller]
             hook = [str(BIN / "zeroscaler-webhook"), *webhook]
             procs = {
                 "controller": stack.enter_context(running(ctl, workdir / "controller.log")),

@@ -86,7 +86,10 @@ def main() -> None:
     )
     # The webhook alone and in one process with the controller; the renewer's certificate code
     # (cryptography) is loaded only by a webhook that renews its own certificate.
-    for name, module in (("webhook", "webhook.main"), ("combined", "zeroscaler.combined")):
+    for name, module in (
+        ("webhook", "zeroscaler.webhook.main"),
+        ("combined", "zeroscaler.combined"),
+    ):
         results[f"import_{name}_mb"] = import_rss_mb(f"import {module}")
         results[f"import_{name}_renewing_mb"] = import_rss_mb(f"import {module}, certs.renewer")
         print(
@@ -95,8 +98,8 @@ def main() -> None:
             flush=True,
         )
 
-    from controller.memory import release_free_memory
-    from controller.watches import _shrink
+    from zeroscaler.controller.memory import release_free_memory
+    from zeroscaler.controller.watches import _shrink
     from zeroscaler.watching import key_of
 
     gc.collect()

@@ -43,7 +43,7 @@ from bench.bench_controller import (
 )
 from bench.saved import save_json
 from localcluster.processes import free_port, running
-from zeroscaler.access import load_access
+from zeroscaler.credentials import load_access
 from zeroscaler.kube import Kube
 
 T = TypeVar("T")

@@ -62,11 +62,11 @@ def noop_app() -> FastAPI:
 def webhook_app() -> FastAPI:
     """The real app over a fixed view: every operator's RBAC, built-in kinds and their CRDs."""
     from tests.unit.fixtures import builtin_resources, operators
-    from webhook.app import create_app
-    from webhook.settings import Settings
-    from webhook.state import StaticSource, View
     from zeroscaler.core.inference import RBACSnapshot
     from zeroscaler.core.kinds import Discovery
+    from zeroscaler.webhook.app import create_app
+    from zeroscaler.webhook.settings import Settings
+    from zeroscaler.webhook.state import StaticSource, View
 
     ops = list(operators())
     objects: list[dict[str, Any]] = []
@@ -89,8 +89,8 @@ def webhook_app() -> FastAPI:
 
 def serve(kind: str, port: int, cert: str, key: str) -> None:
     """Run one server until terminated (called in a child process)."""
-    from webhook.server import serve as serve_tls
-    from webhook.settings import Settings
+    from zeroscaler.webhook.server import serve as serve_tls
+    from zeroscaler.webhook.settings import Settings
 
     settings = Settings(port=port, cert_file=cert, key_file=key, log_level="warning")
     app = webhook_app() if kind == "webhook" else noop_app()
@@ -299,7 +299,7 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def run(rates: list[int], seconds: float, plot: bool) -> list[Result]:
-    from certs.issue import new_ca, new_serving_cert
+    from zeroscaler.certs.issue import new_ca, new_serving_cert
 
     results: list[Result] = []
     bodies = reviews(400)

@@ -10,9 +10,16 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from certs.rotation import CA_CERT, TLS_CERT, TLS_KEY, Material, plan_certificates, stamps_for
-from zeroscaler.access import load_access
+from zeroscaler.certs.rotation import (
+    CA_CERT,
+    TLS_CERT,
+    TLS_KEY,
+    Material,
+    plan_certificates,
+    stamps_for,
+)
 from zeroscaler.core.durations import DurationError, parse_duration
+from zeroscaler.credentials import load_access
 from zeroscaler.kube import Kube, KubeError, NotFound
 
 SECRET_TYPE = "kubernetes.io/tls"

@@ -23,10 +23,10 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from certs.command import BUNDLE_CURRENT, WEBHOOK_CONFIGS, patch_bundle
-from certs.issue import CertPair, new_ca, new_serving_cert
-from certs.renewal import Cert, Observed, RenewalPolicy, Step, decide_renewal
-from certs.rotation import (
+from zeroscaler.certs.command import BUNDLE_CURRENT, WEBHOOK_CONFIGS, patch_bundle
+from zeroscaler.certs.issue import CertPair, new_ca, new_serving_cert
+from zeroscaler.certs.renewal import Cert, Observed, RenewalPolicy, Step, decide_renewal
+from zeroscaler.certs.rotation import (
     CA_CERT,
     CA_KEY,
     CA_SINCE,

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 from cryptography import x509
 
-from certs.issue import CertPair, expires_within, new_ca, new_serving_cert
+from zeroscaler.certs.issue import CertPair, expires_within, new_ca, new_serving_cert
 
 CA_CERT, CA_KEY, TLS_CERT, TLS_KEY = "ca.crt", "ca.key", "tls.crt", "tls.key"
 _PEM_END = b"-----END CERTIFICATE-----"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from controller.clock import Clock
-from controller.metrics import Metrics
-from controller.workload import Workload
+from zeroscaler.controller.clock import Clock
+from zeroscaler.controller.metrics import Metrics
+from zeroscaler.controller.workload import Workload
 
 
 class Accounting:

@@ -10,9 +10,9 @@ import logging
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
-from controller.clock import Clock
-from controller.metrics import Metrics
-from controller.workload import Workload, WorkloadKey, essence, idle_since, is_newer
+from zeroscaler.controller.clock import Clock
+from zeroscaler.controller.metrics import Metrics
+from zeroscaler.controller.workload import Workload, WorkloadKey, essence, idle_since, is_newer
 from zeroscaler.core.activity import Activity, Change, find_activity
 from zeroscaler.core.kinds import APIResource
 from zeroscaler.kube import Obj

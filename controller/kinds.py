@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from controller.workload import Workload
 from zeroscaler.cluster import ClusterView
+from zeroscaler.controller.workload import Workload
 from zeroscaler.core.annotations import (
     Notice,
     WorkloadConfig,

@@ -7,9 +7,9 @@ import contextlib
 import signal
 from collections.abc import Sequence
 
-from controller import service
-from controller.scaler import Scaler
-from controller.settings import Settings, parse_settings
+from zeroscaler.controller import service
+from zeroscaler.controller.scaler import Scaler
+from zeroscaler.controller.settings import Settings, parse_settings
 from zeroscaler.logs import setup_logging
 
 

@@ -7,16 +7,16 @@ from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime
 from typing import Any
 
-from controller.accounting import Accounting
-from controller.clock import Clock
-from controller.kinds import settle_kinds
-from controller.queue import KeyedQueue, WakeGate
-from controller.reporting import Reporter
-from controller.scaling import Scaling
-from controller.subscription import Subscriptions
-from controller.timers import TimerHeap
-from controller.workload import EPOCH, Workload, WorkloadKey, owes_wake
 from zeroscaler.cluster import ClusterView
+from zeroscaler.controller.accounting import Accounting
+from zeroscaler.controller.clock import Clock
+from zeroscaler.controller.kinds import settle_kinds
+from zeroscaler.controller.queue import KeyedQueue, WakeGate
+from zeroscaler.controller.reporting import Reporter
+from zeroscaler.controller.scaling import Scaling
+from zeroscaler.controller.subscription import Subscriptions
+from zeroscaler.controller.timers import TimerHeap
+from zeroscaler.controller.workload import EPOCH, Workload, WorkloadKey, owes_wake
 from zeroscaler.core.admission import annotate_from_policy
 from zeroscaler.core.annotations import (
     CENSUS,

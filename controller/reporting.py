@@ -9,7 +9,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from controller.workload import Workload, WorkloadKey
+from zeroscaler.controller.workload import Workload, WorkloadKey
 from zeroscaler.core.annotations import Notice
 from zeroscaler.events import EventRecorder, EventType
 from zeroscaler.kube import Obj, Priority, prioritized

@@ -10,22 +10,23 @@ import asyncio
 import functools
 import logging
 
-from controller.access import AccessReviews
-from controller.accounting import Accounting
-from controller.changes import ChangeFeed, trim_hpa
-from controller.clock import Clock, LoopClock
-from controller.memory import release_free_memory
-from controller.metrics import Metrics
-from controller.queue import KeyedQueue, WakeGate
-from controller.reconcile import Reconciler
-from controller.reporting import Reporter
-from controller.scaling import Scaling
-from controller.settings import Settings
-from controller.subscription import Subscriptions
-from controller.tasks import Tasks
-from controller.timers import TimerHeap
-from controller.watches import WatchHub
-from controller.workload import (
+from zeroscaler.cluster import ClusterView
+from zeroscaler.controller.accounting import Accounting
+from zeroscaler.controller.changes import ChangeFeed, trim_hpa
+from zeroscaler.controller.clock import Clock, LoopClock
+from zeroscaler.controller.memory import release_free_memory
+from zeroscaler.controller.metrics import Metrics
+from zeroscaler.controller.permissions import AccessReviews
+from zeroscaler.controller.queue import KeyedQueue, WakeGate
+from zeroscaler.controller.reconcile import Reconciler
+from zeroscaler.controller.reporting import Reporter
+from zeroscaler.controller.scaling import Scaling
+from zeroscaler.controller.settings import Settings
+from zeroscaler.controller.subscription import Subscriptions
+from zeroscaler.controller.tasks import Tasks
+from zeroscaler.controller.timers import TimerHeap
+from zeroscaler.controller.watches import WatchHub
+from zeroscaler.controller.workload import (
     WORKLOAD_RESOURCES,
     Workload,
     WorkloadKey,
@@ -33,7 +34,6 @@ from controller.workload import (
     count_pending_wakes,
     trim_workload,
 )
-from zeroscaler.cluster import ClusterView
 from zeroscaler.core.annotations import is_namespace_enabled
 from zeroscaler.core.inference import RBACSnapshot
 from zeroscaler.core.policy import Policy

@@ -7,12 +7,12 @@ from collections.abc import Callable, Coroutine, Mapping
 from datetime import datetime
 from typing import Any
 
-from controller.accounting import Accounting
-from controller.clock import Clock
-from controller.metrics import Metrics
-from controller.queue import WakeGate
-from controller.reporting import Reporter
-from controller.workload import OwnWake, Workload, WorkloadKey, trim_workload
+from zeroscaler.controller.accounting import Accounting
+from zeroscaler.controller.clock import Clock
+from zeroscaler.controller.metrics import Metrics
+from zeroscaler.controller.queue import WakeGate
+from zeroscaler.controller.reporting import Reporter
+from zeroscaler.controller.workload import OwnWake, Workload, WorkloadKey, trim_workload
 from zeroscaler.core.annotations import (
     CENSUS,
     FLAPPING,

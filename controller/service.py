@@ -11,11 +11,11 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 
-from controller.leader import LeaderElector
-from controller.metrics import Route, serve_http
-from controller.scaler import Scaler
-from controller.settings import Settings
-from zeroscaler.access import load_access
+from zeroscaler.controller.leader import LeaderElector
+from zeroscaler.controller.metrics import Route, serve_http
+from zeroscaler.controller.scaler import Scaler
+from zeroscaler.controller.settings import Settings
+from zeroscaler.credentials import load_access
 from zeroscaler.kube import Kube
 
 log = logging.getLogger("controller")

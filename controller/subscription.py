@@ -7,11 +7,11 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from controller.access import AccessReviews
-from controller.clock import Clock
-from controller.watches import WatchHub
-from controller.workload import Scopes, Workload, WorkloadKey
 from zeroscaler.cluster import ClusterView
+from zeroscaler.controller.clock import Clock
+from zeroscaler.controller.permissions import AccessReviews
+from zeroscaler.controller.watches import WatchHub
+from zeroscaler.controller.workload import Scopes, Workload, WorkloadKey
 from zeroscaler.core.activity import (
     Activity,
     Change,

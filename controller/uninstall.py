@@ -16,9 +16,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from controller.workload import WORKLOAD_RESOURCES
-from zeroscaler.access import load_access
+from zeroscaler.controller.workload import WORKLOAD_RESOURCES
 from zeroscaler.core.decision import plan_release
+from zeroscaler.credentials import load_access
 from zeroscaler.events import EventRecorder
 from zeroscaler.kube import Conflict, Kube, KubeError, NotFound, Obj
 

@@ -26,13 +26,13 @@ from typing import Any, TypeVar, cast
 import httpx
 import yaml
 
-from certs.issue import new_ca, new_serving_cert
 from demo.timeline import Recorder, Sample
 from image import build as image_build
 from localcluster.cluster import Cluster
 from localcluster.processes import free_port, running
 from tests.support.real_chart import PLACEMENT, real_node_values
 from tests.support.standin import StandIn, service_account_kubeconfig
+from zeroscaler.certs.issue import new_ca, new_serving_cert
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent

@@ -18,13 +18,13 @@ from image import archive, debian, python
 from image.archive import Layer
 
 REPO = Path(__file__).resolve().parents[1]
-# setuptools' package list in pyproject.toml, without the test-only localcluster.
-PACKAGES = ("zeroscaler", "webhook", "controller", "certs")
-SCRIPTS = {
-    "zeroscaler": ("zeroscaler.cli", "main"),
-    "zeroscaler-webhook": ("webhook.main", "main"),
-    "zeroscaler-controller": ("controller.main", "main"),
-    "zeroscaler-combined": ("zeroscaler.combined", "main"),
+_PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+# The wheel's one import package (its subpackages controller, webhook and certs are symlinks to
+# the folders at the top, followed when copying) and its console scripts, as pyproject declares.
+PACKAGES = ("zeroscaler",)
+SCRIPTS: dict[str, tuple[str, str]] = {
+    name: (target.partition(":")[0], target.partition(":")[2])
+    for name, target in _PROJECT["scripts"].items()
 }
 # The chart's default image.repository; with the chart's appVersion as tag.
 REPOSITORY = "zeroscaler"
@@ -69,11 +69,11 @@ SMOKE_IMPORTS = (
     "pydantic_core",
     "cryptography.hazmat.bindings._rust",
     "_cffi_backend",
-    "webhook.main",
-    "controller.main",
+    "zeroscaler.webhook.main",
+    "zeroscaler.controller.main",
     "zeroscaler.combined",
     "zeroscaler.cli",
-    "certs.command",
+    "zeroscaler.certs.command",
 )
 PASSWD = (
     "root:x:0:0:root:/root:/sbin/nologin\n"
@@ -145,7 +145,7 @@ class Result:
 
 def version() -> str:
     """The project's version, which is also the image tag and the chart's appVersion."""
-    return str(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"])
+    return str(_PROJECT["version"])
 
 
 def default_name() -> str:
@@ -305,10 +305,12 @@ def _install_project(root: Path, spec: Spec) -> None:
     if not spec.packages:
         return
     for package in spec.packages:
-        for src in sorted((REPO / package).rglob("*.py")):
-            dest = site / src.relative_to(REPO)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, dest)
+        for dirpath, dirnames, filenames in os.walk(REPO / package, followlinks=True):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+            into = site / Path(dirpath).relative_to(REPO)
+            into.mkdir(parents=True, exist_ok=True)
+            for name in sorted(f for f in filenames if f.endswith(".py")):
+                shutil.copyfile(Path(dirpath) / name, into / name)
     # Enough metadata for importlib.metadata to find the version and the entry points.
     info = site / f"zeroscaler-{version()}.dist-info"
     info.mkdir()

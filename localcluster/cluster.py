@@ -27,11 +27,17 @@ from typing import Any
 
 import httpx
 
-from certs.issue import CertPair, new_ca, new_rsa_key_pem, new_serving_cert, public_key_pem
 from localcluster import realnode
 from localcluster.build import PAUSE_IMAGE
 from localcluster.processes import free_port
 from localcluster.realnode import RealNode
+from zeroscaler.certs.issue import (
+    CertPair,
+    new_ca,
+    new_rsa_key_pem,
+    new_serving_cert,
+    public_key_pem,
+)
 
 SERVICE_CIDR = "10.96.0.0/16"
 POD_CIDR = "10.244.0.0/16"  # kwok hands out fake pod IPs from here; nothing ever dials them

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from certs.issue import CertPair, new_serving_cert
 from localcluster.processes import free_port
+from zeroscaler.certs.issue import CertPair, new_serving_cert
 
 NODE_NAME = "127.0.0.1"  # kubelet refuses a loopback node IP unless the node is named after it
 LABEL = "zeroscaler.io/real-node"

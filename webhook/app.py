@@ -21,14 +21,14 @@ from prometheus_client import (
     generate_latest,
 )
 
-from webhook.caches import LiveSource
-from webhook.review import BadReview, build_response, parse_review
-from webhook.settings import Settings
-from webhook.state import Source
-from zeroscaler.access import load_access
 from zeroscaler.core.admission import decide_patch
+from zeroscaler.credentials import load_access
 from zeroscaler.kube import Kube
 from zeroscaler.metrics import APIErrors, register_process_collectors
+from zeroscaler.webhook.caches import LiveSource
+from zeroscaler.webhook.review import BadReview, build_response, parse_review
+from zeroscaler.webhook.settings import Settings
+from zeroscaler.webhook.state import Source
 
 log = logging.getLogger(__name__)
 

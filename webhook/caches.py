@@ -9,13 +9,13 @@ from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from webhook.settings import Settings
-from webhook.state import View
 from zeroscaler.cluster import ClusterView
 from zeroscaler.events import EventRecorder
 from zeroscaler.kube import Kube
 from zeroscaler.policies import PolicyWatch, Rejection
 from zeroscaler.watching import Informer, WatchEvent
+from zeroscaler.webhook.settings import Settings
+from zeroscaler.webhook.state import View
 
 log = logging.getLogger(__name__)
 

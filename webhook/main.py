@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 from pydantic_settings import CliApp
 
-from webhook.server import serve
-from webhook.settings import Settings
 from zeroscaler.logs import setup_logging
+from zeroscaler.webhook.server import serve
+from zeroscaler.webhook.settings import Settings
 
 
 def main(argv: Sequence[str] | None = None) -> None:

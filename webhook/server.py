@@ -17,14 +17,14 @@ import uvicorn
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
-from webhook.app import create_app
-from webhook.settings import Settings
-from webhook.tls import CertReloader, server_context
-from zeroscaler.access import load_access
+from zeroscaler.credentials import load_access
 from zeroscaler.kube import Kube, KubeError
+from zeroscaler.webhook.app import create_app
+from zeroscaler.webhook.settings import Settings
+from zeroscaler.webhook.tls import CertReloader, server_context
 
 if TYPE_CHECKING:
-    from certs.renewer import Renewer
+    from zeroscaler.certs.renewer import Renewer
 
 log = logging.getLogger(__name__)
 FIRST_PAIR_WAIT = 120.0  # seconds to wait for the TLS Secret at start (the install Job writes it)
@@ -97,8 +97,8 @@ async def serve(
 
 def _renewer(settings: Settings, registry: CollectorRegistry, kube: Kube | None) -> Renewer:
     # Imported here: only a renewing webhook needs the certificate code and what it loads.
-    from certs.renewal import RenewalPolicy
-    from certs.renewer import Renewer, RenewerConfig
+    from zeroscaler.certs.renewal import RenewalPolicy
+    from zeroscaler.certs.renewer import Renewer, RenewerConfig
 
     config = RenewerConfig(
         namespace=settings.namespace,

@@ -18,15 +18,15 @@ from collections.abc import Sequence
 from prometheus_client import CollectorRegistry
 from pydantic_settings import CliApp
 
-from controller import service
-from controller.scaler import Scaler
-from controller.settings import Settings as ControllerSettings
-from controller.settings import parse_settings
-from webhook import server
-from webhook.app import create_app
-from webhook.caches import LiveSource
-from webhook.settings import Settings as WebhookSettings
+from zeroscaler.controller import service
+from zeroscaler.controller.scaler import Scaler
+from zeroscaler.controller.settings import Settings as ControllerSettings
+from zeroscaler.controller.settings import parse_settings
 from zeroscaler.logs import setup_logging
+from zeroscaler.webhook import server
+from zeroscaler.webhook.app import create_app
+from zeroscaler.webhook.caches import LiveSource
+from zeroscaler.webhook.settings import Settings as WebhookSettings
 
 
 def split_arguments(argv: Sequence[str]) -> tuple[list[str], list[str]]:

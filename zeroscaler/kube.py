@@ -1,7 +1,7 @@
 """The one door to the Kubernetes API: config, typed errors, JSON requests, watches, discovery.
 
 Requests go through one shared `httpx.AsyncClient` per Kube, so objects stay plain JSON dicts and
-cost little memory; where the server is and who we are comes from `zeroscaler.access`.
+cost little memory; where the server is and who we are comes from `zeroscaler.credentials`.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from typing import Any, Literal
 
 import httpx
 
-from zeroscaler.access import ClusterAccess
 from zeroscaler.core.annotations import FIELD_MANAGER
 from zeroscaler.core.kinds import APIResource
 from zeroscaler.core.pacing import Pacer, parse_retry_after
+from zeroscaler.credentials import ClusterAccess
 
 Obj = dict[str, Any]
 PatchType = Literal["merge", "strategic", "json", "apply"]

@@ -413,13 +413,13 @@ def _leadership(logs: Iterable[Path], ended: dict[str, datetime]) -> list[_Leade
                 intervals.append((begun, last))  # a killed process, restarted into the same log
                 begun = None
             last = at
-            if logger == "controller.leader" and msg == "became leader":
+            if logger == "zeroscaler.controller.leader" and msg == "became leader":
                 begun = at
                 ident = re.search(r" id=(\S+)", m[4])[1] if " id=" in m[4] else ident  # type: ignore[index]
-            elif logger == "controller.leader" and msg == "stopped leading" and begun:
+            elif logger == "zeroscaler.controller.leader" and msg == "stopped leading" and begun:
                 intervals.append((begun, at))
                 begun = None
-            elif logger == "controller.scaling" and msg in _WRITES:
+            elif logger == "zeroscaler.controller.scaling" and msg in _WRITES:
                 writes.append((at, msg))
         if begun is not None and last is not None:
             intervals.append((begun, max(last, ended.get(str(log), last))))

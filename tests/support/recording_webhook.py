@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from certs.issue import new_ca, new_serving_cert
+from zeroscaler.certs.issue import new_ca, new_serving_cert
 
 
 @dataclass

@@ -29,13 +29,13 @@ from cryptography import x509
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from certs.issue import new_ca, new_serving_cert
-from certs.rotation import split_bundle, stamps_for
 from localcluster.cluster import Cluster
 from localcluster.processes import free_port, stop
 from tests.support.recording_webhook import RecordingWebhook as Recorder
 from tests.support.recording_webhook import recording_webhook
 from tests.support.waiting import wait_for
+from zeroscaler.certs.issue import new_ca, new_serving_cert
+from zeroscaler.certs.rotation import split_bundle, stamps_for
 from zeroscaler.core.policy import DEFAULT_IGNORE, parse_policy
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "zeroscaler"

@@ -16,7 +16,7 @@ from localcluster.build import load_versions
 from localcluster.cluster import Cluster
 from tests.support.recording_webhook import RecordingWebhook, recording_webhook
 from tests.support.waiting import wait_for
-from zeroscaler.access import load_access
+from zeroscaler.credentials import load_access
 from zeroscaler.kube import Kube
 from zeroscaler.watching import Informer, WatchEvent
 

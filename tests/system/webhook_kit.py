@@ -20,10 +20,10 @@ from kubernetes import client as k8s
 from kubernetes import utils
 from kubernetes.client.exceptions import ApiException
 
-from certs.issue import CertPair, new_ca, new_serving_cert
 from localcluster.cluster import Cluster
 from localcluster.processes import free_port, stop
 from tests.support.waiting import wait_for
+from zeroscaler.certs.issue import CertPair, new_ca, new_serving_cert
 
 WEBHOOK = Path(sys.executable).parent / "zeroscaler-webhook"
 ZEROSCALER = Path(sys.executable).parent / "zeroscaler"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
-from controller.workload import Workload
+from zeroscaler.controller.workload import Workload
 from zeroscaler.events import EventRecorder
 from zeroscaler.kube import _PRIORITY, Obj, Priority
 

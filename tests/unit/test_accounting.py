@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from controller.accounting import Accounting
-from controller.metrics import Metrics
 from tests.unit.held_events import NOW, workload
+from zeroscaler.controller.accounting import Accounting
+from zeroscaler.controller.metrics import Metrics
 from zeroscaler.core.annotations import WorkloadStatus
 
 

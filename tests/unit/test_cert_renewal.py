@@ -8,8 +8,8 @@ import pytest
 from pydantic import ValidationError
 from pydantic_settings import CliApp
 
-from certs.renewal import Cert, Observed, RenewalPolicy, Step, decide_renewal
-from webhook.settings import Settings
+from zeroscaler.certs.renewal import Cert, Observed, RenewalPolicy, Step, decide_renewal
+from zeroscaler.webhook.settings import Settings
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 DAY = timedelta(days=1)

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 from cryptography import x509
 
-from certs.rotation import CA_CERT, CA_KEY, TLS_CERT, plan_certificates, split_bundle
+from zeroscaler.certs.rotation import CA_CERT, CA_KEY, TLS_CERT, plan_certificates, split_bundle
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 HOSTS = ["svc.ns.svc", "127.0.0.1"]

@@ -18,19 +18,19 @@ import yaml
 from prometheus_client import CollectorRegistry
 from pydantic_settings import CliApp
 
-from certs.command import add_certs
-from certs.renewal import RenewalPolicy
-from certs.renewer import Renewer, RenewerConfig
-from controller.metrics import Metrics as ControllerMetrics
-from controller.settings import parse_settings as parse_controller_flags
-from controller.uninstall import add_uninstall
 from image import build as image_build
 from localcluster import build
-from webhook.app import create_app
-from webhook.settings import Settings as WebhookSettings
-from webhook.state import StaticSource
-from zeroscaler.access import in_cluster
+from zeroscaler.certs.command import add_certs
+from zeroscaler.certs.renewal import RenewalPolicy
+from zeroscaler.certs.renewer import Renewer, RenewerConfig
+from zeroscaler.controller.metrics import Metrics as ControllerMetrics
+from zeroscaler.controller.settings import parse_settings as parse_controller_flags
+from zeroscaler.controller.uninstall import add_uninstall
 from zeroscaler.core.policy import DEFAULT_IGNORE, parse_policy
+from zeroscaler.credentials import in_cluster
+from zeroscaler.webhook.app import create_app
+from zeroscaler.webhook.settings import Settings as WebhookSettings
+from zeroscaler.webhook.state import StaticSource
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "zeroscaler"
 RELEASE, NAMESPACE = "zs", "zeroscaler"

@@ -12,13 +12,13 @@ import httpx
 import pytest
 from pydantic_settings import CliApp
 
-from controller.leader import LeaderElector
-from controller.settings import parse_settings
-from controller.workload import trim_workload
-from webhook.settings import Settings as WebhookSettings
-from zeroscaler.access import ClusterAccess
+from zeroscaler.controller.leader import LeaderElector
+from zeroscaler.controller.settings import parse_settings
+from zeroscaler.controller.workload import trim_workload
+from zeroscaler.credentials import ClusterAccess
 from zeroscaler.kube import Kube
 from zeroscaler.logs import JsonFormatter, LogfmtFormatter
+from zeroscaler.webhook.settings import Settings as WebhookSettings
 
 
 def test_flags_override_defaults() -> None:

@@ -9,10 +9,10 @@ from typing import Literal, TypeVar
 
 import pytest
 
-from controller.changes import ChangeFeed
-from controller.metrics import Metrics
-from controller.queue import KeyedQueue, WakeGate
-from controller.workload import Workload, count_pending_wakes, owes_wake
+from zeroscaler.controller.changes import ChangeFeed
+from zeroscaler.controller.metrics import Metrics
+from zeroscaler.controller.queue import KeyedQueue, WakeGate
+from zeroscaler.controller.workload import Workload, count_pending_wakes, owes_wake
 from zeroscaler.core.activity import Activity
 from zeroscaler.core.annotations import WorkloadStatus
 

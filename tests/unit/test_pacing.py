@@ -9,7 +9,6 @@ from typing import Any
 import httpx
 import pytest
 
-from zeroscaler.access import ClusterAccess
 from zeroscaler.core.pacing import (
     DEFAULT_RETRY_AFTER,
     MAX_RETRY_AFTER,
@@ -17,6 +16,7 @@ from zeroscaler.core.pacing import (
     parse_retry_after,
     wake_retry_after,
 )
+from zeroscaler.credentials import ClusterAccess
 from zeroscaler.kube import (
     Kube,
     NotFound,

@@ -7,11 +7,11 @@ from collections.abc import Coroutine
 from datetime import datetime
 from typing import Any
 
-from controller.access import AccessReviews
-from controller.reporting import Reporter, joined_message
-from controller.subscription import Subscriptions
-from controller.workload import Workload
 from tests.unit.held_events import NOW, HeldRecorder, workload
+from zeroscaler.controller.permissions import AccessReviews
+from zeroscaler.controller.reporting import Reporter, joined_message
+from zeroscaler.controller.subscription import Subscriptions
+from zeroscaler.controller.workload import Workload
 from zeroscaler.core.annotations import WorkloadConfig
 from zeroscaler.core.inference import RBACSnapshot
 from zeroscaler.core.kinds import APIResource

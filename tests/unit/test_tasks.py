@@ -7,9 +7,9 @@ import gc
 
 import pytest
 
-from controller.reporting import Reporter
-from controller.tasks import Tasks
 from tests.unit.held_events import HeldRecorder, workload
+from zeroscaler.controller.reporting import Reporter
+from zeroscaler.controller.tasks import Tasks
 
 
 def test_an_event_write_left_when_the_grace_ends_is_cancelled_before_shutdown_returns() -> None:

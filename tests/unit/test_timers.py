@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from controller.timers import TimerHeap
+from zeroscaler.controller.timers import TimerHeap
 
 
 async def _run_heap(schedule: list[tuple[str, float]], cancel: list[str]) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from controller.watches import WatchHub
+from zeroscaler.controller.watches import WatchHub
 from zeroscaler.core.kinds import APIResource
 from zeroscaler.kube import KubeError
 

@@ -16,15 +16,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic_settings import CliApp
 
-from certs.issue import new_ca, new_serving_cert
 from tests.unit.fixtures import builtin_resources, crd_resource
-from webhook.app import INTERNAL_ERROR, create_app
-from webhook.settings import Settings
-from webhook.state import StaticSource, View
-from webhook.tls import CertReloader, server_context
+from zeroscaler.certs.issue import new_ca, new_serving_cert
 from zeroscaler.core.inference import Binding, RBACSnapshot
 from zeroscaler.core.kinds import Discovery
 from zeroscaler.policies import PolicyKeeper
+from zeroscaler.webhook.app import INTERNAL_ERROR, create_app
+from zeroscaler.webhook.settings import Settings
+from zeroscaler.webhook.state import StaticSource, View
+from zeroscaler.webhook.tls import CertReloader, server_context
 
 NS = "team"
 RBAC = RBACSnapshot.from_objects(

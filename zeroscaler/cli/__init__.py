@@ -7,11 +7,11 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
-from certs.command import add_certs
-from controller.uninstall import add_uninstall
+from zeroscaler.certs.command import add_certs
 from zeroscaler.cli.control import add_sleep, add_wake
 from zeroscaler.cli.explain import add_explain
 from zeroscaler.cli.status import add_status
+from zeroscaler.controller.uninstall import add_uninstall
 
 # Each subcommand registers its parser; the parser's `func` runs it.
 SUBCOMMANDS: Mapping[str, Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = {

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from zeroscaler.access import ClusterAccess, ConfigError, load_access
+from zeroscaler.credentials import ClusterAccess, ConfigError, load_access
 from zeroscaler.kube import (
     SELF_ACCESS_REVIEWS,
     Conflict,

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from controller.access import AccessReviews
 from zeroscaler.cli.session import Session, failure_for
+from zeroscaler.controller.permissions import AccessReviews
 from zeroscaler.core.activity import Scope
 from zeroscaler.core.annotations import (
     FLAPPING,

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from controller.clock import Clock, LoopClock
+from zeroscaler.controller.clock import Clock, LoopClock
 from zeroscaler.core.authorization import Request, rbac_allows
 from zeroscaler.core.inference import RBACSnapshot
 from zeroscaler.core.kinds import APIResource

@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from certs.issue import new_ca, new_serving_cert
-from zeroscaler.access import (
+from zeroscaler.certs.issue import new_ca, new_serving_cert
+from zeroscaler.credentials import (
     BearerAuth,
     ClusterAccess,
     ConfigError,

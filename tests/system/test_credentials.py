@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from localcluster.cluster import Cluster
-from zeroscaler.access import load_access
+from zeroscaler.credentials import load_access
 from zeroscaler.kube import Kube, Transient
 
 
