@@ -1333,3 +1333,11 @@ def test_an_unknown_mode_is_refused_by_the_schema(helm: Helm) -> None:
     proc = helm.template("--set", "mode=both")
     assert proc.returncode != 0
     assert "mode" in proc.stderr
+
+
+def test_combined_mode_has_one_service_monitor_as_one_scrape_carries_both_halves(
+    helm: Helm,
+) -> None:
+    objs = render(helm, *MONITORING, mode="combined")
+    monitors = [o["metadata"]["name"] for o in objs if o["kind"] == "ServiceMonitor"]
+    assert monitors == [f"{RELEASE}-zeroscaler-controller"]
