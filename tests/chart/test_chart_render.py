@@ -1,14 +1,13 @@
-"""The Helm chart, rendered with `helm template` under several value sets: what it would install."""
+"""The Helm chart, rendered with `helm template` under several value sets: what it would install.
+
+Not unit tests: they run the helm binary the control-plane build provides (see conftest.py)."""
 
 from __future__ import annotations
 
 import argparse
 import base64
 import json
-import os
 import re
-import subprocess
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from prometheus_client import CollectorRegistry
 from pydantic_settings import CliApp
 
 from image import build as image_build
-from localcluster import build
+from tests.chart.conftest import CHART, NAMESPACE, RELEASE, Helm
 from tests.support.real_chart import local_image
 from zeroscaler.certs.command import add_certs
 from zeroscaler.certs.renewal import RenewalPolicy
@@ -33,11 +32,8 @@ from zeroscaler.webhook.app import create_app
 from zeroscaler.webhook.settings import Settings as WebhookSettings
 from zeroscaler.webhook.state import StaticSource
 
-CHART = Path(__file__).resolve().parents[2] / "charts" / "zeroscaler"
-RELEASE, NAMESPACE = "zs", "zeroscaler"
 ENABLED_LABEL = "zeroscaler.io/enabled"
 URL = "https://127.0.0.1:9443/mutate"
-KUBE_VERSION = "1.36.3"
 APP_VERSION = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
 # On the host network the webhook needs a node port other than the kubelet's 10250.
 HOST_NETWORK = ("--set", "hostNetwork=true", "--set", "webhook.port=9443")
@@ -58,31 +54,6 @@ WRITE_VERBS = {
     "sign",
     "use",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Helm:
-    """The helm binary and an environment that keeps its state out of the user's home."""
-
-    binary: Path
-    env: dict[str, str]
-
-    def template(self, *args: str, release: str = RELEASE) -> subprocess.CompletedProcess[str]:
-        cmd = [str(self.binary), "template", release, str(CHART), "--namespace", NAMESPACE]
-        cmd += ["--kube-version", KUBE_VERSION, *args]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=self.env)
-
-
-@pytest.fixture(scope="session")
-def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
-    versions = build.load_versions()
-    found = build.find_binaries(versions)
-    binary = found["helm"] if "helm" in found else build.ensure_binaries(versions)["helm"]
-    home = tmp_path_factory.mktemp("helm")
-    state = {
-        k: str(home / k.lower()) for k in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME")
-    }
-    return Helm(binary, {**os.environ, **state})
 
 
 def render(helm: Helm, *args: str, mode: str | None = "split") -> list[Obj]:
