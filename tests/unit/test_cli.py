@@ -2,15 +2,34 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
+import subprocess
+import sys
+import tomllib
+from importlib import metadata
 from typing import Any
 
 import pytest
 
-from zeroscaler.cli import program_name
+from image.python import LOCK
+from zeroscaler.cli import build_parser, main, merge_connection, program_name
 from zeroscaler.cli.control import event_message, patch_body
 from zeroscaler.cli.explain import explain_lines
-from zeroscaler.cli.session import Failure, describe_request, failure_for, parse_target
+from zeroscaler.cli.servers import SERVER_MODULES
+from zeroscaler.cli.session import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    Target,
+    UsageError,
+    describe_request,
+    failure_for,
+    option,
+    parse_target,
+)
 from zeroscaler.cli.status import format_table, last_wakes, render, status_row
 from zeroscaler.cli.view import Reach, read_facts
 from zeroscaler.core.activity import Activity
@@ -187,11 +206,153 @@ def test_failures_are_one_line_and_name_the_request() -> None:
     assert str(down) == "cannot reach the API server at https://k (ConnectError: refused)"
 
 
-def test_parse_target() -> None:
-    assert parse_target("ops/op", "default") == ("ops", "op")
-    assert parse_target("op", "team") == ("team", "op")
-    with pytest.raises(Failure, match="NAMESPACE/NAME"):
-        parse_target("a/b/c", "x")
+@pytest.mark.parametrize(
+    ("text", "namespace", "kind", "expected"),
+    [
+        ("op", None, None, Target("op")),
+        ("op", "team", None, Target("op", "team")),
+        ("deployment/op", None, None, Target("op", None, "Deployment")),
+        ("deploy/op", "team", None, Target("op", "team", "Deployment")),
+        ("Deployments.apps/op", None, "Deployment", Target("op", None, "Deployment")),
+        ("sts/db", "team", None, Target("db", "team", "StatefulSet")),
+        ("statefulset/db", None, None, Target("db", None, "StatefulSet")),
+        ("ops/op", None, None, Target("op", "ops")),
+        ("ops/op", "ops", "StatefulSet", Target("op", "ops", "StatefulSet")),
+    ],
+)
+def test_parse_target_reads_kubectl_forms(
+    text: str, namespace: str | None, kind: str | None, expected: Target
+) -> None:
+    assert parse_target(text, namespace, kind) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "namespace", "kind", "said"),
+    [
+        ("a/b/c", None, None, "is not NAME, TYPE/NAME"),
+        ("/op", None, None, "is not NAME, TYPE/NAME"),
+        ("ops/", None, None, "is not NAME, TYPE/NAME"),
+        ("pod/op", None, None, "manages Deployments and StatefulSets (deployment/op, sts/op)"),
+        ("svc/op", None, None, "a namespace named svc goes in -n svc"),
+        ("ops/op", "team", None, "is in namespace ops, but -n says team"),
+        ("sts/op", None, "Deployment", "names a StatefulSet, but --kind says Deployment"),
+        ("ops/Op", None, None, "'Op' in 'ops/Op' is not a Kubernetes object name"),
+        ("o_ps/op", None, None, "'o_ps' is neither a workload type nor a namespace"),
+    ],
+)
+def test_parse_target_refuses_what_it_cannot_read(
+    text: str, namespace: str | None, kind: str | None, said: str
+) -> None:
+    with pytest.raises(UsageError, match=re.escape(said)):
+        parse_target(text, namespace, kind)
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    merge_connection(args, parser)
+    return args
+
+
+def test_connection_flags_go_before_or_after_the_subcommand() -> None:
+    before = parse("--context", "a", "--kubeconfig", "k", "-n", "ops", "wake", "deploy/op")
+    after = parse("wake", "deploy/op", "--context", "a", "--kubeconfig", "k", "-n", "ops")
+    for args in (before, after):
+        assert (option(args, "context"), option(args, "kubeconfig")) == ("a", "k")
+        assert option(args, "namespace") == "ops"
+    assert option(parse("--context", "a", "status", "--context", "b"), "context") == "b"
+    assert option(parse("status"), "namespace") is None
+    # certs' own default namespace gives way to one written before the subcommand
+    assert parse("-n", "zs", "certs").namespace == "zs"
+    assert parse("certs").namespace == "zeroscaler"
+    with pytest.raises(UsageError, match="--context is not an option of this command"):
+        parse("--context", "a", "certs")
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["wake", "pod/op"], "zeroscaler wake: 'pod/op': zeroscaler manages"),
+        (["-n", "a", "explain", "b/op"], "is in namespace b, but -n says a"),
+        (["-n", "a", "status", "-A"], "-n/--namespace and -A/--all-namespaces: give one"),
+        (["--context", "x", "completion", "bash"], "--context is not an option"),
+    ],
+)
+def test_wrong_command_lines_exit_2_before_connecting(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert said in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_version_and_exit_codes_are_in_the_help(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == f"zeroscaler {metadata.version('zeroscaler')}\n"
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    help_text = capsys.readouterr().out
+    assert "exit codes (the same for every command):" in help_text
+    for code in (EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED):
+        assert f"\n  {code} " in help_text
+
+
+@pytest.mark.parametrize(
+    ("shell", "marker"),
+    [("bash", "complete -o bashdefault"), ("zsh", "#compdef zeroscaler"), ("fish", "complete -c")],
+)
+def test_completion_knows_every_subcommand(
+    shell: str, marker: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["completion", shell]) == 0
+    script = capsys.readouterr().out
+    assert marker in script
+    for command in ("status", "explain", "sleep", "wake", "uninstall", "all-namespaces"):
+        assert command in script
+
+
+def run_python(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+
+
+def test_the_command_loads_no_server_dependency() -> None:
+    code = (
+        "import sys, zeroscaler.cli; "
+        f"print(sorted(m for m in {sorted(SERVER_MODULES)!r} if m in sys.modules))"
+    )
+    proc = run_python(code)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+def test_without_the_server_extra_what_needs_it_says_so() -> None:
+    block = "import sys; [sys.modules.__setitem__(m, None) for m in ('cryptography', 'fastapi')]; "
+    certs = run_python(block + "from zeroscaler.cli import main; sys.exit(main(['certs']))")
+    assert certs.returncode == 1
+    assert "pip install 'zeroscaler[server]'" in certs.stderr
+    webhook = run_python(block + "from zeroscaler.cli.servers import webhook; sys.exit(webhook())")
+    assert webhook.returncode == 1
+    assert webhook.stderr.startswith("zeroscaler-webhook: ")
+    assert "Traceback" not in webhook.stderr
+    status = run_python(block + "from zeroscaler.cli import main; main(['status', '--help'])")
+    assert status.returncode == 0, status.stderr
+
+
+def normal(name: str) -> str:
+    """A distribution name as pip compares them (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_the_image_lock_pins_the_command_and_the_server_extra() -> None:
+    lines = LOCK.read_text().splitlines()
+    pinned = {normal(line.split("==")[0]) for line in lines if "==" in line}
+    project = tomllib.loads((LOCK.parents[1] / "pyproject.toml").read_text())["project"]
+    wanted = [*project["dependencies"], *project["optional-dependencies"]["server"]]
+    names = {normal(re.split(r"[<>=!~\[ ;]", r, maxsplit=1)[0]) for r in wanted}
+    assert names <= pinned, names - pinned
 
 
 def test_program_name_as_a_kubectl_plugin() -> None:

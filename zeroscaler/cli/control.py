@@ -17,8 +17,8 @@ from zeroscaler.cli.session import (
     Failure,
     Session,
     add_target,
-    parse_target,
     run,
+    target_of,
     workload_path,
 )
 from zeroscaler.cli.view import Facts, read_facts
@@ -94,8 +94,8 @@ async def _labels(session: Session, namespace: str) -> Mapping[str, str] | None:
 
 async def manual(session: Session, args: argparse.Namespace, command: str) -> int:
     planner: Planner = plan_sleep if command == "sleep" else plan_wake
-    namespace, name = parse_target(args.workload, args.namespace or session.access.namespace)
-    obj = await session.find_workload(namespace, name, args.kind)
+    namespace, name, kind = target_of(args, session)
+    obj = await session.find_workload(namespace, name, kind)
     kind = str(obj["kind"])
     await check_access(session, kind, namespace)
     user = await session.username()

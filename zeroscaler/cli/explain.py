@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
-from zeroscaler.cli.session import Failure, Session, add_target, parse_target, run
+from zeroscaler.cli.session import Failure, Session, add_target, run, target_of
 from zeroscaler.cli.status import WAKE_REASONS, state_of
 from zeroscaler.cli.view import Facts, Looker, Reach, read_facts
 from zeroscaler.core.annotations import (
@@ -205,8 +205,8 @@ def explain_lines(facts: Facts, events: Sequence[Obj], now: datetime) -> list[st
 
 
 async def _explain(session: Session, args: argparse.Namespace) -> int:
-    namespace, name = parse_target(args.workload, args.namespace or session.access.namespace)
-    obj = await session.find_workload(namespace, name, args.kind)
+    namespace, name, kind = target_of(args, session)
+    obj = await session.find_workload(namespace, name, kind)
     try:
         ns = await session.get(f"/api/v1/namespaces/{namespace}")
         labels: dict[str, str] | None = dict((ns.get("metadata") or {}).get("labels") or {})

@@ -11,7 +11,15 @@ from typing import Any
 
 import yaml
 
-from zeroscaler.cli.session import Failure, Session, add_connection, run, workload_path
+from zeroscaler.cli.session import (
+    Failure,
+    Session,
+    add_connection,
+    add_namespace,
+    option,
+    run,
+    workload_path,
+)
 from zeroscaler.cli.view import Facts, Looker, read_facts
 from zeroscaler.core.annotations import NAMESPACE_ENABLED_LABEL
 from zeroscaler.core.decision import wake_replicas
@@ -237,7 +245,9 @@ async def namespace_labels(session: Session, namespace: str | None) -> Any:
 
 
 async def _status(session: Session, args: argparse.Namespace) -> int:
-    namespace = None if args.all_namespaces else (args.namespace or session.access.namespace)
+    namespace = (
+        None if args.all_namespaces else (option(args, "namespace") or session.access.namespace)
+    )
     facts, wakes = await gather(session, namespace)
     now = await session.now()
     print(render(facts, wakes, now, args.output, namespace is None))
@@ -254,7 +264,7 @@ def add_status(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser = sub.add_parser("status", help="show the workloads zeroscaler manages")
     add_connection(parser)
     scope = parser.add_mutually_exclusive_group()
-    scope.add_argument("-n", "--namespace", help="this namespace (default: the context's)")
+    add_namespace(scope)
     scope.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
     parser.add_argument(
         "-o", "--output", choices=("table", "wide", "json", "yaml"), default="table"
