@@ -31,7 +31,7 @@ from zeroscaler.cli.session import (
     parse_target,
 )
 from zeroscaler.cli.status import format_table, last_wakes, render, status_row
-from zeroscaler.cli.view import Reach, read_facts
+from zeroscaler.cli.view import KindScope, read_view
 from zeroscaler.core.activity import Activity
 from zeroscaler.core.durations import parse_time
 from zeroscaler.core.idleness import Seen
@@ -99,7 +99,7 @@ EVENTS = [
 
 
 def test_status_rows_show_state_restore_idleness_and_flags() -> None:
-    asleep, awake = read_facts(ASLEEP, ON), read_facts(AWAKE, ON)
+    asleep, awake = read_view(ASLEEP, ON), read_view(AWAKE, ON)
     row = status_row(asleep, last_wakes(EVENTS), NOW)
     assert (row.state, row.replicas, row.restore, row.idle_for, row.timeout) == (
         "asleep",
@@ -115,33 +115,33 @@ def test_status_rows_show_state_restore_idleness_and_flags() -> None:
 
 
 def test_awake_idleness_counts_from_the_newest_change_seen() -> None:
-    facts = read_facts(AWAKE, ON)
-    facts.seen = Seen(parse_time("2026-01-01T11:58:00Z"), Activity("Widget", "ops", "w", "x"))
-    assert status_row(facts, {}, NOW).idle_for == "2m"
-    facts.complete = False  # some kinds could not be listed: it may be less
-    assert status_row(facts, {}, NOW).idle_for == "<=2m"
+    view = read_view(AWAKE, ON)
+    view.seen = Seen(parse_time("2026-01-01T11:58:00Z"), Activity("Widget", "ops", "w", "x"))
+    assert status_row(view, {}, NOW).idle_for == "2m"
+    view.complete = False  # some kinds could not be listed: it may be less
+    assert status_row(view, {}, NOW).idle_for == "<=2m"
 
 
 def test_a_scaled_up_sleeper_is_waking_and_one_we_slept_outside_is_unmanaged() -> None:
     waking = {**ASLEEP, "spec": {"replicas": 3}}
-    assert status_row(read_facts(waking, ON), {}, NOW).state == "waking"
-    assert status_row(read_facts(ASLEEP, {}), {}, NOW).state == "unmanaged"
+    assert status_row(read_view(waking, ON), {}, NOW).state == "waking"
+    assert status_row(read_view(ASLEEP, {}), {}, NOW).state == "unmanaged"
 
 
 def test_render_leaves_out_workloads_zeroscaler_has_nothing_to_do_with() -> None:
-    plain = read_facts(workload("web", "ops", 2), ON)
-    text = render([read_facts(ASLEEP, ON), plain], {}, NOW, "table", all_ns=False)
+    plain = read_view(workload("web", "ops", 2), ON)
+    text = render([read_view(ASLEEP, ON), plain], {}, NOW, "table", all_ns=False)
     header, line = text.splitlines()
     assert "NAMESPACE" not in header
     assert line.startswith("op ")
     assert render([plain], {}, NOW, "table", all_ns=False).startswith("No workloads")
-    wide = render([read_facts(ASLEEP, ON)], {}, NOW, "wide", all_ns=True)
+    wide = render([read_view(ASLEEP, ON)], {}, NOW, "wide", all_ns=True)
     assert "WATCHED KINDS" in wide
     assert "Widget.example.com, ConfigMap" in wide
 
 
 def test_json_items_carry_seconds_times_and_flags() -> None:
-    doc = json.loads(render([read_facts(AWAKE, ON)], {}, NOW, "json", all_ns=True))
+    doc = json.loads(render([read_view(AWAKE, ON)], {}, NOW, "json", all_ns=True))
     [item] = doc["items"]
     assert item["idleSeconds"] == 4 * 3600
     assert item["idleSince"] == "2026-01-01T08:00:00Z"
@@ -159,7 +159,7 @@ def test_json_items_carry_seconds_times_and_flags() -> None:
 
 
 def test_format_table_aligns_columns() -> None:
-    row = status_row(read_facts(ASLEEP, ON), {}, NOW)
+    row = status_row(read_view(ASLEEP, ON), {}, NOW)
     header, line = format_table([row]).splitlines()
     assert header.index("STATE") == line.index("asleep")
 
@@ -384,9 +384,9 @@ def test_explain_says_what_wakes_it_and_when_it_sleeps() -> None:
             "zeroscaler.io/enabled": "maybe",
         },
     }
-    facts = read_facts(awake, ON)
-    facts.reach = [
-        Reach(
+    view = read_view(awake, ON)
+    view.kinds = [
+        KindScope(
             parse_kind_ref("Widget.example.com"),
             "zeroscaler.io/watched-kinds",
             False,
@@ -395,7 +395,7 @@ def test_explain_says_what_wakes_it_and_when_it_sleeps() -> None:
             True,
             (("", False), ("ops", True)),
         ),
-        Reach(parse_kind_ref("ConfigMap"), "zeroscaler.io/watched-kinds", False),
+        KindScope(parse_kind_ref("ConfigMap"), "zeroscaler.io/watched-kinds", False),
     ]
     warning = {
         "type": "Warning",
@@ -404,7 +404,7 @@ def test_explain_says_what_wakes_it_and_when_it_sleeps() -> None:
         "count": 3,
         "lastTimestamp": "2026-01-01T11:59:00Z",
     }
-    text = "\n".join(explain_lines(facts, [warning], NOW))
+    text = "\n".join(explain_lines(view, [warning], NOW))
     assert "Deployment ops/op: awake (3 replicas)" in text
     assert "Widget.example.com (watched, widgets.example.com): counts in namespace ops" in text
     assert "ServiceAccount ops/operator may watch it: all namespaces: no, ops: yes" in text
@@ -420,7 +420,7 @@ def test_explain_of_a_sleeper_says_why_it_sleeps() -> None:
         "message": "idle for 10m (timeout 10m): scaled from 3 to 0",
         "lastTimestamp": "2026-01-01T11:10:00Z",
     }
-    lines = explain_lines(read_facts(ASLEEP, ON), [sleeping], NOW)
+    lines = explain_lines(read_view(ASLEEP, ON), [sleeping], NOW)
     assert lines[0] == "Deployment ops/op: asleep (0 replicas; wakes to 3)"
     assert "Put to sleep: idle for 10m (timeout 10m): scaled from 3 to 0" in lines
     assert any(line.startswith("Asleep since 2026-01-01T11:10:00Z (50m ago)") for line in lines)
