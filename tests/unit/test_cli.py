@@ -30,7 +30,7 @@ from zeroscaler.cli.session import (
     option,
     parse_target,
 )
-from zeroscaler.cli.status import format_table, last_wakes, render, status_row
+from zeroscaler.cli.status import format_table, last_wakes, render, render_savings, status_row
 from zeroscaler.cli.view import KindScope, read_view
 from zeroscaler.core.activity import Activity
 from zeroscaler.core.durations import parse_time
@@ -155,6 +155,36 @@ def test_json_items_carry_seconds_times_and_flags() -> None:
     )
     assert item["problems"] == [
         "zeroscaler.io/wake-replicas: 'many' is not a whole number of replicas, 1 or more"
+    ]
+
+
+def test_a_sleeper_shows_the_replica_time_its_sleep_saved() -> None:
+    # Asleep since 11:10 with 3 replicas remembered: 50 minutes of 3 replicas by noon.
+    asleep = read_view(ASLEEP, ON)
+    assert status_row(asleep, {}, NOW).saved == "2h30m"
+    assert status_row(read_view(AWAKE, ON), {}, NOW).saved == "-"
+    [item] = json.loads(render([asleep], {}, NOW, "json", all_ns=True))["items"]
+    assert item["savedReplicaSeconds"] == 9000
+
+
+def test_savings_sum_each_namespace_then_all() -> None:
+    other = {**ASLEEP, "metadata": {**ASLEEP["metadata"], "namespace": "team", "uid": "u2"}}
+    views = [read_view(o, ON) for o in (ASLEEP, AWAKE, other, workload("web", "ops", 2))]
+    lines = render_savings(views, NOW, "table").splitlines()
+    assert [line.split() for line in lines[1:]] == [
+        ["ops", "2", "1", "3", "2h30m"],
+        ["team", "1", "1", "3", "2h30m"],
+        ["(all)", "3", "2", "6", "5h"],
+    ]
+    doc = json.loads(render_savings(views[:2], NOW, "json"))
+    assert doc["items"] == [
+        {
+            "namespace": "ops",
+            "managed": 2,
+            "asleep": 1,
+            "replicasNotRunning": 3,
+            "savedReplicaSeconds": 9000,
+        }
     ]
 
 

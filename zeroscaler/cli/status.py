@@ -36,6 +36,7 @@ COLUMNS = (
     ("REPLICAS", "replicas"),
     ("RESTORE", "restore"),
     ("IDLE FOR", "idle_for"),
+    ("SAVED", "saved"),
     ("TIMEOUT", "timeout"),
     ("FLAGS", "flags"),
     ("LAST WAKE REASON", "last_wake"),
@@ -59,6 +60,7 @@ class Row:
     replicas: str
     restore: str
     idle_for: str
+    saved: str
     timeout: str
     flags: str
     last_wake: str
@@ -102,6 +104,20 @@ def idle_for(view: WorkloadView, now: datetime) -> str:
     return shown if view.complete else f"<={shown}"
 
 
+def saved_seconds(view: WorkloadView, now: datetime) -> float | None:
+    """Replica-seconds the current sleep has saved, counted as the controller counts them
+    (controller/accounting.py: its remembered replicas, else 1, for each second asleep)."""
+    since = view.status.asleep_since
+    if state_of(view) != "asleep" or since is None:
+        return None
+    return max((now - since).total_seconds(), 0.0) * (view.status.restore_replicas or 1)
+
+
+def format_saved(seconds: float | None) -> str:
+    """Replica-seconds as a duration of replica time: `6h` is six hours of one replica."""
+    return format_duration(seconds) if seconds is not None else "-"
+
+
 def last_wakes(events: Iterable[Obj]) -> dict[str, str]:
     """Each workload's (by uid) newest wake Event message, without its `: scaled from` tail."""
     newest: dict[str, tuple[str, str]] = {}
@@ -127,6 +143,7 @@ def status_row(view: WorkloadView, wakes: Mapping[str, str], now: datetime) -> R
         replicas=str(view.replicas),
         restore=str(restore) if restore is not None else "-",
         idle_for=idle_for(view, now),
+        saved=format_saved(saved_seconds(view, now)),
         timeout=format_duration(config.idle_timeout) if config.idle_timeout else "-",
         flags=",".join(flags_of(view)) or "-",
         last_wake=wakes.get(str(view.meta.get("uid", "")), "-"),
@@ -143,13 +160,18 @@ def is_shown(view: WorkloadView) -> bool:
 
 
 def format_table(rows: Sequence[Row], *, wide: bool = False, namespaces: bool = True) -> str:
-    """Left-aligned columns separated by three spaces, as kubectl prints them."""
+    """The status table: COLUMNS, without NAMESPACE in one namespace, WIDE's too if wide."""
     columns = [c for c in COLUMNS if namespaces or c[1] != "namespace"]
     if wide:
         columns += WIDE
     table = [[header for header, _ in columns]]
     table += [[str(getattr(r, attr)) for _, attr in columns] for r in rows]
-    widths = [max(len(line[i]) for line in table) for i in range(len(columns))]
+    return align(table)
+
+
+def align(table: Sequence[Sequence[str]]) -> str:
+    """Left-aligned columns separated by three spaces, as kubectl prints them."""
+    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
     return "\n".join(
         "   ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
         for line in table
@@ -160,13 +182,18 @@ def status_item(view: WorkloadView, row: Row, now: datetime) -> dict[str, Any]:
     """One workload for `-o json|yaml`: times in RFC 3339, durations in seconds."""
     since = view.idle_since
     item: dict[str, Any] = {
-        **{k: v for k, v in asdict(row).items() if k not in ("idle_for", "timeout", "flags")},
+        **{
+            k: v
+            for k, v in asdict(row).items()
+            if k not in ("idle_for", "saved", "timeout", "flags")
+        },
         "replicas": view.replicas,
         "restore": int(row.restore) if row.restore != "-" else None,
         "idleSince": format_time(since) if since else None,
         "idleSeconds": round((now - since).total_seconds()) if since else None,
         "idleComplete": view.complete,
         "timeoutSeconds": view.config.idle_timeout,
+        "savedReplicaSeconds": _rounded(saved_seconds(view, now)),
         "flags": flags_of(view),
         "paused": view.paused,
         "flapping": view.flapping or None,
@@ -179,6 +206,76 @@ def status_item(view: WorkloadView, row: Row, now: datetime) -> dict[str, Any]:
     renamed = {"last_wake": "lastWakeReason", "watch_namespaces": "watchNamespaces"}
     renamed["service_account"] = "serviceAccount"
     return {renamed.get(k, k): (None if v == "-" else v) for k, v in item.items()}
+
+
+def _rounded(seconds: float | None) -> int | None:
+    return round(seconds) if seconds is not None else None
+
+
+@dataclass
+class Savings:
+    """What the sleepers of one namespace (or of all) save now."""
+
+    namespace: str
+    managed: int = 0
+    asleep: int = 0
+    replicas: int = 0  # not running now
+    seconds: float = 0.0  # replica-seconds saved by the current sleeps
+
+
+def summarise(views: Sequence[WorkloadView], now: datetime) -> list[Savings]:
+    """A Savings per namespace with a managed workload, sorted; then the total, if more than one."""
+    by_ns: dict[str, Savings] = {}
+    for view in views:
+        if view.unmanaged:
+            continue
+        entry = by_ns.setdefault(view.namespace, Savings(view.namespace))
+        entry.managed += 1
+        saved = saved_seconds(view, now)
+        if saved is not None:
+            entry.asleep += 1
+            entry.replicas += view.status.restore_replicas or 1
+            entry.seconds += saved
+    rows = [by_ns[ns] for ns in sorted(by_ns)]
+    if len(rows) > 1:
+        total = Savings("(all)")
+        for r in rows:
+            total.managed += r.managed
+            total.asleep += r.asleep
+            total.replicas += r.replicas
+            total.seconds += r.seconds
+        rows.append(total)
+    return rows
+
+
+SAVINGS_COLUMNS = ("NAMESPACE", "MANAGED", "ASLEEP", "REPLICAS NOT RUNNING", "SAVED")
+
+
+def render_savings(views: Sequence[WorkloadView], now: datetime, output: str) -> str:
+    """`--savings`: per namespace, what the current sleeps save."""
+    rows = summarise(views, now)
+    if output in ("json", "yaml"):
+        doc = {
+            "items": [
+                {
+                    "namespace": r.namespace if r.namespace != "(all)" else None,
+                    "managed": r.managed,
+                    "asleep": r.asleep,
+                    "replicasNotRunning": r.replicas,
+                    "savedReplicaSeconds": round(r.seconds),
+                }
+                for r in rows
+            ]
+        }
+        return json.dumps(doc, indent=2) if output == "json" else yaml.safe_dump(doc).rstrip()
+    if not rows:
+        return "No workloads managed by zeroscaler."
+    table = [list(SAVINGS_COLUMNS)]
+    table += [
+        [r.namespace, str(r.managed), str(r.asleep), str(r.replicas), format_duration(r.seconds)]
+        for r in rows
+    ]
+    return align(table)
 
 
 def render(
@@ -254,7 +351,10 @@ async def _status(session: Session, args: argparse.Namespace) -> int:
     )
     views, wakes = await gather(session, namespace)
     now = await session.now()
-    print(render(views, wakes, now, args.output, namespace is None))
+    if args.savings:
+        print(render_savings(views, now, args.output))
+    else:
+        print(render(views, wakes, now, args.output, namespace is None))
     return 0
 
 
@@ -272,5 +372,10 @@ def add_status(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     scope.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
     parser.add_argument(
         "-o", "--output", choices=("table", "wide", "json", "yaml"), default="table"
+    )
+    parser.add_argument(
+        "--savings",
+        action="store_true",
+        help="per namespace (and in all, with -A): how many sleep, and the replica time saved",
     )
     parser.set_defaults(func=cmd_status)
