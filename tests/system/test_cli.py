@@ -262,6 +262,10 @@ def test_kubectl_forms_name_the_workload_and_flags_go_anywhere(
         assert said.startswith(f"Deployment {opted_ns}/foo: put to sleep")
         assert state_of(api, ref)[0] == 0
         assert state_of(api, decoy)[0] == 3
+        savings = json.loads(ok(cli(*flags, "status", "--savings", "-o", "json")))["items"]
+        assert [(i["namespace"], i["asleep"], i["replicasNotRunning"]) for i in savings] == [
+            (opted_ns, 1, 3)
+        ]
 
         # The short name, and -n after it; then the old NAMESPACE/NAME form.
         assert "woken to 3 replicas" in ok(

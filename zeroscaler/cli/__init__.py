@@ -103,7 +103,7 @@ def build_parser(prog: str = "zeroscaler") -> argparse.ArgumentParser:
     """The whole command line: global flags, then one subparser per SUBCOMMANDS entry."""
     parser = argparse.ArgumentParser(
         prog=prog,
-        description=__doc__,
+        description="See, explain, put to sleep and wake the workloads zeroscaler manages.",
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
