@@ -24,7 +24,7 @@ help:
 	@echo "make cluster-down  stop it"
 	@echo "make controlplane  build (or reuse) the control-plane binaries"
 	@echo "make image         build zeroscaler's container image archive (dist/zeroscaler-image.tar)"
-	@echo "make package-check pip install . into a fresh virtualenv; its console scripts must run"
+	@echo "make package-check pip install . (with and without the server extra) into fresh virtualenvs"
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit("Python 3.11+ is needed" if sys.version_info < (3, 11) else 0)'
@@ -96,11 +96,15 @@ chaos: install controlplane
 
 # As a user installs it: `pip install .` into a fresh virtualenv (PyPI, so outside the loopback-only
 # namespace); the wheel must hold one import package and every console script must start.
+# Twice: with the server extra (what the image runs), and the command alone (`pipx install`).
 PACKAGE_VENV := dist/package-check
 package-check:
 	@rm -rf $(PACKAGE_VENV) && $(PYTHON) -m venv $(PACKAGE_VENV)
+	$(PACKAGE_VENV)/bin/python -m pip install --quiet '.[server]'
+	$(PACKAGE_VENV)/bin/python tests/support/package_check.py server
+	@rm -rf $(PACKAGE_VENV) build && $(PYTHON) -m venv $(PACKAGE_VENV)
 	$(PACKAGE_VENV)/bin/python -m pip install --quiet .
-	$(PACKAGE_VENV)/bin/python tests/support/package_check.py
+	$(PACKAGE_VENV)/bin/python tests/support/package_check.py cli
 	@rm -rf $(PACKAGE_VENV) build
 
 # A long-lived cluster for a developer lives in a named loopback-only namespace (root) or, where

@@ -39,12 +39,15 @@ def file_requirements(path: Path) -> list[str]:
 
 
 def project_requirements(pyproject: Path = REPO / "pyproject.toml") -> list[str]:
-    """The runtime dependencies pyproject.toml declares (no extras: the image has no plugins)."""
-    return list(tomllib.loads(pyproject.read_text())["project"]["dependencies"])
+    """The command's dependencies and the server extra's (the image runs every component)."""
+    project = tomllib.loads(pyproject.read_text())["project"]
+    return [*project["dependencies"], *project["optional-dependencies"]["server"]]
 
 
 def lock(
-    requirements: list[str], path: Path = LOCK, source: str = "dependencies in pyproject.toml"
+    requirements: list[str],
+    path: Path = LOCK,
+    source: str = "dependencies and server extra of pyproject.toml",
 ) -> int:
     """Resolve the requirements for the image's platform; pin each wheel by version and hash."""
     cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--ignore-installed"]

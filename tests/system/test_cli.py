@@ -244,6 +244,50 @@ def test_explain_names_kinds_scopes_verdicts_and_warnings(
     assert "Event NotPermitted, last at " in text
 
 
+def test_kubectl_forms_name_the_workload_and_flags_go_anywhere(
+    api: k8s.ApiClient, cluster: Cluster, opted_ns: str
+) -> None:
+    # A namespace called `deployment` with a `foo` of its own: `deployment/foo` is still the type.
+    core = k8s.CoreV1Api(api)
+    labels = {"zeroscaler.io/enabled": "true"}
+    core.create_namespace({"metadata": {"name": "deployment", "labels": labels}})
+    try:
+        decoy = create_workload(api, "deployment", "foo", config_for("1h", "ConfigMap"))
+        ref = create_workload(api, opted_ns, "foo", config_for("1h", "ConfigMap"))
+        context = yaml.safe_load(cluster.kubeconfig.read_text())["current-context"]
+
+        # Connection flags before the subcommand, the type in the target.
+        flags = [f"--kubeconfig={cluster.kubeconfig}", "--context", context, "-n", opted_ns]
+        said = ok(cli(*flags, "sleep", "deployment/foo"))
+        assert said.startswith(f"Deployment {opted_ns}/foo: put to sleep")
+        assert state_of(api, ref)[0] == 0
+        assert state_of(api, decoy)[0] == 3
+        savings = json.loads(ok(cli(*flags, "status", "--savings", "-o", "json")))["items"]
+        assert [(i["namespace"], i["asleep"], i["replicasNotRunning"]) for i in savings] == [
+            (opted_ns, 1, 3)
+        ]
+
+        # The short name, and -n after it; then the old NAMESPACE/NAME form.
+        assert "woken to 3 replicas" in ok(
+            cli("wake", "deploy/foo", "-n", opted_ns, kubeconfig=cluster.kubeconfig)
+        )
+        assert "put to sleep" in ok(cli("sleep", f"{opted_ns}/foo", kubeconfig=cluster.kubeconfig))
+        assert state_of(api, ref)[0] == 0
+        assert state_of(api, decoy)[0] == 3
+
+        # The wrong type is a failure naming it; a form it cannot read is a usage error.
+        missing = one_line_error(
+            cli("-n", opted_ns, "explain", "sts/foo", kubeconfig=cluster.kubeconfig)
+        )
+        assert missing == f"zeroscaler explain: no StatefulSet {opted_ns}/foo"
+        wrong = cli("wake", "pod/foo", kubeconfig=cluster.kubeconfig)
+        assert wrong.returncode == 2
+        assert "zeroscaler manages Deployments and StatefulSets" in wrong.stderr
+        assert state_of(api, ref)[0] == 0
+    finally:
+        core.delete_namespace("deployment")
+
+
 def test_no_kubeconfig_unreachable_and_forbidden_are_one_line(
     api: k8s.ApiClient, cluster: Cluster, opted_ns: str, tmp_path: Path
 ) -> None:

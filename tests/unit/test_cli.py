@@ -2,17 +2,36 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
+import subprocess
+import sys
+import tomllib
+from importlib import metadata
 from typing import Any
 
 import pytest
 
-from zeroscaler.cli import program_name
+from image.python import LOCK
+from zeroscaler.cli import build_parser, main, merge_connection, program_name
 from zeroscaler.cli.control import event_message, patch_body
 from zeroscaler.cli.explain import explain_lines
-from zeroscaler.cli.session import Failure, describe_request, failure_for, parse_target
-from zeroscaler.cli.status import format_table, last_wakes, render, status_row
-from zeroscaler.cli.view import Reach, read_facts
+from zeroscaler.cli.servers import SERVER_MODULES
+from zeroscaler.cli.session import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    Target,
+    UsageError,
+    describe_request,
+    failure_for,
+    option,
+    parse_target,
+)
+from zeroscaler.cli.status import format_table, last_wakes, render, render_savings, status_row
+from zeroscaler.cli.view import KindScope, read_view
 from zeroscaler.core.activity import Activity
 from zeroscaler.core.durations import parse_time
 from zeroscaler.core.idleness import Seen
@@ -80,7 +99,7 @@ EVENTS = [
 
 
 def test_status_rows_show_state_restore_idleness_and_flags() -> None:
-    asleep, awake = read_facts(ASLEEP, ON), read_facts(AWAKE, ON)
+    asleep, awake = read_view(ASLEEP, ON), read_view(AWAKE, ON)
     row = status_row(asleep, last_wakes(EVENTS), NOW)
     assert (row.state, row.replicas, row.restore, row.idle_for, row.timeout) == (
         "asleep",
@@ -96,33 +115,33 @@ def test_status_rows_show_state_restore_idleness_and_flags() -> None:
 
 
 def test_awake_idleness_counts_from_the_newest_change_seen() -> None:
-    facts = read_facts(AWAKE, ON)
-    facts.seen = Seen(parse_time("2026-01-01T11:58:00Z"), Activity("Widget", "ops", "w", "x"))
-    assert status_row(facts, {}, NOW).idle_for == "2m"
-    facts.complete = False  # some kinds could not be listed: it may be less
-    assert status_row(facts, {}, NOW).idle_for == "<=2m"
+    view = read_view(AWAKE, ON)
+    view.seen = Seen(parse_time("2026-01-01T11:58:00Z"), Activity("Widget", "ops", "w", "x"))
+    assert status_row(view, {}, NOW).idle_for == "2m"
+    view.complete = False  # some kinds could not be listed: it may be less
+    assert status_row(view, {}, NOW).idle_for == "<=2m"
 
 
 def test_a_scaled_up_sleeper_is_waking_and_one_we_slept_outside_is_unmanaged() -> None:
     waking = {**ASLEEP, "spec": {"replicas": 3}}
-    assert status_row(read_facts(waking, ON), {}, NOW).state == "waking"
-    assert status_row(read_facts(ASLEEP, {}), {}, NOW).state == "unmanaged"
+    assert status_row(read_view(waking, ON), {}, NOW).state == "waking"
+    assert status_row(read_view(ASLEEP, {}), {}, NOW).state == "unmanaged"
 
 
 def test_render_leaves_out_workloads_zeroscaler_has_nothing_to_do_with() -> None:
-    plain = read_facts(workload("web", "ops", 2), ON)
-    text = render([read_facts(ASLEEP, ON), plain], {}, NOW, "table", all_ns=False)
+    plain = read_view(workload("web", "ops", 2), ON)
+    text = render([read_view(ASLEEP, ON), plain], {}, NOW, "table", all_ns=False)
     header, line = text.splitlines()
     assert "NAMESPACE" not in header
     assert line.startswith("op ")
     assert render([plain], {}, NOW, "table", all_ns=False).startswith("No workloads")
-    wide = render([read_facts(ASLEEP, ON)], {}, NOW, "wide", all_ns=True)
+    wide = render([read_view(ASLEEP, ON)], {}, NOW, "wide", all_ns=True)
     assert "WATCHED KINDS" in wide
     assert "Widget.example.com, ConfigMap" in wide
 
 
 def test_json_items_carry_seconds_times_and_flags() -> None:
-    doc = json.loads(render([read_facts(AWAKE, ON)], {}, NOW, "json", all_ns=True))
+    doc = json.loads(render([read_view(AWAKE, ON)], {}, NOW, "json", all_ns=True))
     [item] = doc["items"]
     assert item["idleSeconds"] == 4 * 3600
     assert item["idleSince"] == "2026-01-01T08:00:00Z"
@@ -139,8 +158,38 @@ def test_json_items_carry_seconds_times_and_flags() -> None:
     ]
 
 
+def test_a_sleeper_shows_the_replica_time_its_sleep_saved() -> None:
+    # Asleep since 11:10 with 3 replicas remembered: 50 minutes of 3 replicas by noon.
+    asleep = read_view(ASLEEP, ON)
+    assert status_row(asleep, {}, NOW).saved == "2h30m"
+    assert status_row(read_view(AWAKE, ON), {}, NOW).saved == "-"
+    [item] = json.loads(render([asleep], {}, NOW, "json", all_ns=True))["items"]
+    assert item["savedReplicaSeconds"] == 9000
+
+
+def test_savings_sum_each_namespace_then_all() -> None:
+    other = {**ASLEEP, "metadata": {**ASLEEP["metadata"], "namespace": "team", "uid": "u2"}}
+    views = [read_view(o, ON) for o in (ASLEEP, AWAKE, other, workload("web", "ops", 2))]
+    lines = render_savings(views, NOW, "table").splitlines()
+    assert [line.split() for line in lines[1:]] == [
+        ["ops", "2", "1", "3", "2h30m"],
+        ["team", "1", "1", "3", "2h30m"],
+        ["(all)", "3", "2", "6", "5h"],
+    ]
+    doc = json.loads(render_savings(views[:2], NOW, "json"))
+    assert doc["items"] == [
+        {
+            "namespace": "ops",
+            "managed": 2,
+            "asleep": 1,
+            "replicasNotRunning": 3,
+            "savedReplicaSeconds": 9000,
+        }
+    ]
+
+
 def test_format_table_aligns_columns() -> None:
-    row = status_row(read_facts(ASLEEP, ON), {}, NOW)
+    row = status_row(read_view(ASLEEP, ON), {}, NOW)
     header, line = format_table([row]).splitlines()
     assert header.index("STATE") == line.index("asleep")
 
@@ -187,11 +236,153 @@ def test_failures_are_one_line_and_name_the_request() -> None:
     assert str(down) == "cannot reach the API server at https://k (ConnectError: refused)"
 
 
-def test_parse_target() -> None:
-    assert parse_target("ops/op", "default") == ("ops", "op")
-    assert parse_target("op", "team") == ("team", "op")
-    with pytest.raises(Failure, match="NAMESPACE/NAME"):
-        parse_target("a/b/c", "x")
+@pytest.mark.parametrize(
+    ("text", "namespace", "kind", "expected"),
+    [
+        ("op", None, None, Target("op")),
+        ("op", "team", None, Target("op", "team")),
+        ("deployment/op", None, None, Target("op", None, "Deployment")),
+        ("deploy/op", "team", None, Target("op", "team", "Deployment")),
+        ("Deployments.apps/op", None, "Deployment", Target("op", None, "Deployment")),
+        ("sts/db", "team", None, Target("db", "team", "StatefulSet")),
+        ("statefulset/db", None, None, Target("db", None, "StatefulSet")),
+        ("ops/op", None, None, Target("op", "ops")),
+        ("ops/op", "ops", "StatefulSet", Target("op", "ops", "StatefulSet")),
+    ],
+)
+def test_parse_target_reads_kubectl_forms(
+    text: str, namespace: str | None, kind: str | None, expected: Target
+) -> None:
+    assert parse_target(text, namespace, kind) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "namespace", "kind", "said"),
+    [
+        ("a/b/c", None, None, "is not NAME, TYPE/NAME"),
+        ("/op", None, None, "is not NAME, TYPE/NAME"),
+        ("ops/", None, None, "is not NAME, TYPE/NAME"),
+        ("pod/op", None, None, "manages Deployments and StatefulSets (deployment/op, sts/op)"),
+        ("svc/op", None, None, "a namespace named svc goes in -n svc"),
+        ("ops/op", "team", None, "is in namespace ops, but -n says team"),
+        ("sts/op", None, "Deployment", "names a StatefulSet, but --kind says Deployment"),
+        ("ops/Op", None, None, "'Op' in 'ops/Op' is not a Kubernetes object name"),
+        ("o_ps/op", None, None, "'o_ps' is neither a workload type nor a namespace"),
+    ],
+)
+def test_parse_target_refuses_what_it_cannot_read(
+    text: str, namespace: str | None, kind: str | None, said: str
+) -> None:
+    with pytest.raises(UsageError, match=re.escape(said)):
+        parse_target(text, namespace, kind)
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    merge_connection(args, parser)
+    return args
+
+
+def test_connection_flags_go_before_or_after_the_subcommand() -> None:
+    before = parse("--context", "a", "--kubeconfig", "k", "-n", "ops", "wake", "deploy/op")
+    after = parse("wake", "deploy/op", "--context", "a", "--kubeconfig", "k", "-n", "ops")
+    for args in (before, after):
+        assert (option(args, "context"), option(args, "kubeconfig")) == ("a", "k")
+        assert option(args, "namespace") == "ops"
+    assert option(parse("--context", "a", "status", "--context", "b"), "context") == "b"
+    assert option(parse("status"), "namespace") is None
+    # certs' own default namespace gives way to one written before the subcommand
+    assert parse("-n", "zs", "certs").namespace == "zs"
+    assert parse("certs").namespace == "zeroscaler"
+    with pytest.raises(UsageError, match="--context is not an option of this command"):
+        parse("--context", "a", "certs")
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["wake", "pod/op"], "zeroscaler wake: 'pod/op': zeroscaler manages"),
+        (["-n", "a", "explain", "b/op"], "is in namespace b, but -n says a"),
+        (["-n", "a", "status", "-A"], "-n/--namespace and -A/--all-namespaces: give one"),
+        (["--context", "x", "completion", "bash"], "--context is not an option"),
+    ],
+)
+def test_wrong_command_lines_exit_2_before_connecting(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert said in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_version_and_exit_codes_are_in_the_help(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == f"zeroscaler {metadata.version('zeroscaler')}\n"
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    help_text = capsys.readouterr().out
+    assert "exit codes (the same for every command):" in help_text
+    for code in (EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED):
+        assert f"\n  {code} " in help_text
+
+
+@pytest.mark.parametrize(
+    ("shell", "marker"),
+    [("bash", "complete -o bashdefault"), ("zsh", "#compdef zeroscaler"), ("fish", "complete -c")],
+)
+def test_completion_knows_every_subcommand(
+    shell: str, marker: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["completion", shell]) == 0
+    script = capsys.readouterr().out
+    assert marker in script
+    for command in ("status", "explain", "sleep", "wake", "uninstall", "all-namespaces"):
+        assert command in script
+
+
+def run_python(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+
+
+def test_the_command_loads_no_server_dependency() -> None:
+    code = (
+        "import sys, zeroscaler.cli; "
+        f"print(sorted(m for m in {sorted(SERVER_MODULES)!r} if m in sys.modules))"
+    )
+    proc = run_python(code)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+def test_without_the_server_extra_what_needs_it_says_so() -> None:
+    block = "import sys; [sys.modules.__setitem__(m, None) for m in ('cryptography', 'fastapi')]; "
+    certs = run_python(block + "from zeroscaler.cli import main; sys.exit(main(['certs']))")
+    assert certs.returncode == 1
+    assert "pip install 'zeroscaler[server]'" in certs.stderr
+    webhook = run_python(block + "from zeroscaler.cli.servers import webhook; sys.exit(webhook())")
+    assert webhook.returncode == 1
+    assert webhook.stderr.startswith("zeroscaler-webhook: ")
+    assert "Traceback" not in webhook.stderr
+    status = run_python(block + "from zeroscaler.cli import main; main(['status', '--help'])")
+    assert status.returncode == 0, status.stderr
+
+
+def normal(name: str) -> str:
+    """A distribution name as pip compares them (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_the_image_lock_pins_the_command_and_the_server_extra() -> None:
+    lines = LOCK.read_text().splitlines()
+    pinned = {normal(line.split("==")[0]) for line in lines if "==" in line}
+    project = tomllib.loads((LOCK.parents[1] / "pyproject.toml").read_text())["project"]
+    wanted = [*project["dependencies"], *project["optional-dependencies"]["server"]]
+    names = {normal(re.split(r"[<>=!~\[ ;]", r, maxsplit=1)[0]) for r in wanted}
+    assert names <= pinned, names - pinned
 
 
 def test_program_name_as_a_kubectl_plugin() -> None:
@@ -223,9 +414,9 @@ def test_explain_says_what_wakes_it_and_when_it_sleeps() -> None:
             "zeroscaler.io/enabled": "maybe",
         },
     }
-    facts = read_facts(awake, ON)
-    facts.reach = [
-        Reach(
+    view = read_view(awake, ON)
+    view.kinds = [
+        KindScope(
             parse_kind_ref("Widget.example.com"),
             "zeroscaler.io/watched-kinds",
             False,
@@ -234,7 +425,7 @@ def test_explain_says_what_wakes_it_and_when_it_sleeps() -> None:
             True,
             (("", False), ("ops", True)),
         ),
-        Reach(parse_kind_ref("ConfigMap"), "zeroscaler.io/watched-kinds", False),
+        KindScope(parse_kind_ref("ConfigMap"), "zeroscaler.io/watched-kinds", False),
     ]
     warning = {
         "type": "Warning",
@@ -243,7 +434,7 @@ def test_explain_says_what_wakes_it_and_when_it_sleeps() -> None:
         "count": 3,
         "lastTimestamp": "2026-01-01T11:59:00Z",
     }
-    text = "\n".join(explain_lines(facts, [warning], NOW))
+    text = "\n".join(explain_lines(view, [warning], NOW))
     assert "Deployment ops/op: awake (3 replicas)" in text
     assert "Widget.example.com (watched, widgets.example.com): counts in namespace ops" in text
     assert "ServiceAccount ops/operator may watch it: all namespaces: no, ops: yes" in text
@@ -259,7 +450,7 @@ def test_explain_of_a_sleeper_says_why_it_sleeps() -> None:
         "message": "idle for 10m (timeout 10m): scaled from 3 to 0",
         "lastTimestamp": "2026-01-01T11:10:00Z",
     }
-    lines = explain_lines(read_facts(ASLEEP, ON), [sleeping], NOW)
+    lines = explain_lines(read_view(ASLEEP, ON), [sleeping], NOW)
     assert lines[0] == "Deployment ops/op: asleep (0 replicas; wakes to 3)"
     assert "Put to sleep: idle for 10m (timeout 10m): scaled from 3 to 0" in lines
     assert any(line.startswith("Asleep since 2026-01-01T11:10:00Z (50m ago)") for line in lines)

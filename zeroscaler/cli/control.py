@@ -17,11 +17,11 @@ from zeroscaler.cli.session import (
     Failure,
     Session,
     add_target,
-    parse_target,
     run,
+    target_of,
     workload_path,
 )
-from zeroscaler.cli.view import Facts, read_facts
+from zeroscaler.cli.view import WorkloadView, read_view
 from zeroscaler.core.annotations import WorkloadConfig, WorkloadStatus
 from zeroscaler.core.durations import format_duration
 from zeroscaler.core.manual import Manual, Refused, plan_sleep, plan_wake
@@ -56,10 +56,10 @@ def event_message(plan: Manual, user: str, command: str, kinds: str) -> str:
     return f"kept awake {by}: idle clock restarted"
 
 
-def outcome(facts: Facts, plan: Manual) -> str:
+def outcome(view: WorkloadView, plan: Manual) -> str:
     """What the person is told."""
-    what = f"{facts.kind} {facts.namespace}/{facts.name}"
-    timeout = facts.config.idle_timeout
+    what = f"{view.kind} {view.namespace}/{view.name}"
+    timeout = view.config.idle_timeout
     sleeps = f"; it sleeps after {format_duration(timeout)} idle" if timeout else ""
     if plan.action == "sleep":
         return f"{what}: put to sleep, {plan.replicas} replicas remembered; it wakes on activity"
@@ -70,8 +70,8 @@ def outcome(facts: Facts, plan: Manual) -> str:
     return f"{what}: {plan.message}"
 
 
-def kinds_of(facts: Facts) -> str:
-    refs = [*facts.config.watched, *facts.config.owned]
+def kinds_of(view: WorkloadView) -> str:
+    refs = [*view.config.watched, *view.config.owned]
     return ", ".join(map(str, refs)) or "the kinds its ServiceAccount may watch"
 
 
@@ -94,28 +94,28 @@ async def _labels(session: Session, namespace: str) -> Mapping[str, str] | None:
 
 async def manual(session: Session, args: argparse.Namespace, command: str) -> int:
     planner: Planner = plan_sleep if command == "sleep" else plan_wake
-    namespace, name = parse_target(args.workload, args.namespace or session.access.namespace)
-    obj = await session.find_workload(namespace, name, args.kind)
+    namespace, name, kind = target_of(args, session)
+    obj = await session.find_workload(namespace, name, kind)
     kind = str(obj["kind"])
     await check_access(session, kind, namespace)
     user = await session.username()
     labels = await _labels(session, namespace)
     path = workload_path(kind, namespace, name)
     for _ in range(ATTEMPTS):
-        facts = read_facts(obj, labels)
+        view = read_view(obj, labels)
         try:
             plan = planner(
-                facts.config,
-                facts.status,
-                facts.replicas,
-                facts.annotations,
-                facts.unmanaged,
+                view.config,
+                view.status,
+                view.replicas,
+                view.annotations,
+                view.unmanaged,
                 await session.now(),
             )
         except Refused as e:
             raise Failure(f"{kind} {namespace}/{name}: not done: {e}") from None
         if plan.action == "none":
-            print(outcome(facts, plan))
+            print(outcome(view, plan))
             return 0
         try:
             written = await session.patch(
@@ -126,9 +126,9 @@ async def manual(session: Session, args: argparse.Namespace, command: str) -> in
             continue
         # reportingInstance is at most 128 characters; the message names the user in full.
         recorder = EventRecorder(session.kube, FIELD_MANAGER, instance=user[:128])
-        message = event_message(plan, user, command, kinds_of(facts))
+        message = event_message(plan, user, command, kinds_of(view))
         await recorder.emit(written, "apps/v1", kind, "Normal", REASONS[plan.action], message)
-        print(outcome(facts, plan))
+        print(outcome(view, plan))
         return 0
     raise Failure(f"{kind} {namespace}/{name} kept changing under us; try again")
 

@@ -6,9 +6,9 @@ import argparse
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
-from zeroscaler.cli.session import Failure, Session, add_target, parse_target, run
+from zeroscaler.cli.session import Failure, Session, add_target, run, target_of
 from zeroscaler.cli.status import WAKE_REASONS, state_of
-from zeroscaler.cli.view import Facts, Looker, Reach, read_facts
+from zeroscaler.cli.view import KindScope, WakeInspector, WorkloadView, read_view
 from zeroscaler.core.annotations import (
     IDLE_TIMEOUT,
     INJECTED,
@@ -43,11 +43,11 @@ def _event_time(event: Obj) -> str:
     return str(event.get("lastTimestamp") or event.get("eventTime") or "")
 
 
-def describe_state(facts: Facts) -> str:
-    state = state_of(facts)
-    replicas = facts.replicas
+def describe_state(view: WorkloadView) -> str:
+    state = state_of(view)
+    replicas = view.replicas
     if state == "asleep":
-        return f"asleep (0 replicas; wakes to {wake_replicas(facts.config, facts.status)})"
+        return f"asleep (0 replicas; wakes to {wake_replicas(view.config, view.status)})"
     if state == "waking":
         return f"waking ({replicas} replicas; the controller has not recorded the wake yet)"
     if state == "stopped":
@@ -57,108 +57,108 @@ def describe_state(facts: Facts) -> str:
     return f"awake ({replicas} replicas)"
 
 
-def describe_managed(facts: Facts) -> list[str]:
-    if facts.unmanaged:
-        return [f"Managed: no: {facts.unmanaged}."]
-    injected = {k.strip() for k in facts.annotations.get(INJECTED, "").split(",") if k.strip()}
-    timeout = facts.config.idle_timeout or 0.0
+def describe_managed(view: WorkloadView) -> list[str]:
+    if view.unmanaged:
+        return [f"Managed: no: {view.unmanaged}."]
+    injected = {k.strip() for k in view.annotations.get(INJECTED, "").split(",") if k.strip()}
+    timeout = view.config.idle_timeout or 0.0
     source = " (from policy)" if IDLE_TIMEOUT in injected else ""
     namespace = (
         "namespace opted in"
-        if facts.namespace_labels is not None
+        if view.namespace_labels is not None
         else "namespace labels not readable to you"
     )
     lines = [f"Managed: yes ({namespace}); idle timeout {format_duration(timeout)}{source}."]
-    if facts.paused:
+    if view.paused:
         lines.append(f'Paused: {PAUSED} is "true": held as it is (no sleep, no wake).')
-    if facts.flapping:
-        lines.append(f"Flapping: {facts.flapping}")
+    if view.flapping:
+        lines.append(f"Flapping: {view.flapping}")
     return lines
 
 
-def describe_reach(reach: Reach, facts: Facts) -> list[str]:
+def describe_kind_scope(kind_scope: KindScope, view: WorkloadView) -> list[str]:
     """One kind: the type, where it counts, and the access verdicts behind that."""
-    role = "owned" if reach.owned else "watched"
-    head = f"{reach.ref} ({role}"
-    if reach.resource is None:
+    role = "owned" if kind_scope.owned else "watched"
+    head = f"{kind_scope.ref} ({role}"
+    if kind_scope.resource is None:
         return [f"{head}): not served by the API server, or not listable and watchable"]
-    head += f", {reach.resource.group_resource}"
-    head += ")" if reach.resource.namespaced else ", cluster-scoped)"
-    grant = reach.grant
+    head += f", {kind_scope.resource.group_resource}"
+    head += ")" if kind_scope.resource.namespaced else ", cluster-scoped)"
+    grant = kind_scope.grant
     assert grant is not None
     if not grant.permitted:
         where = "counts nowhere: the ServiceAccount may not watch it"
-    elif not reach.resource.namespaced:
+    elif not kind_scope.resource.namespaced:
         where = "counts everywhere"
-        narrowed = _narrowing(reach, facts)
+        narrowed = _narrowing(kind_scope, view)
         if narrowed:
             where = narrowed
     elif grant.scope is None:
         where = "counts in all namespaces"
     else:
         where = "counts in namespace " + ", ".join(sorted(grant.scope))
-    if reach.owned and grant.permitted:
+    if kind_scope.owned and grant.permitted:
         where += ", when controlled by an object of a watched kind"
     lines = [f"{head}: {where}"]
-    account = f"{facts.namespace}/{facts.service_account}"
-    if not reach.checked:
+    account = f"{view.namespace}/{view.service_account}"
+    if not kind_scope.checked:
         lines.append(
             f"{INDENT}not checked: you may not create SubjectAccessReviews; "
             f"scope as annotated ({WATCH_NAMESPACES})"
         )
-    elif reach.verdicts:
+    elif kind_scope.verdicts:
         said = ", ".join(
             f"{'all namespaces' if ns == EVERYWHERE else ns}: {'yes' if ok else 'no'}"
-            for ns, ok in reach.verdicts
+            for ns, ok in kind_scope.verdicts
         )
         lines.append(f"{INDENT}ServiceAccount {account} may watch it: {said}")
     return lines
 
 
-def _narrowing(reach: Reach, facts: Facts) -> str:
+def _narrowing(kind_scope: KindScope, view: WorkloadView) -> str:
     """Cluster-scoped Namespaces and CRDs count only for where the workload works."""
-    assert reach.resource is not None
+    assert kind_scope.resource is not None
     works_in: set[str] = set()
-    for r in facts.reach:
+    for r in view.kinds:
         if r.counts and not r.owned and r.resource is not None and r.resource.namespaced:
             if r.grant is None or r.grant.scope is None:
                 return ""
             works_in |= r.grant.scope
     if not works_in:
         return ""
-    if (reach.resource.group, reach.resource.kind) == ("", "Namespace"):
+    if (kind_scope.resource.group, kind_scope.resource.kind) == ("", "Namespace"):
         return "counts only for namespace " + ", ".join(sorted(works_in))
-    if reach.resource.kind == "CustomResourceDefinition":
+    if kind_scope.resource.kind == "CustomResourceDefinition":
         return "counts only for the CRDs of its watched kinds"
     return ""
 
 
-def describe_when(facts: Facts, now: datetime) -> list[str]:
+def describe_when(view: WorkloadView, now: datetime) -> list[str]:
     """When it will sleep (or what it waits for), from where its idle clock stands."""
-    state = state_of(facts)
-    if facts.unmanaged or state == "stopped":
+    state = state_of(view)
+    if view.unmanaged or state == "stopped":
         return ["Sleeps: never while it is not managed."]
-    if facts.paused:
+    if view.paused:
         return ["Sleeps: not while paused."]
     if state in ("asleep", "waking"):
-        since = facts.status.asleep_since
+        since = view.status.asleep_since
         slept = f" since {ago(since, now)}" if since else ""
         return [f"Asleep{slept}: it wakes on the next change to a kind that counts, above."]
-    if facts.reach and not any(r.counts and not r.owned for r in facts.reach):
+    if view.kinds and not any(r.counts and not r.owned for r in view.kinds):
         return ["Sleeps: never: no watched kind can be watched, so nothing could wake it."]
-    since = facts.idle_since
-    timeout = max(facts.config.idle_timeout or 0.0, MIN_IDLE_TIMEOUT)
+    since = view.idle_since
+    timeout = max(view.config.idle_timeout or 0.0, MIN_IDLE_TIMEOUT)
     if since is None:
         return ["Sleeps: unknown: no time of last activity is known."]
     lines = []
-    if facts.seen is not None and facts.seen.at == since:
-        a = facts.seen.activity
+    if view.seen is not None and view.seen.at == since:
+        a = view.seen.activity
         where = f"{a.namespace}/{a.name}" if a.namespace else a.name
         lines.append(f"Last activity: {a.kind} {where} changed at {ago(since, now)}.")
     else:
         lines.append(f"Idle since: {ago(since, now)} (the last wake or change recorded).")
-    if not facts.complete:
-        lines.append(f"{INDENT}you may not " + "; ".join(facts.unlisted) + ": it may be later")
+    if not view.complete:
+        lines.append(f"{INDENT}you may not " + "; ".join(view.unlisted) + ": it may be later")
     deadline = since + timedelta(seconds=timeout)
     if deadline <= now:
         lines.append("Sleeps: now, at the controller's next look.")
@@ -167,8 +167,8 @@ def describe_when(facts: Facts, now: datetime) -> list[str]:
     return lines
 
 
-def describe_warnings(facts: Facts, events: Iterable[Obj], now: datetime) -> list[str]:
-    lines = [f"{INDENT}{p}; ignored" for p in facts.problems]
+def describe_warnings(view: WorkloadView, events: Iterable[Obj], now: datetime) -> list[str]:
+    lines = [f"{INDENT}{p}; ignored" for p in view.problems]
     seen: set[tuple[str, str]] = set()
     for event in sorted(events, key=_event_time, reverse=True):
         key = (str(event.get("reason", "")), str(event.get("message", "")))
@@ -181,11 +181,11 @@ def describe_warnings(facts: Facts, events: Iterable[Obj], now: datetime) -> lis
     return ["Warnings:", *(lines or [f"{INDENT}none"])]
 
 
-def explain_lines(facts: Facts, events: Sequence[Obj], now: datetime) -> list[str]:
+def explain_lines(view: WorkloadView, events: Sequence[Obj], now: datetime) -> list[str]:
     """The whole explanation, line by line."""
-    lines = [f"{facts.kind} {facts.namespace}/{facts.name}: {describe_state(facts)}"]
-    lines += describe_managed(facts)
-    if facts.status.state == "asleep":
+    lines = [f"{view.kind} {view.namespace}/{view.name}: {describe_state(view)}"]
+    lines += describe_managed(view)
+    if view.status.state == "asleep":
         why = newest(events, SLEEP_REASONS)
         if why is not None:
             lines.append(f"Put to sleep: {why.get('message', '')}")
@@ -193,28 +193,28 @@ def explain_lines(facts: Facts, events: Sequence[Obj], now: datetime) -> list[st
         why = newest(events, WAKE_REASONS)
         if why is not None:
             lines.append(f"Last woken: {why.get('message', '')}")
-    if not facts.unmanaged:
+    if not view.unmanaged:
         lines.append("What wakes it:")
-        for reach in facts.reach:
-            lines += [INDENT + line for line in describe_reach(reach, facts)]
-        if not facts.reach:
+        for kind_scope in view.kinds:
+            lines += [INDENT + line for line in describe_kind_scope(kind_scope, view)]
+        if not view.kinds:
             lines.append(f"{INDENT}no watched or owned kinds are annotated")
-    lines += describe_when(facts, now)
-    lines += describe_warnings(facts, events, now)
+    lines += describe_when(view, now)
+    lines += describe_warnings(view, events, now)
     return lines
 
 
 async def _explain(session: Session, args: argparse.Namespace) -> int:
-    namespace, name = parse_target(args.workload, args.namespace or session.access.namespace)
-    obj = await session.find_workload(namespace, name, args.kind)
+    namespace, name, kind = target_of(args, session)
+    obj = await session.find_workload(namespace, name, kind)
     try:
         ns = await session.get(f"/api/v1/namespaces/{namespace}")
         labels: dict[str, str] | None = dict((ns.get("metadata") or {}).get("labels") or {})
     except (NotFound, Failure):
         labels = None
-    facts = read_facts(obj, labels)
-    if not facts.unmanaged:
-        await Looker(session).look(facts, activity=True)
+    view = read_view(obj, labels)
+    if not view.unmanaged:
+        await WakeInspector(session).inspect(view, activity=True)
     uid = str(obj["metadata"].get("uid", ""))
     try:
         events = await session.list(
@@ -224,7 +224,7 @@ async def _explain(session: Session, args: argparse.Namespace) -> int:
     except Failure:
         events = []
     now = await session.now()
-    print("\n".join(explain_lines(facts, events, now)))
+    print("\n".join(explain_lines(view, events, now)))
     return 0
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import ssl
 import sys
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,8 +31,23 @@ FIELD_MANAGER = "zeroscaler-cli"
 _VERBS = {"GET": "get", "POST": "create", "PATCH": "patch", "PUT": "update", "DELETE": "delete"}
 
 
+# Exit codes, the same for every command (docs/cli.md, and `zeroscaler --help`).
+EXIT_OK = 0
+EXIT_FAILED = 1  # the command could not be done: cluster, access, a refusal, nothing found
+EXIT_USAGE = 2  # the command line is wrong (argparse's own code for the same)
+EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT
+
+
 class Failure(Exception):
     """A command cannot go on; the message is the one line the person sees."""
+
+    exit_code = EXIT_FAILED
+
+
+class UsageError(Failure):
+    """The command line is wrong: nothing was asked of the cluster."""
+
+    exit_code = EXIT_USAGE
 
 
 def describe_request(method: str, path: str) -> str:
@@ -166,7 +183,7 @@ class Session:
         if len(found) > 1:
             raise Failure(
                 f"{namespace}/{name} is both a Deployment and a StatefulSet: "
-                "say which with --kind Deployment or --kind StatefulSet"
+                f"say which: deployment/{name} or sts/{name} with -n {namespace}"
             )
         return found[0]
 
@@ -177,48 +194,148 @@ def workload_path(kind: str, namespace: str, name: str = "") -> str:
     return f"{path}/{name}" if name else path
 
 
-def parse_target(text: str, namespace: str) -> tuple[str, str]:
-    """`NS/NAME` or `NAME` (in `namespace`) as (namespace, name)."""
-    ns, sep, name = text.partition("/")
+# kubectl's names for the two workload types (`kubectl api-resources`): TYPE in `TYPE/NAME`.
+WORKLOAD_TYPES = {
+    word: kind
+    for kind, words in (
+        ("Deployment", ("deployment", "deployments", "deploy")),
+        ("StatefulSet", ("statefulset", "statefulsets", "sts")),
+    )
+    for name in words
+    for word in (name, f"{name}.apps")
+}
+# Other types kubectl users write as `TYPE/NAME`: refused, not read as a namespace of that name.
+OTHER_TYPES = frozenset(
+    f"{name}{suffix}"
+    for names in (
+        ("pod", "po"),
+        ("service", "svc"),
+        ("replicaset", "rs"),
+        ("daemonset", "ds"),
+        ("job",),
+        ("cronjob", "cj"),
+        ("configmap", "cm"),
+        ("secret",),
+        ("namespace", "ns"),
+    )
+    for name in names
+    for suffix in ("", "s")
+)
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+TARGET_FORMS = "NAME, TYPE/NAME (deployment/NAME, sts/NAME) or NAMESPACE/NAME"
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A workload as written on the command line; None where the cluster or the context says."""
+
+    name: str
+    namespace: str | None = None
+    kind: str | None = None
+
+
+def parse_target(text: str, namespace: str | None = None, kind: str | None = None) -> Target:
+    """`NAME`, `TYPE/NAME` or `NAMESPACE/NAME`, with `-n` and `--kind`, as one Target.
+
+    A first part that is a workload type (`deployment`, `deploy`, `sts`, ...) is the type, as in
+    kubectl; any other is a namespace, except kubectl's other type names, which are refused.
+    """
+    first, sep, name = text.partition("/")
     if not sep:
-        ns, name = namespace, ns
-    if not ns or not name or "/" in name:
-        raise Failure(f"{text!r} is not NAMESPACE/NAME or NAME")
-    return ns, name
+        first, name = "", first
+    if "/" in name or not name or (sep and not first):
+        raise UsageError(f"{text!r} is not {TARGET_FORMS}")
+    if not _DNS_SUBDOMAIN.fullmatch(name):
+        raise UsageError(f"{name!r} in {text!r} is not a Kubernetes object name")
+    written = first.lower()
+    if written in WORKLOAD_TYPES:
+        typed = WORKLOAD_TYPES[written]
+        if kind and kind != typed:
+            raise UsageError(f"{text!r} names a {typed}, but --kind says {kind}")
+        return Target(name, namespace, typed)
+    if written in OTHER_TYPES:
+        raise UsageError(
+            f"{text!r}: zeroscaler manages Deployments and StatefulSets "
+            f"(deployment/{name}, sts/{name}); a namespace named {first} goes in -n {first}"
+        )
+    if first:
+        if not _DNS_LABEL.fullmatch(first):
+            raise UsageError(f"{text!r}: {first!r} is neither a workload type nor a namespace")
+        if namespace and namespace != first:
+            raise UsageError(f"{text!r} is in namespace {first}, but -n says {namespace}")
+        return Target(name, first, kind)
+    return Target(name, namespace, kind)
 
 
 def add_connection(parser: argparse.ArgumentParser) -> None:
-    """The flags every command takes to find the cluster."""
-    parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube)")
-    parser.add_argument("--context", help="kubeconfig context (default: its current-context)")
+    """The flags that find the cluster; accepted before or after the subcommand."""
+    parser.add_argument(
+        "--kubeconfig",
+        default=argparse.SUPPRESS,
+        help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)",
+    )
+    parser.add_argument(
+        "--context", default=argparse.SUPPRESS, help="kubeconfig context (default: its current)"
+    )
+
+
+def add_namespace(parser: argparse.ArgumentParser | argparse._MutuallyExclusiveGroup) -> None:
+    parser.add_argument(
+        "-n",
+        "--namespace",
+        default=argparse.SUPPRESS,
+        help="namespace (default: the context's)",
+    )
 
 
 def add_target(parser: argparse.ArgumentParser) -> None:
-    """A workload argument, `NS/NAME` or `NAME` with -n."""
+    """A workload argument in one of TARGET_FORMS, and the connection flags."""
     add_connection(parser)
-    parser.add_argument("workload", metavar="NS/NAME", help="the Deployment or StatefulSet")
-    parser.add_argument("-n", "--namespace", help="namespace of NAME (default: the context's)")
+    add_namespace(parser)
+    parser.add_argument(
+        "workload",
+        metavar="WORKLOAD",
+        help="the Deployment or StatefulSet: NAME, deployment/NAME, sts/NAME or NAMESPACE/NAME",
+    )
     parser.add_argument("--kind", choices=sorted(WORKLOAD_RESOURCES), help="when both exist")
 
 
+def target_of(args: argparse.Namespace, session: Session) -> tuple[str, str, str | None]:
+    """(namespace, name, kind or None) of the command's workload argument."""
+    target = parse_target(args.workload, option(args, "namespace"), args.kind)
+    return target.namespace or session.access.namespace, target.name, target.kind
+
+
+def option(args: argparse.Namespace, name: str) -> str | None:
+    """A connection flag's value, given before or after the subcommand, else None."""
+    value = getattr(args, name, None)
+    return str(value) if value is not None else None
+
+
 def run(command: str, args: argparse.Namespace, work: Callable[[Session], Awaitable[int]]) -> int:
-    """Connect, run `work`, close; every expected failure is one line on stderr and exit 1."""
+    """Connect, run `work`, close; every expected failure is one line on stderr, exit 1 or 2."""
 
     async def session() -> int:
-        access = load_access(args.kubeconfig, args.context)
+        access = load_access(option(args, "kubeconfig"), option(args, "context"))
         s = Session(access)
         try:
             return await work(s)
         finally:
             await s.aclose()
 
+    code = EXIT_FAILED
     try:
         return asyncio.run(session())
-    except (Failure, ConfigError) as e:
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except Failure as e:
+        message, code = str(e), e.exit_code
+    except ConfigError as e:
         message = str(e)
     except KubeError as e:  # a request not made through Session.call
         message = str(e)
     except (OSError, ssl.SSLError) as e:  # an unreadable CA or key file, say
         message = f"{type(e).__name__}: {e}"
     print(f"zeroscaler {command}: {message}", file=sys.stderr)
-    return 1
+    return code

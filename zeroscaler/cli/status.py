@@ -11,8 +11,16 @@ from typing import Any
 
 import yaml
 
-from zeroscaler.cli.session import Failure, Session, add_connection, run, workload_path
-from zeroscaler.cli.view import Facts, Looker, read_facts
+from zeroscaler.cli.session import (
+    Failure,
+    Session,
+    add_connection,
+    add_namespace,
+    option,
+    run,
+    workload_path,
+)
+from zeroscaler.cli.view import WakeInspector, WorkloadView, read_view
 from zeroscaler.core.annotations import NAMESPACE_ENABLED_LABEL
 from zeroscaler.core.decision import wake_replicas
 from zeroscaler.core.durations import format_duration, format_time
@@ -28,6 +36,7 @@ COLUMNS = (
     ("REPLICAS", "replicas"),
     ("RESTORE", "restore"),
     ("IDLE FOR", "idle_for"),
+    ("SAVED", "saved"),
     ("TIMEOUT", "timeout"),
     ("FLAGS", "flags"),
     ("LAST WAKE REASON", "last_wake"),
@@ -51,6 +60,7 @@ class Row:
     replicas: str
     restore: str
     idle_for: str
+    saved: str
     timeout: str
     flags: str
     last_wake: str
@@ -60,38 +70,52 @@ class Row:
     service_account: str = "-"
 
 
-def state_of(facts: Facts) -> str:
+def state_of(view: WorkloadView) -> str:
     """awake, asleep, waking (scaled up, not yet recorded), stopped (at 0 by someone else)."""
-    if facts.unmanaged:
+    if view.unmanaged:
         return "unmanaged"
-    if facts.status.state == "asleep":
-        return "asleep" if facts.replicas == 0 else "waking"
-    return "awake" if facts.replicas > 0 else "stopped"
+    if view.status.state == "asleep":
+        return "asleep" if view.replicas == 0 else "waking"
+    return "awake" if view.replicas > 0 else "stopped"
 
 
-def flags_of(facts: Facts) -> list[str]:
+def flags_of(view: WorkloadView) -> list[str]:
     """Marks beside the state: held by a person, flapping, annotations ignored, never sleeps."""
     flags = []
-    if facts.paused:
+    if view.paused:
         flags.append("paused")
-    if facts.flapping:
+    if view.flapping:
         flags.append("flapping")
-    if facts.problems:
+    if view.problems:
         flags.append("invalid-annotations")
-    if facts.reach and not any(r.counts and not r.owned for r in facts.reach):
+    if view.kinds and not any(r.counts and not r.owned for r in view.kinds):
         flags.append("cannot-wake")
-    if not facts.complete:
+    if not view.complete:
         flags.append("partial-view")
     return flags
 
 
-def idle_for(facts: Facts, now: datetime) -> str:
+def idle_for(view: WorkloadView, now: datetime) -> str:
     """How long it has been idle; `<=` when some of its kinds could not be listed."""
-    since = facts.idle_since
+    since = view.idle_since
     if since is None:
         return "-"
     shown = format_duration(max((now - since).total_seconds(), 0.0))
-    return shown if facts.complete else f"<={shown}"
+    return shown if view.complete else f"<={shown}"
+
+
+def saved_seconds(view: WorkloadView, now: datetime) -> float | None:
+    """Replica-seconds the current sleep has saved, counted as the controller counts them
+    (controller/accounting.py: its remembered replicas, else 1, for each second asleep)."""
+    since = view.status.asleep_since
+    if state_of(view) != "asleep" or since is None:
+        return None
+    return max((now - since).total_seconds(), 0.0) * (view.status.restore_replicas or 1)
+
+
+def format_saved(seconds: float | None) -> str:
+    """Replica-seconds as a duration of replica time: `6h` is six hours of one replica."""
+    return format_duration(seconds) if seconds is not None else "-"
 
 
 def last_wakes(events: Iterable[Obj]) -> dict[str, str]:
@@ -106,80 +130,163 @@ def last_wakes(events: Iterable[Obj]) -> dict[str, str]:
     return {uid: message for uid, (_, message) in newest.items()}
 
 
-def status_row(facts: Facts, wakes: Mapping[str, str], now: datetime) -> Row:
+def status_row(view: WorkloadView, wakes: Mapping[str, str], now: datetime) -> Row:
     """The row for one workload."""
-    config, status = facts.config, facts.status
+    config, status = view.config, view.status
     restore = wake_replicas(config, status) if status.state == "asleep" else None
     namespaces = config.watch_namespaces
     return Row(
-        namespace=facts.namespace,
-        name=facts.name,
-        kind=facts.kind,
-        state=state_of(facts),
-        replicas=str(facts.replicas),
+        namespace=view.namespace,
+        name=view.name,
+        kind=view.kind,
+        state=state_of(view),
+        replicas=str(view.replicas),
         restore=str(restore) if restore is not None else "-",
-        idle_for=idle_for(facts, now),
+        idle_for=idle_for(view, now),
+        saved=format_saved(saved_seconds(view, now)),
         timeout=format_duration(config.idle_timeout) if config.idle_timeout else "-",
-        flags=",".join(flags_of(facts)) or "-",
-        last_wake=wakes.get(str(facts.meta.get("uid", "")), "-"),
+        flags=",".join(flags_of(view)) or "-",
+        last_wake=wakes.get(str(view.meta.get("uid", "")), "-"),
         watched=", ".join(map(str, config.watched)) or "-",
         owned=", ".join(map(str, config.owned)) or "-",
         watch_namespaces=", ".join(namespaces) if namespaces else "(from RBAC)",
-        service_account=facts.service_account,
+        service_account=view.service_account,
     )
 
 
-def is_shown(facts: Facts) -> bool:
+def is_shown(view: WorkloadView) -> bool:
     """Managed workloads, and those zeroscaler left a status on (one it slept, say)."""
-    return not facts.unmanaged or facts.status.state is not None
+    return not view.unmanaged or view.status.state is not None
 
 
 def format_table(rows: Sequence[Row], *, wide: bool = False, namespaces: bool = True) -> str:
-    """Left-aligned columns separated by three spaces, as kubectl prints them."""
+    """The status table: COLUMNS, without NAMESPACE in one namespace, WIDE's too if wide."""
     columns = [c for c in COLUMNS if namespaces or c[1] != "namespace"]
     if wide:
         columns += WIDE
     table = [[header for header, _ in columns]]
     table += [[str(getattr(r, attr)) for _, attr in columns] for r in rows]
-    widths = [max(len(line[i]) for line in table) for i in range(len(columns))]
+    return align(table)
+
+
+def align(table: Sequence[Sequence[str]]) -> str:
+    """Left-aligned columns separated by three spaces, as kubectl prints them."""
+    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
     return "\n".join(
         "   ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
         for line in table
     )
 
 
-def status_item(facts: Facts, row: Row, now: datetime) -> dict[str, Any]:
+def status_item(view: WorkloadView, row: Row, now: datetime) -> dict[str, Any]:
     """One workload for `-o json|yaml`: times in RFC 3339, durations in seconds."""
-    since = facts.idle_since
+    since = view.idle_since
     item: dict[str, Any] = {
-        **{k: v for k, v in asdict(row).items() if k not in ("idle_for", "timeout", "flags")},
-        "replicas": facts.replicas,
+        **{
+            k: v
+            for k, v in asdict(row).items()
+            if k not in ("idle_for", "saved", "timeout", "flags")
+        },
+        "replicas": view.replicas,
         "restore": int(row.restore) if row.restore != "-" else None,
         "idleSince": format_time(since) if since else None,
         "idleSeconds": round((now - since).total_seconds()) if since else None,
-        "idleComplete": facts.complete,
-        "timeoutSeconds": facts.config.idle_timeout,
-        "flags": flags_of(facts),
-        "paused": facts.paused,
-        "flapping": facts.flapping or None,
-        "asleepSince": format_time(facts.status.asleep_since)
-        if facts.status.asleep_since
-        else None,
-        "problems": [str(p) for p in facts.problems],
-        "watched": [str(r) for r in facts.config.watched],
-        "owned": [str(r) for r in facts.config.owned],
-        "watch_namespaces": list(facts.config.watch_namespaces or ()) or None,  # None: from RBAC
+        "idleComplete": view.complete,
+        "timeoutSeconds": view.config.idle_timeout,
+        "savedReplicaSeconds": _rounded(saved_seconds(view, now)),
+        "flags": flags_of(view),
+        "paused": view.paused,
+        "flapping": view.flapping or None,
+        "asleepSince": format_time(view.status.asleep_since) if view.status.asleep_since else None,
+        "problems": [str(p) for p in view.problems],
+        "watched": [str(r) for r in view.config.watched],
+        "owned": [str(r) for r in view.config.owned],
+        "watch_namespaces": list(view.config.watch_namespaces or ()) or None,  # None: from RBAC
     }
     renamed = {"last_wake": "lastWakeReason", "watch_namespaces": "watchNamespaces"}
     renamed["service_account"] = "serviceAccount"
     return {renamed.get(k, k): (None if v == "-" else v) for k, v in item.items()}
 
 
+def _rounded(seconds: float | None) -> int | None:
+    return round(seconds) if seconds is not None else None
+
+
+@dataclass
+class Savings:
+    """What the sleepers of one namespace (or of all) save now."""
+
+    namespace: str
+    managed: int = 0
+    asleep: int = 0
+    replicas: int = 0  # not running now
+    seconds: float = 0.0  # replica-seconds saved by the current sleeps
+
+
+def summarise(views: Sequence[WorkloadView], now: datetime) -> list[Savings]:
+    """A Savings per namespace with a managed workload, sorted; then the total, if more than one."""
+    by_ns: dict[str, Savings] = {}
+    for view in views:
+        if view.unmanaged:
+            continue
+        entry = by_ns.setdefault(view.namespace, Savings(view.namespace))
+        entry.managed += 1
+        saved = saved_seconds(view, now)
+        if saved is not None:
+            entry.asleep += 1
+            entry.replicas += view.status.restore_replicas or 1
+            entry.seconds += saved
+    rows = [by_ns[ns] for ns in sorted(by_ns)]
+    if len(rows) > 1:
+        total = Savings("(all)")
+        for r in rows:
+            total.managed += r.managed
+            total.asleep += r.asleep
+            total.replicas += r.replicas
+            total.seconds += r.seconds
+        rows.append(total)
+    return rows
+
+
+SAVINGS_COLUMNS = ("NAMESPACE", "MANAGED", "ASLEEP", "REPLICAS NOT RUNNING", "SAVED")
+
+
+def render_savings(views: Sequence[WorkloadView], now: datetime, output: str) -> str:
+    """`--savings`: per namespace, what the current sleeps save."""
+    rows = summarise(views, now)
+    if output in ("json", "yaml"):
+        doc = {
+            "items": [
+                {
+                    "namespace": r.namespace if r.namespace != "(all)" else None,
+                    "managed": r.managed,
+                    "asleep": r.asleep,
+                    "replicasNotRunning": r.replicas,
+                    "savedReplicaSeconds": round(r.seconds),
+                }
+                for r in rows
+            ]
+        }
+        return json.dumps(doc, indent=2) if output == "json" else yaml.safe_dump(doc).rstrip()
+    if not rows:
+        return "No workloads managed by zeroscaler."
+    table = [list(SAVINGS_COLUMNS)]
+    table += [
+        [r.namespace, str(r.managed), str(r.asleep), str(r.replicas), format_duration(r.seconds)]
+        for r in rows
+    ]
+    return align(table)
+
+
 def render(
-    facts: Sequence[Facts], wakes: Mapping[str, str], now: datetime, output: str, all_ns: bool
+    views: Sequence[WorkloadView],
+    wakes: Mapping[str, str],
+    now: datetime,
+    output: str,
+    all_ns: bool,
 ) -> str:
     """The whole output in the asked format."""
-    shown = sorted((f for f in facts if is_shown(f)), key=lambda f: (f.namespace, f.name, f.kind))
+    shown = sorted((f for f in views if is_shown(f)), key=lambda f: (f.namespace, f.name, f.kind))
     rows = [status_row(f, wakes, now) for f in shown]
     if output in ("json", "yaml"):
         doc = {"items": [status_item(f, r, now) for f, r in zip(shown, rows, strict=True)]}
@@ -187,27 +294,29 @@ def render(
             return json.dumps(doc, indent=2)
         return yaml.safe_dump(doc, sort_keys=False).rstrip()
     if not rows:
-        where = "in any namespace" if all_ns else f"in namespace {facts_namespace(facts)}"
+        where = "in any namespace" if all_ns else f"in namespace {views_namespace(views)}"
         return f"No workloads managed by zeroscaler {where}."
     return format_table(rows, wide=output == "wide", namespaces=all_ns)
 
 
-def facts_namespace(facts: Sequence[Facts]) -> str:
-    return facts[0].namespace if facts else "?"
+def views_namespace(views: Sequence[WorkloadView]) -> str:
+    return views[0].namespace if views else "?"
 
 
-async def gather(session: Session, namespace: str | None) -> tuple[list[Facts], dict[str, str]]:
+async def gather(
+    session: Session, namespace: str | None
+) -> tuple[list[WorkloadView], dict[str, str]]:
     """Read every Deployment and StatefulSet in scope, and what the status shows of each."""
     workloads: list[Obj] = []
     for kind in ("Deployment", "StatefulSet"):
         path = workload_path(kind, namespace) if namespace else f"/apis/apps/v1/{kind.lower()}s"
         workloads += [{**o, "kind": kind} for o in await session.list(path)]
     labels = await namespace_labels(session, namespace)
-    facts = [read_facts(o, labels(str(o["metadata"].get("namespace", "")))) for o in workloads]
-    looker = Looker(session)
-    for f in facts:
+    views = [read_view(o, labels(str(o["metadata"].get("namespace", "")))) for o in workloads]
+    inspector = WakeInspector(session)
+    for f in views:
         if not f.unmanaged and f.is_awake:
-            await looker.look(f, activity=True)
+            await inspector.inspect(f, activity=True)
     events: list[Obj] = []
     where = f"/namespaces/{namespace}" if namespace else ""
     for reason in WAKE_REASONS:
@@ -216,7 +325,7 @@ async def gather(session: Session, namespace: str | None) -> tuple[list[Facts], 
             events += await session.list(path, params={"fieldSelector": f"reason={reason}"})
         except Failure:
             break  # no Events to read: the column stays empty rather than the command failing
-    return facts, last_wakes(events)
+    return views, last_wakes(events)
 
 
 async def namespace_labels(session: Session, namespace: str | None) -> Any:
@@ -237,10 +346,15 @@ async def namespace_labels(session: Session, namespace: str | None) -> Any:
 
 
 async def _status(session: Session, args: argparse.Namespace) -> int:
-    namespace = None if args.all_namespaces else (args.namespace or session.access.namespace)
-    facts, wakes = await gather(session, namespace)
+    namespace = (
+        None if args.all_namespaces else (option(args, "namespace") or session.access.namespace)
+    )
+    views, wakes = await gather(session, namespace)
     now = await session.now()
-    print(render(facts, wakes, now, args.output, namespace is None))
+    if args.savings:
+        print(render_savings(views, now, args.output))
+    else:
+        print(render(views, wakes, now, args.output, namespace is None))
     return 0
 
 
@@ -254,9 +368,14 @@ def add_status(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser = sub.add_parser("status", help="show the workloads zeroscaler manages")
     add_connection(parser)
     scope = parser.add_mutually_exclusive_group()
-    scope.add_argument("-n", "--namespace", help="this namespace (default: the context's)")
+    add_namespace(scope)
     scope.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
     parser.add_argument(
         "-o", "--output", choices=("table", "wide", "json", "yaml"), default="table"
+    )
+    parser.add_argument(
+        "--savings",
+        action="store_true",
+        help="per namespace (and in all, with -A): how many sleep, and the replica time saved",
     )
     parser.set_defaults(func=cmd_status)

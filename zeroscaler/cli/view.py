@@ -35,8 +35,9 @@ ACCESS_TTL = 300.0  # one command's run: each question is asked once
 
 
 @dataclass(frozen=True, slots=True)
-class Reach:
-    """One watched or owned kind: the type it names, and where the ServiceAccount may watch it."""
+class KindScope:
+    """A watched or owned kind of a workload, and where its changes count: the API type it
+    resolves to, the namespaces its ServiceAccount may watch it in, and the verdicts behind that."""
 
     ref: KindRef
     key: str  # the annotation it was read from
@@ -52,8 +53,9 @@ class Reach:
 
 
 @dataclass
-class Facts:
-    """Everything the commands say about one workload."""
+class WorkloadView:
+    """One workload as the commands show it: its annotations read and, once inspected, its kinds
+    and what was last seen to change."""
 
     obj: Obj
     namespace_labels: Mapping[str, str] | None
@@ -61,7 +63,7 @@ class Facts:
     status: WorkloadStatus
     problems: list[Problem]
     unmanaged: str
-    reach: list[Reach] = field(default_factory=list)
+    kinds: list[KindScope] = field(default_factory=list)  # filled in by WakeInspector
     seen: Seen | None = None
     complete: bool = True  # every kind that counts could be listed
     unlisted: list[str] = field(default_factory=list)  # the ones that could not
@@ -118,17 +120,20 @@ class Facts:
         )
 
 
-def read_facts(obj: Obj, namespace_labels: Mapping[str, str] | None) -> Facts:
+def read_view(obj: Obj, namespace_labels: Mapping[str, str] | None) -> WorkloadView:
     """The workload's annotations read, and whether it is managed."""
     config, problems = read_config(obj["metadata"].get("annotations") or {})
     status, status_problems = read_status(obj["metadata"].get("annotations") or {})
     namespace = str(obj["metadata"].get("namespace", ""))
     unmanaged = unmanaged_reason(config, namespace, namespace_labels)
-    return Facts(obj, namespace_labels, config, status, problems + status_problems, unmanaged)
+    return WorkloadView(
+        obj, namespace_labels, config, status, problems + status_problems, unmanaged
+    )
 
 
-class Looker:
-    """Works out reach and idleness for many workloads, asking each question only once."""
+class WakeInspector:
+    """Asks the cluster what wakes each workload (discovery, SubjectAccessReviews) and, for one
+    awake, when it was last active (lists); each question once for all the workloads of a run."""
 
     def __init__(self, session: Session) -> None:
         self._session = session
@@ -143,44 +148,46 @@ class Looker:
             self._discovery = Discovery(found)
         return self._discovery
 
-    async def look(self, facts: Facts, *, activity: bool) -> None:
+    async def inspect(self, view: WorkloadView, *, activity: bool) -> None:
         """Fill in what wakes the workload and, if `activity` and it is awake, its idleness."""
         discovery = await self.discovery()
         lists = zip(
-            (facts.config.watched, facts.config.owned),
-            kind_list_keys(facts.annotations),
+            (view.config.watched, view.config.owned),
+            kind_list_keys(view.annotations),
             (False, True),
             strict=True,
         )
         for refs, key, owned in lists:
             for ref in refs:
-                facts.reach.append(await self._reach(facts, discovery, ref, key, owned))
-        if activity and facts.is_awake and not facts.unmanaged:
-            await self._idleness(facts)
+                view.kinds.append(await self._kind_scope(view, discovery, ref, key, owned))
+        if activity and view.is_awake and not view.unmanaged:
+            await self._idleness(view)
 
-    async def _reach(
-        self, facts: Facts, discovery: Discovery, ref: KindRef, key: str, owned: bool
-    ) -> Reach:
+    async def _kind_scope(
+        self, view: WorkloadView, discovery: Discovery, ref: KindRef, key: str, owned: bool
+    ) -> KindScope:
         resource = discovery.resolve(ref)
         if resource is None or not {"list", "watch"} <= resource.verbs:
-            return Reach(ref, key, owned)
+            return KindScope(ref, key, owned)
         answers: dict[str, bool] = {}
-        wanted = facts.config.watch_namespaces
+        wanted = view.config.watch_namespaces
         while isinstance(
-            step := resolve_scope(resource.namespaced, facts.namespace, wanted, answers), Ask
+            step := resolve_scope(resource.namespaced, view.namespace, wanted, answers), Ask
         ):
-            verdict = await self._may_watch(facts, resource, step.namespace)
+            verdict = await self._may_watch(view, resource, step.namespace)
             if verdict is None:
-                return Reach(ref, key, owned, resource, _as_annotated(resource, wanted), False)
+                return KindScope(ref, key, owned, resource, _as_annotated(resource, wanted), False)
             answers[step.namespace] = verdict
-        return Reach(ref, key, owned, resource, step, True, tuple(answers.items()))
+        return KindScope(ref, key, owned, resource, step, True, tuple(answers.items()))
 
-    async def _may_watch(self, facts: Facts, resource: APIResource, scope: str) -> bool | None:
+    async def _may_watch(
+        self, view: WorkloadView, resource: APIResource, scope: str
+    ) -> bool | None:
         if not self._may_review:
             return None
         try:
             return await self._reviews.may_watch(
-                facts.namespace, facts.service_account, resource, scope
+                view.namespace, view.service_account, resource, scope
             )
         except Forbidden:
             self._may_review = False  # ask no more; scopes are then taken as annotated
@@ -189,28 +196,28 @@ class Looker:
             path = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
             raise failure_for(e, "POST", path, self._session.access.server) from None
 
-    async def _idleness(self, facts: Facts) -> None:
+    async def _idleness(self, view: WorkloadView) -> None:
         counted = [
             (r.resource, r.grant.scope, r.owned)
-            for r in facts.reach
+            for r in view.kinds
             if r.resource is not None and r.grant is not None and r.grant.permitted
         ]
         interest = build_interest(
             [(r, scope) for r, scope, owned in counted if not owned],
             [(r, scope) for r, scope, owned in counted if owned],
-            (facts.kind, facts.namespace, facts.name),
-            facts.status.last_activity,
+            (view.kind, view.namespace, view.name),
+            view.status.last_activity,
         )
         listed: list[tuple[APIResource, Obj]] = []
         for resource, scope, _ in counted:
             for namespace in _namespaces(resource, scope):
                 objects = await self._list(resource, namespace)
                 if objects is None:
-                    facts.complete = False
-                    facts.unlisted.append(describe_list(resource, namespace))
+                    view.complete = False
+                    view.unlisted.append(describe_list(resource, namespace))
                     continue
                 listed.extend((resource, o) for o in objects)
-        facts.seen = newest_activity(listed, interest)
+        view.seen = newest_activity(listed, interest)
 
     async def _list(self, resource: APIResource, namespace: str) -> list[Obj] | None:
         key = (resource, namespace)
