@@ -33,8 +33,8 @@ from kubernetes import config as k8s_config
 from localcluster import build
 from localcluster.cluster import Cluster, start
 from tests.support.crds import create_crd
-from tests.support.cutter import Cutter
 from tests.support.invariants import Observer, Report, wait_settled
+from tests.support.relay import CuttableRelay
 from tests.support.waiting import wait_for
 from tests.system.controller_kit import (
     ControllerProcess,
@@ -300,7 +300,7 @@ def cut_streams(cluster: Cluster, workdir: Path, size: Size) -> Outcome:
     after a watched object is deleted, while its DELETED event may still be on the wire."""
     rng = random.Random(3)
     port = int(cluster.server.rsplit(":", 1)[1])
-    relay = Cutter(port)
+    relay = CuttableRelay(port)
     config = json.loads(cluster.kubeconfig.read_text())
     for entry in config["clusters"]:
         entry["cluster"]["server"] = f"https://127.0.0.1:{relay.port}"
