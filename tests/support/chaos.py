@@ -33,8 +33,8 @@ from kubernetes import config as k8s_config
 from localcluster import build
 from localcluster.cluster import Cluster, start
 from tests.support.crds import create_crd
-from tests.support.cutter import Cutter
-from tests.support.invariants import Observer, Report, wait_settled
+from tests.support.invariants import Observer, Report, Unsettled, wait_settled
+from tests.support.relay import CuttableRelay
 from tests.support.waiting import wait_for
 from tests.system.controller_kit import (
     ControllerProcess,
@@ -205,14 +205,21 @@ class Stage:
         return time.monotonic() - self.began < self.size.deadline
 
     def finish(self, scenario: str, runs: int, note: str = "") -> Outcome:
-        """Let everything settle, stop the controllers, check the invariants."""
-        wait_settled(self.observer, timeout=BOUND + TIMEOUT * 2)
+        """Let everything settle, stop the controllers, check the invariants; what did not
+        settle is a violation, reported with what the observer saw."""
+        unsettled = None
+        try:
+            wait_settled(self.observer, timeout=BOUND + TIMEOUT * 2)
+        except Unsettled as e:
+            unsettled = str(e)
         self.observer.stop()
         for ctl in self.controllers:
             if ctl.alive():
                 self.kill(ctl, signal.SIGTERM)
         logs = [c.log for c in self.controllers]
         report = self.observer.check(BOUND, logs, self.ended)
+        if unsettled is not None:
+            report.violations.append(unsettled)
         with contextlib.suppress(Exception):
             k8s.CoreV1Api(self.api).delete_namespace(self.ns)
         self.api.close()
@@ -300,7 +307,7 @@ def cut_streams(cluster: Cluster, workdir: Path, size: Size) -> Outcome:
     after a watched object is deleted, while its DELETED event may still be on the wire."""
     rng = random.Random(3)
     port = int(cluster.server.rsplit(":", 1)[1])
-    relay = Cutter(port)
+    relay = CuttableRelay(port)
     config = json.loads(cluster.kubeconfig.read_text())
     for entry in config["clusters"]:
         entry["cluster"]["server"] = f"https://127.0.0.1:{relay.port}"
@@ -450,30 +457,36 @@ def _keep_busy(stage: Stage, stop: threading.Event) -> None:
 
 def conflicting_writers(cluster: Cluster, workdir: Path, size: Size) -> Outcome:
     """Another actor scales the workloads and edits their annotations at random moments, around
-    the controller's own sleeps and wakes; the restore count follows the actor's last scale."""
+    the controller's own sleeps and wakes; the restore count follows the actor's last scale.
+    Each run begins with activity once every workload is seen asleep, so it asks a wake of each."""
     rng = random.Random(7)
     with staged(cluster, workdir, "writers", size) as stage:
         stage.controller()
         apps = k8s.AppsV1Api(stage.api)
-        runs = 0
-        while runs < size.runs * 4 and stage.time_left():
-            time.sleep(rng.uniform(0.5, TIMEOUT + 1.0))
-            name = rng.choice(stage.names)
-            dice = rng.random()
-            if dice < 0.2:
-                stage.touch(f"{runs}")
-            elif dice < 0.6:
-                count = rng.choice((2, 3, 4))
-                with contextlib.suppress(k8s.ApiException):
-                    apps.patch_namespaced_deployment_scale(
-                        name, stage.ns, {"spec": {"replicas": count}}
-                    )
-                    stage.observer.set_replicas(name, count)
-            else:
-                body = {"metadata": {"annotations": {"example.com/touched": str(runs)}}}
-                apps.patch_namespaced_deployment(name, stage.ns, body)
+        runs = edits = 0
+        while runs < size.runs and stage.time_left():
+            stage.all_asleep()
+            stage.touch(f"run-{runs}")
+            for _ in range(4):
+                time.sleep(rng.uniform(0.5, TIMEOUT + 1.0))
+                name = rng.choice(stage.names)
+                dice = rng.random()
+                if dice < 0.2:
+                    stage.touch(f"{edits}")
+                elif dice < 0.6:
+                    count = rng.choice((2, 3, 4))
+                    with contextlib.suppress(k8s.ApiException):
+                        apps.patch_namespaced_deployment_scale(
+                            name, stage.ns, {"spec": {"replicas": count}}
+                        )
+                        stage.observer.set_replicas(name, count)
+                else:
+                    body = {"metadata": {"annotations": {"example.com/touched": str(edits)}}}
+                    apps.patch_namespaced_deployment(name, stage.ns, body)
+                edits += 1
             runs += 1
-        return stage.finish("conflicting writers", runs, "scale and annotation edits")
+        note = f"{edits} scale and annotation edits"
+        return stage.finish("conflicting writers", runs, note)
 
 
 SOAK_GROUP = "soak.zs-test.example.com"
@@ -540,8 +553,10 @@ def soak(cluster: Cluster, workdir: Path, size: Soak) -> tuple[Outcome, dict[str
         made = deleted = 0
         held: dict[str, collections.deque[str]] = {p: collections.deque() for p in plurals}
         gap = size.kinds_each * size.every / size.types  # between activities, of any type
-        while time.monotonic() - began < size.minutes * 60:
-            plural = rng.choice(plurals)
+        # Each type first once, in a random order: then every workload has activity to judge.
+        first = rng.sample(plurals, len(plurals))
+        while first or time.monotonic() - began < size.minutes * 60:
+            plural = first.pop() if first else rng.choice(plurals)
             sent = datetime.now(UTC)
             if len(held[plural]) >= size.kept:
                 oldest = held[plural].popleft()

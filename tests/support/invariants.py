@@ -16,6 +16,9 @@ and when a fault began and ended.
 4. one writer: the controllers' leadership intervals never overlap, every sleep and wake is written
    by the replica leading at the time, and every Lease holder sampled is a replica that says it
    leads.
+
+Each check refuses to judge nothing (`NothingToJudge`): no samples, no activity, no sleep, no
+leadership or write found in the logs (a renamed logger reads as none), no Lease holder sampled.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import itertools
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -40,7 +43,20 @@ from zeroscaler.core.durations import parse_time
 LEASE = "zeroscaler-controller"
 TOLERANCE = timedelta(seconds=1)  # status times are to the second
 _LINE = re.compile(r'^time=(\S+) level=\S+ logger=(\S+) msg=("[^"]*"|\S+)(.*)$')
+SERVICE_LOGGER = "controller"
+LEADER_LOGGER = "zeroscaler.controller.leader"
+SCALING_LOGGER = "zeroscaler.controller.scaling"
 _WRITES = {"sleeping", "woken", "woken externally"}
+
+Fault = tuple[datetime, datetime | None]  # from when the controller could not see, until when
+
+
+class NothingToJudge(AssertionError):
+    """A check was given nothing it could find a violation in: it would pass by checking nothing."""
+
+
+class Unsettled(AssertionError):
+    """Workloads still not at rest when waiting for them ran out."""
 
 
 def now() -> datetime:
@@ -78,7 +94,9 @@ class Report:
 
 
 @dataclass
-class _Workload:
+class WorkloadRecord:
+    """What the observer knows of one workload: what it should be, and what was seen."""
+
     replicas: int
     timeout: float
     counts: set[int] = field(default_factory=set)  # every count it was meant to have
@@ -98,8 +116,8 @@ class Observer:
         self._factory = api_factory
         self.namespace = namespace
         self.interval = interval
-        self.workloads: dict[str, _Workload] = {}
-        self.faults: list[tuple[datetime, datetime | None]] = []
+        self.workloads: dict[str, WorkloadRecord] = {}
+        self.faults: list[Fault] = []
         self.holders: list[tuple[datetime, str]] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -109,7 +127,7 @@ class Observer:
     def expect(self, name: str, replicas: int, timeout: float) -> None:
         """A workload to watch, created with `replicas` and an idle timeout of `timeout` s."""
         with self._lock:
-            self.workloads[name] = _Workload(replicas, timeout, {replicas})
+            self.workloads[name] = WorkloadRecord(replicas, timeout, {replicas})
 
     def set_replicas(self, name: str, replicas: int) -> None:
         """Someone else changed the count it should wake to (a conflicting writer)."""
@@ -240,115 +258,189 @@ class Observer:
     def settled(self) -> bool:
         """Whether every workload's newest sample, newer than its last activity and recovery,
         is awake at its count or asleep remembering it from a sleep after that activity."""
+        return not self.unsettled()
+
+    def unsettled(self) -> list[str]:
+        """The workloads not at rest yet, each with its newest sample."""
         with self._lock:
             ends = [end for _, end in self.faults if end is not None]
-            return all(self._rested(w, ends) for w in self.workloads.values())
-
-    @staticmethod
-    def _rested(w: _Workload, ends: list[datetime]) -> bool:
-        if not w.samples:
-            return False
-        last = w.samples[-1]
-        since = max([*(done for _, done in w.activity), *ends], default=None)
-        if since is not None and last.at <= since:
-            return False  # a sample from before: says nothing about what came after
-        # Status times are to the second: a sleep within a second of the activity may have come
-        # before it, so only a sleep clearly after it counts as rest.
-        slept_through = bool(w.activity) and _is_asleep(last, w.activity[-1][1] + TOLERANCE)
-        return _is_at_rest(last, w) and not slept_through
+            return [
+                f"{name}: {_describe(w.samples[-1]) if w.samples else 'never sampled'}"
+                for name, w in self.workloads.items()
+                if not _rested(w, ends)
+            ]
 
     def check(
-        self, bound: float, logs: Iterable[Path] = (), ended: dict[str, datetime] | None = None
+        self, bound: float, logs: Iterable[Path], ended: dict[str, datetime] | None = None
     ) -> Report:
         """Check the four invariants on what was sampled, and the controllers' logs."""
         with self._lock:
+            if not self.workloads:
+                raise NothingToJudge(f"no workload was expected in {self.namespace}")
             report = Report()
             for name, w in self.workloads.items():
-                self._check_workload(name, w, timedelta(seconds=bound), report)
+                report.add(check_wakes(name, w, self.faults, timedelta(seconds=bound)))
+                report.violations += check_premature(name, w)
+                report.violations += check_restore(name, w)
                 report.trace += _timeline(name, w, self.faults)
-            leaders = _leadership(logs, ended or {})
-            report.violations += _one_writer(leaders, self.holders)
+            leaders = read_leadership(logs, ended or {})
+            report.violations += check_one_writer(leaders, self.holders)
             return report
 
-    def _visible_from(self, at: datetime) -> datetime:
-        """When the controller could first see what was done at `at`: after the fault it fell in."""
-        for start, end in self.faults:
-            if start <= at and (end is None or at <= end):
-                return end or at
-        return at
 
-    def _check_workload(self, name: str, w: _Workload, bound: timedelta, report: Report) -> None:
-        timeout = timedelta(seconds=w.timeout)
-        for _, done in w.activity:
-            self._check_wake(name, w, done, bound, report)
-        sleeps = sorted(
-            {s.asleep_since for s in w.samples if s.state == "asleep" and s.asleep_since}
+def _rested(w: WorkloadRecord, ends: list[datetime]) -> bool:
+    if not w.samples:
+        return False
+    last = w.samples[-1]
+    since = max([*(done for _, done in w.activity), *ends], default=None)
+    if since is not None and last.at <= since:
+        return False  # a sample from before: says nothing about what came after
+    return _is_at_rest(last, w) and not _slept_too_early(last, w)
+
+
+def _slept_too_early(s: Sample, w: WorkloadRecord) -> bool:
+    """Asleep from a sleep that is not clearly the one the newest activity's timeout ends in:
+    one written at or before the activity's answer (it may have come before the change), or
+    sooner than the timeout from when the activity was sent, less a second for status times
+    written to the second (before the controller saw the change, or premature)."""
+    if s.state != "asleep" or s.asleep_since is None or not w.activity:
+        return False
+    began = max(b for b, _ in w.activity)
+    done = max(d for _, d in w.activity)
+    return s.asleep_since <= done or _too_soon(s.asleep_since, w, began)
+
+
+def _visible_from(faults: Iterable[Fault], at: datetime) -> datetime:
+    """When the controller could first see what was done at `at`: after the fault it fell in."""
+    for start, end in faults:
+        if start <= at and (end is None or at <= end):
+            return end or at
+    return at
+
+
+def check_wakes(name: str, w: WorkloadRecord, faults: Sequence[Fault], bound: timedelta) -> Report:
+    """Promise 1: after every activity the workload is awake within `bound` of the controller
+    being able to see it, and not still asleep from a sleep that began before it (or so soon
+    after it that the activity must have found it asleep, or the sleep was premature)."""
+    if not w.samples:
+        raise NothingToJudge(f"{name}: never sampled")
+    if not w.activity:
+        raise NothingToJudge(f"{name}: no activity to judge its wakes by")
+    report = Report()
+    for began, done in w.activity:
+        _check_wake(name, w, faults, (began, done), bound, report)
+    return report
+
+
+def _check_wake(
+    name: str,
+    w: WorkloadRecord,
+    faults: Sequence[Fault],
+    activity: tuple[datetime, datetime],
+    bound: timedelta,
+    report: Report,
+) -> None:
+    began, done = activity
+    times = [s.at for s in w.samples]
+    at = bisect.bisect_right(times, done)
+    before, after = w.samples[at - 1 : at], w.samples[at:]
+    was_asleep = (before and _is_asleep(before[-1], done)) or (after and _is_asleep(after[0], done))
+    first_awake = next((s for s in after if _is_awake(s, w)), None)
+    visible = _visible_from(faults, done)
+    # A fault that began before its wake (a controller killed mid-wake) moves the start on.
+    for start, end in faults:
+        began_before_wake = first_awake is None or start <= first_awake.at
+        if end is not None and start >= done and end > visible and began_before_wake:
+            visible = end
+    deadline = visible + bound
+    if was_asleep:
+        report.wakes_expected += 1
+        if first_awake is not None and first_awake.at <= deadline:
+            report.wakes_observed += 1
+            delay = max((first_awake.at - visible).total_seconds(), 0.0)
+            report.worst_delay = max(report.worst_delay or 0.0, delay)
+    # asleep-since only moves forward, so the first sleep seen after the deadline tells. A sleep
+    # the activity's own timeout cannot account for is one from before it that no wake ended,
+    # or one within a second after it (which then also found it asleep, or came too soon).
+    late = w.samples[bisect.bisect_right(times, deadline) :]
+    stuck = next((s for s in late if s.state == "asleep" and s.asleep_since is not None), None)
+    late_wake = first_awake is None or first_awake.at > deadline
+    if stuck is not None and stuck.asleep_since and _too_soon(stuck.asleep_since, w, began):
+        report.violations.append(
+            f"{name}: activity at {done:%H:%M:%S.%f} not woken within "
+            f"{bound.total_seconds():g}s of {visible:%H:%M:%S.%f}: still asleep at "
+            f"{stuck.at:%H:%M:%S.%f} since {stuck.asleep_since:%H:%M:%S}"
         )
-        for since in sleeps:
-            # Clearly after the activity was done, and too soon even from when it began.
-            early = [
-                began
-                for began, done in w.activity
-                if done + TOLERANCE < since and since - began < timeout - TOLERANCE
-            ]
-            if early:
-                report.violations.append(
-                    f"{name}: asleep since {since:%H:%M:%S}, "
-                    f"{(since - early[-1]).total_seconds():.1f}s after activity "
-                    f"(timeout {w.timeout:g}s)"
-                )
-        counts = {str(c) for c in w.counts}
-        for s in w.samples:
-            if s.state == "asleep" and s.replicas == 0 and s.restore not in counts:
-                report.violations.append(
-                    f"{name}: asleep at {s.at:%H:%M:%S.%f} with restore-replicas {s.restore!r}, "
-                    f"expected {w.replicas}"
-                )
-                break
-        if w.samples and not _is_at_rest(w.samples[-1], w):
-            last = w.samples[-1]
-            report.violations.append(
-                f"{name}: ends {last.state or 'unmanaged'} at {last.replicas} replicas "
-                f"(restore {last.restore!r}), expected awake at {w.replicas} "
-                "or asleep remembering it"
-            )
-
-    def _check_wake(
-        self, name: str, w: _Workload, activity: datetime, bound: timedelta, report: Report
-    ) -> None:
-        times = [s.at for s in w.samples]
-        at = bisect.bisect_right(times, activity)
-        before, after = w.samples[at - 1 : at], w.samples[at:]
-        was_asleep = (before and _is_asleep(before[-1], activity)) or (
-            after and _is_asleep(after[0], activity)
+    elif was_asleep and late_wake:
+        report.violations.append(
+            f"{name}: activity at {done:%H:%M:%S.%f} not woken within "
+            f"{bound.total_seconds():g}s of {visible:%H:%M:%S.%f}"
         )
-        first_awake = next((s for s in after if _is_awake(s, w)), None)
-        visible = self._visible_from(activity)
-        # A fault that began before its wake (a controller killed mid-wake) moves the start on.
-        for start, end in self.faults:
-            began_before_wake = first_awake is None or start <= first_awake.at
-            if end is not None and start >= activity and end > visible and began_before_wake:
-                visible = end
-        deadline = visible + bound
-        if was_asleep:
-            report.wakes_expected += 1
-            if first_awake is not None and first_awake.at <= deadline:
-                report.wakes_observed += 1
-                delay = max((first_awake.at - visible).total_seconds(), 0.0)
-                report.worst_delay = max(report.worst_delay or 0.0, delay)
-        # asleep-since only moves forward, so the first sleep seen after the deadline tells.
-        late = w.samples[bisect.bisect_right(times, deadline) :]
-        first_asleep = next((s for s in late if s.state == "asleep"), None)
-        stuck = first_asleep is not None and _is_asleep(first_asleep, activity - TOLERANCE)
-        late_wake = first_awake is None or first_awake.at > deadline
-        if stuck or (was_asleep and late_wake):
-            report.violations.append(
-                f"{name}: activity at {activity:%H:%M:%S.%f} not woken within "
-                f"{bound.total_seconds():g}s of {visible:%H:%M:%S.%f}"
+
+
+def _too_soon(since: datetime, w: WorkloadRecord, began: datetime) -> bool:
+    """Whether a sleep written at `since` came sooner than the timeout after an activity sent at
+    `began` would allow, less a second: status times are written to the second."""
+    return since - began < timedelta(seconds=w.timeout) - TOLERANCE
+
+
+def check_premature(name: str, w: WorkloadRecord) -> list[str]:
+    """Promise 2: no sleep begins clearly after an activity and sooner than its timeout from
+    when the activity was sent."""
+    sleeps = sorted({s.asleep_since for s in w.samples if s.state == "asleep" and s.asleep_since})
+    if not sleeps:
+        raise NothingToJudge(f"{name}: never seen asleep, so no sleep to judge")
+    if not w.activity:
+        raise NothingToJudge(f"{name}: no activity to judge its sleeps against")
+    violations = []
+    for since in sleeps:
+        # Clearly after the activity was done, and too soon even from when it began. A sleep
+        # within the second after it is left to the wake check: it either found the workload
+        # asleep (and must be woken) or was premature (and is still asleep at the deadline).
+        early = [
+            began
+            for began, done in w.activity
+            if done + TOLERANCE < since and _too_soon(since, w, began)
+        ]
+        if early:
+            violations.append(
+                f"{name}: asleep since {since:%H:%M:%S}, "
+                f"{(since - early[-1]).total_seconds():.1f}s after activity "
+                f"(timeout {w.timeout:g}s)"
             )
+    return violations
 
 
-def _timeline(name: str, w: _Workload, faults: list[tuple[datetime, datetime | None]]) -> list[str]:
+def check_restore(name: str, w: WorkloadRecord) -> list[str]:
+    """Promise 3: every asleep sample remembers a count the workload had, and it ends awake at
+    its count or asleep remembering it."""
+    asleep = [s for s in w.samples if s.state == "asleep" and s.replicas == 0]
+    if not asleep:
+        raise NothingToJudge(f"{name}: never seen asleep at 0, so no restore count to judge")
+    violations = []
+    counts = {str(c) for c in w.counts}
+    wrong = next((s for s in asleep if s.restore not in counts), None)
+    if wrong is not None:
+        violations.append(
+            f"{name}: asleep at {wrong.at:%H:%M:%S.%f} with restore-replicas {wrong.restore!r}, "
+            f"expected {w.replicas}"
+        )
+    last = w.samples[-1]
+    if not _is_at_rest(last, w):
+        violations.append(
+            f"{name}: ends {last.state or 'unmanaged'} at {last.replicas} replicas "
+            f"(restore {last.restore!r}), expected awake at {w.replicas} "
+            "or asleep remembering it"
+        )
+    return violations
+
+
+def _describe(s: Sample) -> str:
+    since = "-" if s.asleep_since is None else f"{s.asleep_since:%H:%M:%S}"
+    return f"{s.state or '-'} {s.replicas} restore={s.restore} since={since}"
+
+
+def _timeline(name: str, w: WorkloadRecord, faults: Sequence[Fault]) -> list[str]:
     """The workload's samples, one line per change, with its activity and the faults between."""
     marks = [(done, "activity") for _, done in w.activity]
     for start, end in faults:
@@ -365,9 +457,7 @@ def _timeline(name: str, w: _Workload, faults: list[tuple[datetime, datetime | N
             events.append((previous, f"then no sample for {gap:.1f}s"))
         previous = s.at
         if look != seen:
-            since = "-" if s.asleep_since is None else f"{s.asleep_since:%H:%M:%S}"
-            look_s = f"{s.state or '-'} {s.replicas} restore={s.restore} since={since}"
-            events.append((s.at, look_s))
+            events.append((s.at, _describe(s)))
             seen = look
     events.sort(key=lambda e: e[0])
     return [f"{name} {at:%H:%M:%S.%f} {what}" for at, what in events]
@@ -378,25 +468,29 @@ def _is_asleep(s: Sample, activity: datetime) -> bool:
     return s.state == "asleep" and s.asleep_since is not None and s.asleep_since <= activity
 
 
-def _is_awake(s: Sample, w: _Workload) -> bool:
+def _is_awake(s: Sample, w: WorkloadRecord) -> bool:
     return s.state in ("awake", "") and s.replicas in w.counts  # "": never put to sleep yet
 
 
-def _is_at_rest(s: Sample, w: _Workload) -> bool:
+def _is_at_rest(s: Sample, w: WorkloadRecord) -> bool:
     asleep = s.state == "asleep" and s.replicas == 0 and s.restore == str(w.replicas)
     return asleep or (s.state in ("awake", "") and s.replicas == w.replicas)
 
 
 @dataclass
-class _Leader:
+class Leader:
+    """One controller log: the replica's id, when it led, and the sleeps and wakes it wrote."""
+
     id: str
     log: str
     intervals: list[tuple[datetime, datetime]]
     writes: list[tuple[datetime, str]]
 
 
-def _leadership(logs: Iterable[Path], ended: dict[str, datetime]) -> list[_Leader]:
-    """Per controller log: when it led (to its last line or its kill) and the writes it made."""
+def read_leadership(logs: Iterable[Path], ended: dict[str, datetime]) -> list[Leader]:
+    """Per controller log: when it led (to its last line or its kill) and the writes it made.
+    A log none of whose lines reads as the controller's, or without its start, is refused: a
+    changed format or logger name would otherwise read as a replica that did nothing."""
     found = []
     for log in logs:
         begun: datetime | None = None
@@ -404,30 +498,55 @@ def _leadership(logs: Iterable[Path], ended: dict[str, datetime]) -> list[_Leade
         writes: list[tuple[datetime, str]] = []
         last: datetime | None = None
         ident = ""
+        starts = 0
         for line in log.read_text(errors="replace").splitlines():
             m = _LINE.match(line)
             if m is None:
                 continue
             at, logger, msg = parse_time(m[1]), m[2], m[3].strip('"')
-            if logger == "controller" and msg == "starting" and begun and last:
-                intervals.append((begun, last))  # a killed process, restarted into the same log
-                begun = None
+            if logger == SERVICE_LOGGER and msg == "starting":
+                starts += 1
+                if begun and last:
+                    intervals.append((begun, last))  # a killed process, restarted into the same log
+                    begun = None
             last = at
-            if logger == "zeroscaler.controller.leader" and msg == "became leader":
+            if logger == LEADER_LOGGER and msg == "became leader":
                 begun = at
-                ident = re.search(r" id=(\S+)", m[4])[1] if " id=" in m[4] else ident  # type: ignore[index]
-            elif logger == "zeroscaler.controller.leader" and msg == "stopped leading" and begun:
+                named = re.search(r" id=(\S+)", m[4])
+                if named is None:
+                    raise NothingToJudge(f"{log}: 'became leader' at {m[1]} names no id")
+                ident = named[1]
+            elif logger == LEADER_LOGGER and msg == "stopped leading" and begun:
                 intervals.append((begun, at))
                 begun = None
-            elif logger == "zeroscaler.controller.scaling" and msg in _WRITES:
+            elif logger == SCALING_LOGGER and msg in _WRITES:
                 writes.append((at, msg))
-        if begun is not None and last is not None:
+        if last is None:
+            raise NothingToJudge(f"{log}: no line reads as a controller log line")
+        if not starts:
+            raise NothingToJudge(f"{log}: no 'starting' line from logger {SERVICE_LOGGER!r}")
+        if begun is not None:
             intervals.append((begun, max(last, ended.get(str(log), last))))
-        found.append(_Leader(ident, str(log), intervals, writes))
+        found.append(Leader(ident, str(log), intervals, writes))
     return found
 
 
-def _one_writer(leaders: list[_Leader], holders: list[tuple[datetime, str]]) -> list[str]:
+def check_one_writer(leaders: list[Leader], holders: list[tuple[datetime, str]]) -> list[str]:
+    """Promise 4: leadership never overlaps, every write comes from the replica leading, and
+    every Lease holder sampled is one of ours."""
+    if not leaders:
+        raise NothingToJudge("no controller log to judge leadership by")
+    if not any(leader.intervals for leader in leaders):
+        raise NothingToJudge(
+            f"no {LEADER_LOGGER!r} 'became leader' line in {', '.join(x.log for x in leaders)}"
+        )
+    if not any(leader.writes for leader in leaders):
+        raise NothingToJudge(
+            f"no sleep or wake from {SCALING_LOGGER!r} in {', '.join(x.log for x in leaders)}"
+        )
+    held = [(at, holder) for at, holder in holders if holder]
+    if not held:
+        raise NothingToJudge("the Lease was never sampled with a holder")
     violations = []
     for leader in leaders:
         for at, what in leader.writes:
@@ -440,8 +559,8 @@ def _one_writer(leaders: list[_Leader], holders: list[tuple[datetime, str]]) -> 
                 f"{other} led from {start:%H:%M:%S.%f} while {log} led until {end:%H:%M:%S.%f}"
             )
     known = {leader.id for leader in leaders if leader.intervals}
-    for at, holder in holders:
-        if holder and known and holder not in known:
+    for at, holder in held:
+        if holder not in known:
             violations.append(
                 f"the Lease was held by {holder!r} at {at:%H:%M:%S.%f}, no replica of ours"
             )
@@ -450,7 +569,13 @@ def _one_writer(leaders: list[_Leader], holders: list[tuple[datetime, str]]) -> 
 
 
 def wait_settled(observer: Observer, timeout: float = 60.0) -> None:
-    """Wait until every workload is at rest (awake at its count, or asleep remembering it)."""
+    """Wait until every workload is at rest (awake at its count, or asleep remembering it from a
+    sleep its last activity accounts for); raise `Unsettled` naming those that are not."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not observer.settled():
+    while not observer.settled():
+        if time.monotonic() >= deadline:
+            left = observer.unsettled()
+            if not left:
+                return
+            raise Unsettled(f"not at rest after {timeout:g}s: " + "; ".join(left))
         time.sleep(observer.interval)

@@ -6,7 +6,7 @@ import contextlib
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,54 @@ WIDGET_GROUP = "zs-test.example.com"
 WIDGET = f"Widget.{WIDGET_GROUP}"
 WIDGETS = f"widgets.{WIDGET_GROUP}"
 TIMEOUT = 60.0
+Labels = tuple[tuple[str, str], ...]
+# The sample names each metric type exposes, after the family's name ("": the name itself).
+_SUFFIXES = {
+    "counter": ("_total", "_created"),
+    "histogram": ("_bucket", "_count", "_sum", "_created"),
+    "gaugehistogram": ("_bucket", "_gcount", "_gsum"),
+    "summary": ("", "_count", "_sum", "_created"),
+    "info": ("_info",),
+}
+
+
+class MissingMetric(AssertionError):
+    """A metric asked for is not in the exposition: renamed, or never exposed."""
+
+
+def read_metric(
+    text: str, name: str, labels: Mapping[str, str], *, default: float | None = None
+) -> float:
+    """The value of sample `name` with exactly `labels` in a Prometheus text exposition.
+
+    A family that does not expose `name` raises, and so does a sample whose label names differ
+    from those the family's samples carry. A missing sample of a family that is there raises
+    too, unless the caller says by `default` what none means (a labelled counter appears only
+    after its first increment)."""
+    families = list(text_string_to_metric_families(text))
+    exposing = [f for f in families if name in _sample_names(f.name, f.type)]
+    if not exposing:
+        known = ", ".join(sorted(f.name for f in families if f.name.startswith("zeroscaler")))
+        raise MissingMetric(f"no metric {name!r} in the exposition (zeroscaler's: {known})")
+    wanted = tuple(sorted(labels.items()))
+    same_name = [s for f in exposing for s in f.samples if s.name == name]
+    for s in same_name:
+        if tuple(sorted(s.labels.items())) == wanted:
+            return float(s.value)
+    keys = {tuple(sorted(s.labels)) for s in same_name}
+    if keys and tuple(sorted(labels)) not in keys:
+        carried = " or ".join(str(list(k)) for k in sorted(keys))
+        raise MissingMetric(
+            f"{name} has no label set {sorted(labels)}: its samples carry {carried}"
+        )
+    if default is None:
+        shown = ", ".join(str(dict(s.labels)) for s in same_name) or "none"
+        raise MissingMetric(f"{name}{dict(labels)} has no sample (samples: {shown})")
+    return default
+
+
+def _sample_names(family: str, kind: str) -> set[str]:
+    return {family + suffix for suffix in _SUFFIXES.get(kind, ("",))}
 
 
 @dataclass
@@ -40,16 +88,16 @@ class ControllerProcess:
     def get(self, path: str) -> httpx.Response:
         return httpx.get(f"http://127.0.0.1:{self.port}{path}", timeout=5)
 
-    def metrics(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-        text = self.get("/metrics").text
+    def metrics(self) -> dict[tuple[str, Labels], float]:
         return {
             (s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text)
+            for family in text_string_to_metric_families(self.get("/metrics").text)
             for s in family.samples
         }
 
-    def metric(self, name: str, **labels: str) -> float:
-        return self.metrics().get((name, tuple(sorted(labels.items()))), 0.0)
+    def metric(self, name: str, *, default: float | None = None, **labels: str) -> float:
+        """The sample `name` with exactly `labels`; see `read_metric` for when it raises."""
+        return read_metric(self.get("/metrics").text, name, labels, default=default)
 
     def is_leader(self) -> bool:
         try:
@@ -61,7 +109,8 @@ class ControllerProcess:
         return self.proc.poll() is None
 
     def events_seen(self, resource: str) -> float:
-        return self.metric("zeroscaler_watch_events_total", resource=resource)
+        # A labelled counter has no sample for a resource until its first event: none yet is 0.
+        return self.metric("zeroscaler_watch_events_total", default=0.0, resource=resource)
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         stop(self.proc, sig)

@@ -2,31 +2,21 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 from kubernetes import client as k8s
 
-from tests.support.invariants import Observer, Sample
-
-T0 = datetime(2026, 12, 1, 14, 15, 30, tzinfo=UTC)
-
-
-def at(seconds: float) -> datetime:
-    return T0 + timedelta(seconds=seconds)
-
-
-def second(seconds: float) -> datetime:
-    """A time as the controller writes it: to the second."""
-    return at(seconds).replace(microsecond=0)
-
-
-def asleep(when: float, since: float, replicas: int = 0) -> Sample:
-    return Sample(at(when), replicas, "asleep", "3", second(since))
-
-
-def awake(when: float, since: float | None = None) -> Sample:
-    return Sample(at(when), 3, "awake", "3", None if since is None else second(since))
+from tests.support.invariants import (
+    NothingToJudge,
+    Observer,
+    Sample,
+    Unsettled,
+    check_wakes,
+    wait_settled,
+)
+from tests.unit.recorded import BOUND, HOLDERS, REPLICA_A, REPLICA_B, asleep, at, awake
 
 
 def observed(*samples: Sample, activity: tuple[float, ...] = ()) -> Observer:
@@ -73,40 +63,63 @@ def test_a_workload_is_seen_asleep_only_once_a_sample_shows_it() -> None:
 
 def test_activity_after_a_seen_sleep_expects_a_wake() -> None:
     obs = observed(awake(0.0), asleep(3.3, 3.1), awake(3.6, 3.1), activity=(0.0, 3.4))
-    report = obs.check(bound=15.0)
+    report = check_wakes("op-0", obs.workloads["op-0"], obs.faults, BOUND)
     assert (report.wakes_expected, report.wakes_observed, report.violations) == (1, 1, [])
-
-
-def test_a_sleep_too_soon_after_activity_is_premature() -> None:
-    obs = observed(awake(0.0), asleep(2.8, 2.5), activity=(0.5,))
-    assert obs.check(bound=15.0).violations == [
-        "op-0: asleep since 14:15:32, 1.5s after activity (timeout 3s)"
-    ]
-
-
-def test_a_sleep_counts_from_when_its_activity_was_sent() -> None:
-    # The soak at 1,000 workloads: the create was answered 0.8 s after it was sent, and the
-    # controller had seen the object's watch event before that answer. Its sleep came 3 s after
-    # the event, but reads as 1.2 s after the answer.
-    obs = observed(awake(0.0), asleep(2.6, 2.1))
-    obs.activity(["op-0"], at=at(0.8), began=at(0.0))
-    assert obs.check(bound=15.0).violations == []
-    obs = observed(awake(0.0), asleep(2.6, 2.1))
-    obs.activity(["op-0"], at=at(0.8), began=at(0.2))  # sent 1.8 s before the sleep: too soon
-    assert len(obs.check(bound=15.0).violations) == 1
 
 
 def test_a_wake_between_two_awake_samples_is_not_counted() -> None:
     # Why the scenarios wait for `seen_asleep`: without a sample of the sleep, nothing shows
     # that the activity found the workload asleep.
     obs = observed(awake(0.0), awake(2.9), awake(3.6, 3.1), activity=(0.0, 3.2))
-    assert obs.check(bound=15.0).wakes_expected == 0
+    assert check_wakes("op-0", obs.workloads["op-0"], obs.faults, BOUND).wakes_expected == 0
 
 
-def test_the_trace_shows_changes_activity_faults_and_gaps() -> None:
+def test_a_sleep_in_the_second_after_the_activity_is_not_rest() -> None:
+    # Seen awake after the activity at 0.5, then asleep from 1.2: not the sleep the activity's
+    # timeout ends in, so still owed a wake (or premature), not rest.
+    obs = observed(awake(0.4), awake(0.6), asleep(1.4, 1.2), activity=(0.5,))
+    assert not obs.settled()
+    obs.workloads["op-0"].samples += [awake(1.8, 1.2), asleep(4.0, 3.8)]  # woken, then slept
+    assert obs.settled()
+
+
+def test_waiting_for_rest_fails_naming_what_did_not_settle() -> None:
+    obs = observed(awake(0.0), asleep(3.3, 3.1), asleep(5.1, 3.1), activity=(0.0, 5.0))
+    with pytest.raises(Unsettled, match=r"not at rest after 0s: op-0: asleep 0 restore=3 since="):
+        wait_settled(obs, timeout=0)
+    obs.expect("op-1", 3, 3.0)
+    with pytest.raises(Unsettled, match="op-1: never sampled"):
+        wait_settled(obs, timeout=0)
+
+
+def test_waiting_for_rest_returns_once_all_are_at_rest() -> None:
+    obs = observed(awake(0.0), asleep(3.3, 3.1), awake(5.5, 3.1), activity=(0.0, 5.0))
+    wait_settled(obs, timeout=0)
+
+
+def test_the_check_refuses_an_observer_that_expected_nothing(tmp_path: Path) -> None:
+    obs = Observer(k8s.ApiClient, "ns")
+    with pytest.raises(NothingToJudge, match="no workload was expected in ns"):
+        obs.check(15.0, [])
+
+
+def test_the_check_refuses_to_judge_one_writer_without_logs() -> None:
+    obs = observed(awake(0.0), asleep(3.3, 3.1), awake(4.5, 3.1), activity=(0.0, 4.0))
+    obs.holders += HOLDERS
+    with pytest.raises(NothingToJudge, match="no controller log"):
+        obs.check(15.0, [])
+
+
+def test_the_trace_shows_changes_activity_faults_and_gaps(tmp_path: Path) -> None:
     obs = observed(awake(0.0), awake(0.2), asleep(3.3, 3.1), awake(6.5, 3.1), activity=(0.0, 4.0))
     obs.faults.append((at(4.1), at(6.0)))
-    trace = obs.check(bound=15.0).trace
+    obs.holders += HOLDERS
+    logs = [tmp_path / "controller-a.log", tmp_path / "controller-b.log"]
+    for log, text in zip(logs, (REPLICA_A, REPLICA_B), strict=True):
+        log.write_text(text)
+    report = obs.check(15.0, logs)
+    assert report.violations == []
+    trace = report.trace
     assert [line.split(" ", 2)[2] for line in trace] == [
         "activity",
         "awake 3 restore=3 since=-",

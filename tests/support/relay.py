@@ -13,7 +13,7 @@ import threading
 from localcluster.processes import free_port
 
 
-class Cutter:
+class CuttableRelay:
     """Relays 127.0.0.1:`port` to `target_port`; `cut` closes every connection open now."""
 
     def __init__(self, target_port: int) -> None:
