@@ -174,7 +174,9 @@ class Kube:
         qps: float = 0.0,
         burst: int = 1,
         retries: int = 10,
+        transport: httpx.AsyncBaseTransport | None = None,
     ):
+        # transport: where requests go instead of the network (the unit tests' stand-in server).
         self.access = access
         self.pacer = Pacer(concurrency=max_connections, qps=qps, burst=burst)
         self.retries = retries
@@ -191,6 +193,7 @@ class Kube:
             headers={"User-Agent": "zeroscaler"},
             timeout=httpx.Timeout(timeout),
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=16),
+            transport=transport,
         )
         # SNI and certificate check against this name instead of the server's host (a tunnel).
         self._extensions = (
