@@ -16,11 +16,17 @@ from zeroscaler.core.pacing import (
     wake_retry_after,
 )
 from zeroscaler.kube import (
+    Conflict,
+    Forbidden,
+    Gone,
+    Invalid,
     Kube,
+    KubeError,
     NotFound,
     Priority,
     Transient,
     Withdrawn,
+    error_for,
     prioritized,
     urgently,
 )
@@ -288,3 +294,26 @@ async def test_a_shared_client_counts_failures_per_component_and_paces_them_as_o
     assert (dict(webhook.errors), dict(controller.errors)) == ({("GET", 404): 1}, {("GET", 404): 1})
     assert webhook.pacer is controller.pacer
     assert len(sent) == 2
+
+
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [
+        (400, Invalid),
+        (401, Forbidden),
+        (403, Forbidden),
+        (404, NotFound),
+        (409, Conflict),
+        (410, Gone),
+        (422, Invalid),
+        (429, Transient),
+        (503, Transient),
+        (0, Transient),
+    ],
+)
+def test_each_status_maps_to_the_error_that_says_how_to_react(
+    status: int, error: type[KubeError]
+) -> None:
+    found = error_for(status, b'{"kind": "Status", "reason": "Why", "message": "what"}')
+    assert type(found) is error
+    assert (found.status, found.reason, found.message) == (status, "Why", "what")
