@@ -10,12 +10,14 @@ PYTEST_ARGS ?=
 DEMO_ARGS ?=
 CHAOS_ARGS ?=
 
-.PHONY: help install controlplane image lint format test unit demo bench chaos cluster cluster-down clean package-check
+.PHONY: help install controlplane image lint format test unit chart demo bench chaos cluster cluster-down clean package-check
 
 help:
 	@echo "make demo          a kopf operator on a local Kubernetes: sleeps, wakes on a Backup, reconciles"
 	@echo "make test          lint-free code, unit tests and system tests on a real local control plane"
 	@echo "make lint          ruff, ruff format --check, mypy --strict, import-linter"
+	@echo "make unit          pure logic only: seconds, nothing built"
+	@echo "make chart         the chart rendered by the pinned helm under many value sets (part of make test)"
 	@echo "make bench         benchmarks (tables in the terminal, plots in bench/results/)"
 	@echo "make chaos         fault scenarios in full on a control plane of their own (CHAOS_ARGS=\"etcd relist\")"
 	@echo "make cluster       start a local control plane in the background; prints its kubeconfig"
@@ -73,8 +75,13 @@ TEST_MARKERS ?=
 test: install controlplane $(IMAGE_TAR) $(OPERATOR_TAR)
 	$(ISOLATE) $(PY) -m pytest -m "$(TEST_MARKERS)" $(PYTEST_ARGS)
 
+# Pure: nothing is built or started, so it needs only the virtualenv.
 unit: install
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+# `helm template` with the pinned helm, which the control-plane build provides.
+chart: install controlplane
+	$(PY) -m pytest tests/chart $(PYTEST_ARGS)
 
 # Images and binaries are built first, outside the loopback-only namespace.
 demo: install controlplane $(IMAGE_TAR) $(OPERATOR_TAR)

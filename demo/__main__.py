@@ -20,7 +20,9 @@ from demo import story, timeline
 from localcluster import build
 from localcluster.cluster import start
 
-TIMELINE = story.ROOT / "docs" / "demo-timeline.png"
+# Build output, like the images: a run leaves the working tree clean. The README's picture,
+# docs/demo-timeline.png, is refreshed only when asked (`--timeline docs/demo-timeline.png`).
+TIMELINE = story.ROOT / "dist" / "demo-timeline.png"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     report(summary, say)
     if png is not None:
         title = f"make demo ({summary['mode']}): the backup operator's replicas and pods"
+        png.parent.mkdir(parents=True, exist_ok=True)
         timeline.plot(summary["samples"], summary["marks"], png, title)
         say(f"timeline: {png}")
     if args.summary_json:

@@ -124,18 +124,18 @@ def _zeroscaler_in_containers(
         cluster.import_image(archive)
     say("   imported zeroscaler's and the operator's images into the real node's containerd")
     home = work / "helm"
+    # The chart's default mode, combined: the controller's pod serves the webhook too.
     values = real_node_values(
         cluster.server, free_port(), free_port(), controller_replicas=1,
-        idle_timeout=f"{opts.idle_timeout}s",
+        idle_timeout=f"{opts.idle_timeout}s", mode="combined",
     )  # fmt: skip
     (work / "values.yaml").write_text(yaml.safe_dump(values))
     cluster.kubectl("create", "namespace", RELEASE_NS)
     cluster.helm(home, "install", "zeroscaler", str(CHART), "-n", RELEASE_NS,
                  "-f", str(work / "values.yaml"), "--timeout", "300s", check=True)  # fmt: skip
     try:
-        for component in ("webhook", "controller"):
-            ready = functools.partial(_component_ready, cluster, component)
-            _wait(ready, f"the {component} pod Ready", 240)
+        ready = functools.partial(_component_ready, cluster, "controller")
+        _wait(ready, "the zeroscaler pod (controller and webhook) Ready", 240)
         show(cluster, say, "-n", RELEASE_NS, "get", "pods", "-o", "wide")
         yield
     finally:

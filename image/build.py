@@ -26,7 +26,8 @@ SCRIPTS: dict[str, tuple[str, str]] = {
     name: (target.partition(":")[0], target.partition(":")[2])
     for name, target in _PROJECT["scripts"].items()
 }
-# The chart's default image.repository; with the chart's appVersion as tag.
+# The name the archive is loaded as (docker.io/library/zeroscaler), with the project's version as
+# tag; the chart's defaults name the published image, so local installs set image.* to this.
 REPOSITORY = "zeroscaler"
 PYTHON = "/usr/bin/python3.11"
 SITE = "usr/local/lib/python3.11/dist-packages"  # on Debian's sys.path

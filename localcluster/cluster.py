@@ -492,7 +492,12 @@ def _create_nodes(cluster: Cluster, count: int) -> None:
                 "metadata": {
                     "name": name,
                     "annotations": {"kwok.x-k8s.io/node": "fake"},
-                    "labels": {"type": "kwok", "kubernetes.io/hostname": name},
+                    # As a kubelet labels its node: charts select Linux nodes by this label.
+                    "labels": {
+                        "type": "kwok",
+                        "kubernetes.io/hostname": name,
+                        "kubernetes.io/os": "linux",
+                    },
                 },
                 "status": {"capacity": resources, "allocatable": resources},
             }

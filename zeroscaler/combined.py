@@ -22,6 +22,7 @@ from zeroscaler.controller.scaler import Scaler
 from zeroscaler.controller.settings import Settings as ControllerSettings
 from zeroscaler.controller.settings import parse_settings
 from zeroscaler.logs import setup_logging
+from zeroscaler.metrics import Forwarded
 from zeroscaler.shutdown import stop_on_signals
 from zeroscaler.webhook import server
 from zeroscaler.webhook.app import create_app
@@ -57,6 +58,8 @@ async def run(controller: ControllerSettings, webhook: WebhookSettings) -> None:
             policies=scaler.policies if shared else None,
         )
         app = create_app(webhook, source, registry)
+        # One scrape of the metrics port sees both halves (the chart's one ServiceMonitor).
+        scaler.metrics.registry.register(Forwarded(registry))
         parts = [
             asyncio.create_task(service.serve(controller, scaler, kube, stop)),
             asyncio.create_task(

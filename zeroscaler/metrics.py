@@ -1,11 +1,14 @@
-"""What both components' /metrics carry besides their own: process figures and API errors."""
+"""What both components' /metrics carry besides their own: process figures, the build, API errors,
+and in combined mode the webhook's families on the controller's endpoint."""
 
 from __future__ import annotations
 
+import platform
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from importlib import metadata
 
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 ErrorCounts = Mapping[tuple[str, int], int]  # (HTTP method, status; 0: no answer) -> count
@@ -17,6 +20,48 @@ def register_process_collectors(registry: CollectorRegistry) -> None:
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
     GCCollector(registry=registry)
+    registry.register(BuildInfo())
+
+
+# What every process's registry carries; forwarded once, not twice, in combined mode.
+PROCESS_FAMILIES = ("process_", "python_", "zeroscaler_build_info")
+
+
+def version() -> str:
+    """The installed distribution's version; `unknown` when run from a tree pip never installed."""
+    try:
+        return metadata.version("zeroscaler")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+class BuildInfo(Collector):
+    """`zeroscaler_build_info{version, python}` 1, the usual way to join a version onto series."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "zeroscaler_build_info",
+            "1, labelled by the zeroscaler version and the Python version running it",
+            labels=["version", "python"],
+        )
+        family.add_metric([version(), platform.python_version()], 1)
+        yield family
+
+
+class Forwarded(Collector):
+    """Another registry's families, less the per-process ones this registry has already.
+
+    In combined mode one process serves the controller and the webhook; the controller's endpoint
+    forwards the webhook's families so that one scrape sees each series once.
+    """
+
+    def __init__(self, source: CollectorRegistry) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self._source.collect():
+            if not family.name.startswith(PROCESS_FAMILIES):
+                yield family
 
 
 class APIErrors(Collector):

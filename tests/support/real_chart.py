@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlparse
 
+from image import build as image_build
 from localcluster import realnode
 
 # The real node is tainted and labelled: only pods that ask for it run there.
@@ -12,6 +13,13 @@ PLACEMENT: dict[str, Any] = {
     "nodeSelector": {realnode.LABEL: "true"},
     "tolerations": [{"key": realnode.LABEL, "operator": "Exists", "effect": "NoSchedule"}],
 }
+
+
+def local_image() -> dict[str, str]:
+    """Image values for the archive `make image` built, imported into the node: never pulled."""
+    name, _, tag = image_build.default_name().rpartition(":")
+    registry, _, repository = name.partition("/")
+    return {"registry": registry, "repository": repository, "tag": tag, "pullPolicy": "Never"}
 
 
 def real_node_values(
@@ -29,7 +37,7 @@ def real_node_values(
         "mode": mode,  # combined: the controller's pods serve the webhook too
         "hostNetwork": True,  # the real node has no pod network
         "apiServer": {"host": api.hostname, "port": api.port},  # nor Service addresses
-        "image": {"pullPolicy": "Never"},  # imported, not pulled: there is no registry
+        "image": local_image(),  # imported, not pulled: there is no registry
         "controller": {
             "replicas": controller_replicas,
             "metricsPort": metrics_port,

@@ -99,6 +99,11 @@ def test_one_process_annotates_while_another_leads_then_sleeps_and_wakes_once_it
         lease_gone = '_api_errors_total{code="404",method="GET"}'
         assert f"zeroscaler{lease_gone}" in text
         assert f"zeroscaler_webhook{lease_gone}" not in hooked
+        # One scrape of the metrics port carries the webhook half's series too, and each
+        # process-wide series once: the chart's single ServiceMonitor in mode combined.
+        assert 'zeroscaler_webhook_reviews_total{outcome="patched"}' in text
+        assert text.count("# TYPE process_resident_memory_bytes ") == 1
+        assert text.count("# TYPE zeroscaler_build_info ") == 1
     finally:
         hook.unregister(api)
         hook.stop()

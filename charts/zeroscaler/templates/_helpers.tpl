@@ -130,12 +130,21 @@ secret:
 {{- printf "%s-serving" (include "zeroscaler.webhook.fullname" .) -}}
 {{- end -}}
 
+{{/*
+The image reference: <registry>/<repository>, then @digest or :tag (the chart's appVersion unless
+told). global.imageRegistry, for mirrors and air-gapped clusters, wins over image.registry; with
+neither, the repository alone is left to the container runtime's default registry.
+*/}}
 {{- define "zeroscaler.image" -}}
-{{- $tag := default .Chart.AppVersion .Values.image.tag -}}
+{{- $registry := default .Values.image.registry ((.Values.global).imageRegistry) -}}
+{{- $name := .Values.image.repository -}}
+{{- if $registry -}}
+{{- $name = printf "%s/%s" (trimSuffix "/" $registry) $name -}}
+{{- end -}}
 {{- if .Values.image.digest -}}
-{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- printf "%s@%s" $name .Values.image.digest -}}
 {{- else -}}
-{{- printf "%s:%s" .Values.image.repository $tag -}}
+{{- printf "%s:%s" $name (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
 {{- end -}}
 
@@ -233,6 +242,12 @@ topologySpreadConstraints:
 {{/* The node's network namespace for every pod, when asked for. */}}
 {{- define "zeroscaler.hostNetwork" -}}
 {{- if .Values.hostNetwork -}}
+{{- if eq (int .Values.webhook.port) 10250 -}}
+{{- fail "webhook.port 10250 is the kubelet's own port on every node: with hostNetwork set webhook.port to a free node port (e.g. 9443) and let the control plane reach it" -}}
+{{- end -}}
+{{- if eq (int .Values.controller.metricsPort) 10250 -}}
+{{- fail "controller.metricsPort 10250 is the kubelet's own port on every node: with hostNetwork choose another" -}}
+{{- end -}}
 hostNetwork: true
 # Cluster DNS names still resolve from the node's network namespace.
 dnsPolicy: ClusterFirstWithHostNet

@@ -1,14 +1,13 @@
-"""The Helm chart, rendered with `helm template` under several value sets: what it would install."""
+"""The Helm chart, rendered with `helm template` under several value sets: what it would install.
+
+Not unit tests: they run the helm binary the control-plane build provides (see conftest.py)."""
 
 from __future__ import annotations
 
 import argparse
 import base64
 import json
-import os
 import re
-import subprocess
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,8 @@ from prometheus_client import CollectorRegistry
 from pydantic_settings import CliApp
 
 from image import build as image_build
-from localcluster import build
+from tests.chart.conftest import CHART, NAMESPACE, RELEASE, Helm
+from tests.support.real_chart import local_image
 from zeroscaler.certs.command import add_certs
 from zeroscaler.certs.renewal import RenewalPolicy
 from zeroscaler.certs.renewer import Renewer, RenewerConfig
@@ -32,11 +32,11 @@ from zeroscaler.webhook.app import create_app
 from zeroscaler.webhook.settings import Settings as WebhookSettings
 from zeroscaler.webhook.state import StaticSource
 
-CHART = Path(__file__).resolve().parents[2] / "charts" / "zeroscaler"
-RELEASE, NAMESPACE = "zs", "zeroscaler"
 ENABLED_LABEL = "zeroscaler.io/enabled"
 URL = "https://127.0.0.1:9443/mutate"
-KUBE_VERSION = "1.36.3"
+APP_VERSION = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+# On the host network the webhook needs a node port other than the kubelet's 10250.
+HOST_NETWORK = ("--set", "hostNetwork=true", "--set", "webhook.port=9443")
 
 Obj = dict[str, Any]
 
@@ -54,31 +54,6 @@ WRITE_VERBS = {
     "sign",
     "use",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Helm:
-    """The helm binary and an environment that keeps its state out of the user's home."""
-
-    binary: Path
-    env: dict[str, str]
-
-    def template(self, *args: str, release: str = RELEASE) -> subprocess.CompletedProcess[str]:
-        cmd = [str(self.binary), "template", release, str(CHART), "--namespace", NAMESPACE]
-        cmd += ["--kube-version", KUBE_VERSION, *args]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=self.env)
-
-
-@pytest.fixture(scope="session")
-def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
-    versions = build.load_versions()
-    found = build.find_binaries(versions)
-    binary = found["helm"] if "helm" in found else build.ensure_binaries(versions)["helm"]
-    home = tmp_path_factory.mktemp("helm")
-    state = {
-        k: str(home / k.lower()) for k in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME")
-    }
-    return Helm(binary, {**os.environ, **state})
 
 
 def render(helm: Helm, *args: str, mode: str | None = "split") -> list[Obj]:
@@ -666,7 +641,7 @@ def _containers(objs: list[Obj]) -> list[tuple[str, Obj]]:
 
 
 def test_host_network_puts_every_pod_in_the_nodes_network(helm: Helm) -> None:
-    specs = _pod_specs(render(helm, "--set", "hostNetwork=true"))
+    specs = _pod_specs(render(helm, *HOST_NETWORK))
     assert len(specs) == 4
     for name, spec in specs:
         assert spec["hostNetwork"] is True, name
@@ -676,7 +651,7 @@ def test_host_network_puts_every_pod_in_the_nodes_network(helm: Helm) -> None:
 
 @pytest.mark.parametrize(
     ("flags", "unavailable", "surge"),
-    [([], 0, 1), (["--set", "hostNetwork=true"], 1, 0)],
+    [([], 0, 1), (HOST_NETWORK, 1, 0)],
 )
 def test_rollouts_free_the_nodes_ports_first_on_the_host_network(
     helm: Helm, flags: list[str], unavailable: int, surge: int
@@ -704,10 +679,78 @@ def test_api_server_address_reaches_in_cluster_config_of_every_container(
         assert access.server == "https://127.0.0.1:6443", name
 
 
-def test_default_image_is_the_one_make_image_builds(helm: Helm) -> None:
-    built = image_build.default_name()  # docker.io/library/zeroscaler:0.1.0
+def test_default_image_is_the_release_name_with_the_charts_app_version(helm: Helm) -> None:
     for name, c in _containers(render(helm)):
-        assert f"docker.io/library/{c['image']}" == built, name
+        assert c["image"] == f"ghcr.io/zeroscaler/zeroscaler:{APP_VERSION}", name
+
+
+def test_local_image_values_name_the_archive_make_image_builds(helm: Helm, tmp_path: Path) -> None:
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"image": local_image()}))
+    for name, c in _containers(render(helm, "--values", str(values))):
+        assert c["image"] == image_build.default_name(), name  # docker.io/library/zeroscaler:V
+        assert c["imagePullPolicy"] == "Never", name
+
+
+DIGEST = f"sha256:{'ab' * 32}"
+
+
+@pytest.mark.parametrize(
+    ("flags", "image"),
+    [
+        (["--set", "image.registry=registry.example:5000"],
+         f"registry.example:5000/zeroscaler/zeroscaler:{APP_VERSION}"),
+        (["--set", "global.imageRegistry=mirror.example/ghcr"],
+         f"mirror.example/ghcr/zeroscaler/zeroscaler:{APP_VERSION}"),
+        (["--set", "global.imageRegistry=mirror.example", "--set", "image.registry=other.example"],
+         f"mirror.example/zeroscaler/zeroscaler:{APP_VERSION}"),
+        (["--set", "image.registry=", "--set", "image.repository=zeroscaler"],
+         f"zeroscaler:{APP_VERSION}"),
+        (["--set", "image.tag=0.2.0-rc.1"], "ghcr.io/zeroscaler/zeroscaler:0.2.0-rc.1"),
+        (["--set", "global.imageRegistry=mirror.example", "--set", f"image.digest={DIGEST}"],
+         f"mirror.example/zeroscaler/zeroscaler@{DIGEST}"),
+    ],
+)  # fmt: skip
+def test_image_reference_is_registry_repository_and_tag_or_digest(
+    helm: Helm, flags: list[str], image: str
+) -> None:
+    images = {c["image"] for _, c in _containers(render(helm, *flags))}
+    assert images == {image}
+
+
+LINUX = {"kubernetes.io/os": "linux"}
+
+
+@pytest.mark.parametrize("mode", ["split", "combined"])
+def test_every_pod_runs_on_linux_nodes_of_any_architecture(helm: Helm, mode: str) -> None:
+    objs = render(helm, mode=mode)
+    specs = _pod_specs(objs)
+    assert len(specs) == (4 if mode == "split" else 3)
+    for name, spec in specs:
+        assert spec["nodeSelector"] == LINUX, name
+    assert "kubernetes.io/arch" not in yaml.safe_dump_all(objs)
+
+
+def test_the_linux_selector_can_be_dropped(helm: Helm) -> None:
+    objs = render(helm, "--set", "controller.nodeSelector.kubernetes\\.io/os=null")
+    assert "nodeSelector" not in deployment(objs, "controller")["spec"]["template"]["spec"]
+    assert deployment(objs, "webhook")["spec"]["template"]["spec"]["nodeSelector"] == LINUX
+
+
+@pytest.mark.parametrize("mode", ["job", "certManager"])
+def test_configuration_annotations_reach_the_webhook_configuration(helm: Helm, mode: str) -> None:
+    objs = render(
+        helm,
+        "--set", f"certificates.mode={mode}",
+        "--set", "webhook.configurationAnnotations.admissions\\.enforcer/disabled=true",
+    )  # fmt: skip
+    annotations = only(objs, "MutatingWebhookConfiguration")["metadata"]["annotations"]
+    assert annotations["admissions.enforcer/disabled"] == "true"  # a string, as annotations are
+    assert ("cert-manager.io/inject-ca-from" in annotations) is (mode == "certManager")
+
+
+def test_the_webhook_configuration_has_no_annotations_by_default(helm: Helm) -> None:
+    assert "annotations" not in only(render(helm), "MutatingWebhookConfiguration")["metadata"]
 
 
 def test_real_node_scheduling_reaches_every_pod(helm: Helm, tmp_path: Path) -> None:
@@ -723,7 +766,7 @@ def test_real_node_scheduling_reaches_every_pod(helm: Helm, tmp_path: Path) -> N
     specs = _pod_specs(render(helm, "--values", str(values)))
     assert len(specs) == 4
     for name, spec in specs:
-        assert spec["nodeSelector"] == selector, name
+        assert spec["nodeSelector"] == {**selector, **LINUX}, name
         assert spec["tolerations"] == [toleration], name
 
 
@@ -804,7 +847,7 @@ def test_webhook_flags_are_understood_by_zeroscaler_webhook(helm: Helm) -> None:
     settings = CliApp.run(WebhookSettings, cli_args=_args(objs, "webhook"))
     assert settings.namespace == NAMESPACE
     assert settings.host == "0.0.0.0"
-    assert settings.port == 8443
+    assert settings.port == 10250  # what a GKE private control plane reaches without a rule
     mounts = {
         m["name"]: m["mountPath"] for m in container(deployment(objs, "webhook"))["volumeMounts"]
     }
@@ -1104,7 +1147,7 @@ def test_network_policies_admit_only_each_component_port(helm: Helm) -> None:
         "--set", "networkPolicy.enabled=true",
         "--set-json", f"networkPolicy.controller.from=[{json.dumps(peer)}]",
     )  # fmt: skip
-    for component, port in (("controller", 8080), ("webhook", 8443)):
+    for component, port in (("controller", 8080), ("webhook", 10250)):
         policy = only(objs, "NetworkPolicy", f"{RELEASE}-zeroscaler-{component}")
         pod_labels = deployment(objs, component)["spec"]["template"]["metadata"]["labels"]
         assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
@@ -1172,6 +1215,13 @@ def test_priority_class_for_every_pod(helm: Helm) -> None:
         (["--set", "logFormat=yaml"], "logFormat"),
         (["--set", "controller.rbac.watchAll=false"], "watchAll"),
         (["--set", "image.pullPolicy=Sometimes"], "pullPolicy"),
+        (["--set", "image.registry=https://ghcr.io"], "registry"),
+        (["--set", "global.imageRegistry=mirror.example/"], "imageRegistry"),
+        (["--set", "image.repository=zeroscaler/zeroscaler:0.1.0"], "repository"),
+        (
+            ["--set-json", 'webhook.configurationAnnotations={"a": {"b": 1}}'],
+            "configurationAnnotations",
+        ),
         (["--set", "hostNetwork=yes"], "hostNetwork"),
         (["--set", "apiServer.host=https://127.0.0.1"], "host"),
         (["--set", "apiServer.port=0"], "port"),
@@ -1318,7 +1368,23 @@ def test_combined_mode_has_one_disruption_budget_and_network_policies_that_add_u
     for policy in (o for o in objs if o["kind"] == "NetworkPolicy"):
         assert policy["spec"]["podSelector"]["matchLabels"].items() <= pods.items()
         ports |= {p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]}
-    assert ports == {8080, 8443}
+    assert ports == {8080, 10250}
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--set", "hostNetwork=true"], "webhook.port 10250 is the kubelet's"),
+        (["--set", "hostNetwork=true", "--set", "webhook.port=9443",
+          "--set", "controller.metricsPort=10250"], "controller.metricsPort 10250 is the"),
+    ],
+)  # fmt: skip
+def test_on_the_host_network_the_kubelets_port_is_refused(
+    helm: Helm, flags: list[str], message: str
+) -> None:
+    proc = helm.template(*flags)
+    assert proc.returncode != 0
+    assert message in proc.stderr, proc.stderr
 
 
 def test_combined_mode_on_the_host_network_binds_both_ports_in_one_pod(helm: Helm) -> None:
@@ -1333,3 +1399,11 @@ def test_an_unknown_mode_is_refused_by_the_schema(helm: Helm) -> None:
     proc = helm.template("--set", "mode=both")
     assert proc.returncode != 0
     assert "mode" in proc.stderr
+
+
+def test_combined_mode_has_one_service_monitor_as_one_scrape_carries_both_halves(
+    helm: Helm,
+) -> None:
+    objs = render(helm, *MONITORING, mode="combined")
+    monitors = [o["metadata"]["name"] for o in objs if o["kind"] == "ServiceMonitor"]
+    assert monitors == [f"{RELEASE}-zeroscaler-controller"]
