@@ -15,6 +15,8 @@ from zeroscaler.certs.rotation import (
     TLS_CERT,
     TLS_KEY,
     Material,
+    decode_secret_data,
+    encode_secret_data,
     plan_certificates,
     stamps_for,
 )
@@ -80,7 +82,7 @@ async def _run(args: argparse.Namespace, hosts: list[str], renew: timedelta) -> 
             secret: dict[str, Any] | None = await kube.get(f"{path}/{args.secret}")
         except NotFound:
             secret = None
-        existing = _decode((secret or {}).get("data") or {})
+        existing = decode_secret_data((secret or {}).get("data") or {})
         material, why = plan_certificates(
             existing,
             hosts,
@@ -90,7 +92,7 @@ async def _run(args: argparse.Namespace, hosts: list[str], renew: timedelta) -> 
         )
         said = [f"secret {args.namespace}/{args.secret}: {why or 'current, unchanged'}"]
         if why is not None:
-            data = _encode(material.secret_data())
+            data = encode_secret_data(material.secret_data())
             stamps = stamps_for(why, datetime.now(UTC))
             if secret is None:
                 body = {
@@ -151,17 +153,3 @@ def _write(directory: Path, material: Material) -> None:
     key.write_bytes(material.serving.key_pem)
     (directory / CA_CERT).write_bytes(material.bundle)
     (directory / TLS_CERT).write_bytes(material.serving.cert_pem)
-
-
-def _decode(data: dict[str, str]) -> dict[str, bytes]:
-    out = {}
-    for k, v in data.items():
-        try:
-            out[k] = base64.b64decode(v)
-        except ValueError:
-            continue
-    return out
-
-
-def _encode(data: dict[str, bytes]) -> dict[str, str]:
-    return {k: base64.b64encode(v).decode() for k, v in data.items()}

@@ -33,6 +33,8 @@ from zeroscaler.certs.rotation import (
     SERVING_SINCE,
     TLS_CERT,
     TLS_KEY,
+    decode_secret_data,
+    encode_secret_data,
     names_of,
     split_bundle,
     stamp,
@@ -94,7 +96,7 @@ class Renewer:
             secret = await self.kube.get(self._secret_path)
         except NotFound:
             return False
-        return self._write_files(_decode(secret)) is not None
+        return self._write_files(decode_secret_data(secret.get("data") or {})) is not None
 
     async def sync(self) -> datetime:
         """One pass: serve the Secret's pair, take the next step; returns when to look again."""
@@ -112,7 +114,7 @@ class Renewer:
                 self.config.secret,
             )
             return now + timedelta(seconds=self.config.interval)
-        data = _decode(secret)
+        data = decode_secret_data(secret.get("data") or {})
         self._write_files(data)
         seen = observe(data, secret["metadata"].get("annotations") or {}, hooks)
         if seen is None:
@@ -179,11 +181,11 @@ class Renewer:
         body = {
             **secret,
             "metadata": {**meta, "annotations": {**(meta.get("annotations") or {}), **stamps}},
-            "data": {k: base64.b64encode(v).decode() for k, v in data.items()},
+            "data": encode_secret_data(data),
         }
         # PUT with the resourceVersion read: a replica that raced us gets a 409 and reads again.
         written = await self.kube.request("PUT", self._secret_path, body=body)
-        self._write_files(_decode(written))
+        self._write_files(decode_secret_data(written.get("data") or {}))
         return True
 
     def _write_files(self, data: dict[str, bytes]) -> x509.Certificate | None:
@@ -265,16 +267,6 @@ def _parse_stamp(text: str | None) -> datetime | None:
         return datetime.fromisoformat(text)
     except ValueError:
         return None
-
-
-def _decode(secret: dict[str, Any]) -> dict[str, bytes]:
-    out: dict[str, bytes] = {}
-    for k, v in (secret.get("data") or {}).items():
-        try:
-            out[k] = base64.b64decode(v)
-        except ValueError:
-            continue
-    return out
 
 
 def _read(path: Path) -> bytes | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -80,6 +81,22 @@ def split_bundle(bundle: bytes) -> list[bytes]:
     """The PEM certificates in a bundle, each ending with its END line and a newline."""
     parts = [p.strip() for p in bundle.split(_PEM_END) if p.strip()]
     return [p + b"\n" + _PEM_END + b"\n" for p in parts]
+
+
+def decode_secret_data(data: Mapping[str, str]) -> dict[str, bytes]:
+    """A Secret's `data` decoded; a value that is not base64 is left out, read as absent."""
+    out: dict[str, bytes] = {}
+    for k, v in data.items():
+        try:
+            out[k] = base64.b64decode(v)
+        except ValueError:
+            continue
+    return out
+
+
+def encode_secret_data(data: Mapping[str, bytes]) -> dict[str, str]:
+    """Bytes as a Secret's `data` holds them: base64 text."""
+    return {k: base64.b64encode(v).decode() for k, v in data.items()}
 
 
 def _read(existing: Mapping[str, bytes] | None) -> tuple[CertPair, CertPair, bytes] | None:

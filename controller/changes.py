@@ -12,7 +12,13 @@ from datetime import datetime
 
 from zeroscaler.controller.clock import Clock
 from zeroscaler.controller.metrics import Metrics
-from zeroscaler.controller.workload import Workload, WorkloadKey, essence, idle_since, is_newer
+from zeroscaler.controller.workload import (
+    Workload,
+    WorkloadKey,
+    initial_last_activity,
+    is_newer,
+    reconcile_inputs,
+)
 from zeroscaler.core.activity import Activity, Change, find_activity
 from zeroscaler.core.kinds import APIResource
 from zeroscaler.kube import Obj
@@ -84,13 +90,13 @@ class ChangeFeed:
                 self._enqueue(key)
             return
         if w is None:
-            start = idle_since(meta.get("annotations") or {}, self._clock.now())
+            start = initial_last_activity(meta.get("annotations") or {}, self._clock.now())
             self._workloads[key] = Workload(key, event.obj, last_activity=start)
             self._enqueue(key)
             return
         if not is_newer(event.obj, w.obj):
             return
-        changed = essence(event.obj) != essence(w.obj) or w.deleted
+        changed = reconcile_inputs(event.obj) != reconcile_inputs(w.obj) or w.deleted
         w.obj, w.deleted = event.obj, False
         # Status-only updates (pods going away after a sleep) keep the precondition fresh, no more.
         if changed:

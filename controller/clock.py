@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 
@@ -23,3 +23,23 @@ class LoopClock:
 
     def monotonic(self) -> float:
         return asyncio.get_running_loop().time()
+
+
+class ManualClock:
+    """Clocks that move only when told: the tests' stand-in for LoopClock."""
+
+    def __init__(
+        self, now: datetime = datetime(2026, 1, 1, 12, tzinfo=UTC), monotonic: float = 0.0
+    ) -> None:
+        self._now, self._monotonic = now, monotonic
+
+    def now(self) -> datetime:
+        return self._now
+
+    def monotonic(self) -> float:
+        return self._monotonic
+
+    def advance(self, seconds: float) -> None:
+        """Move both clocks on by `seconds`."""
+        self._now += timedelta(seconds=seconds)
+        self._monotonic += seconds

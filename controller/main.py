@@ -4,21 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 from collections.abc import Sequence
 
 from zeroscaler.controller import service
 from zeroscaler.controller.scaler import Scaler
 from zeroscaler.controller.settings import Settings, parse_settings
 from zeroscaler.logs import setup_logging
+from zeroscaler.shutdown import stop_on_signals
 
 
 async def run(settings: Settings) -> None:
     """Run until SIGTERM or SIGINT; give the Lease up on the way out."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals()
     async with service.clients(settings) as (watch_kube, kube):
         await service.serve(settings, Scaler(kube, settings, watch_kube), kube, stop)
 

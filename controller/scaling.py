@@ -150,8 +150,8 @@ class Scaling:
         # the count to restore. On the workload itself rather than its `scale` subresource, so
         # managedFields name zeroscaler as the owner of spec.replicas while it sleeps (a scale
         # write records no owner), and GitOps tools can be told to leave it (docs/gitops.md).
-        idle_since, version = seen
-        status = asleep_annotations(replicas, now, idle_since)
+        decided_on, version = seen
+        status = asleep_annotations(replicas, now, decided_on)
         # What is in scope now, so a restart can tell what was deleted while nobody watched.
         status[CENSUS] = format_census(self._census(w))
         try:
@@ -163,7 +163,7 @@ class Scaling:
                 status,
                 replicas=0,
                 unless=lambda: (
-                    w.last_activity > idle_since
+                    w.last_activity > decided_on
                     or w.resource_version != version
                     or self._is_not_leader()
                 ),
@@ -173,7 +173,7 @@ class Scaling:
             w.activity_at = None  # still awake: no wake is owed
             self._enqueue(w.key)
             return
-        if w.last_activity > idle_since:  # activity while the write was on its way: wake it
+        if w.last_activity > decided_on:  # activity while the write was on its way: wake it
             self._gate.due(w.key)
         else:
             w.activity_at = None

@@ -30,7 +30,7 @@ from zeroscaler.core.annotations import (
 )
 from zeroscaler.core.census import Census, Tally, difference, parse_census, tally
 from zeroscaler.core.kinds import KIND_REF_FORM, APIResource, KindRef
-from zeroscaler.core.scope import Ask, Grant, resolve_scope
+from zeroscaler.core.scope import ResolvedScope, ReviewNeeded, resolve_scope
 from zeroscaler.kube import KubeError, Obj
 
 OnActivity = Callable[[Workload, Activity, datetime], None]
@@ -138,9 +138,9 @@ class Subscriptions:
                 resource = self._served(ref, key, warnings)
                 if resource is None:
                     continue
-                grant = await self._grant(w, ref, resource, config, warnings, fresh)
-                if grant.permitted:
-                    target[(resource.group, resource.kind)] = grant.scope
+                resolved = await self._resolve_scope(w, ref, resource, config, warnings, fresh)
+                if resolved.permitted:
+                    target[(resource.group, resource.kind)] = resolved.scope
                     wanted.add(resource)
         return scopes, wanted, warnings
 
@@ -179,7 +179,7 @@ class Subscriptions:
             return None
         return resource
 
-    async def _grant(
+    async def _resolve_scope(
         self,
         w: Workload,
         ref: KindRef,
@@ -187,13 +187,13 @@ class Subscriptions:
         config: WorkloadConfig,
         warnings: list[Notice],
         fresh: bool = False,
-    ) -> Grant:
+    ) -> ResolvedScope:
         """Ask the reviews the scope rules need, in their order; warn where watching is denied."""
         names = sorted(w.names.get((resource.group, resource.kind), ()))
         answers: dict[str, bool] = {}
         wanted = config.watch_namespaces
         while isinstance(
-            step := resolve_scope(resource.namespaced, w.namespace, wanted, answers), Ask
+            step := resolve_scope(resource.namespaced, w.namespace, wanted, answers), ReviewNeeded
         ):
             answers[step.namespace] = await self._may_watch(
                 w, resource, step.namespace, names, fresh

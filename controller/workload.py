@@ -67,13 +67,13 @@ def is_newer(new: Obj, old: Obj) -> bool:
     return True
 
 
-def essence(obj: Obj) -> tuple[Any, ...]:
+def reconcile_inputs(obj: Obj) -> tuple[Any, ...]:
     """What a reconcile reads; an update that leaves it alone (status only) decides nothing."""
     meta = obj.get("metadata") or {}
     return meta.get("generation"), meta.get("annotations"), meta.get("labels"), obj.get("spec")
 
 
-def idle_since(annotations: Mapping[str, str], now: datetime) -> datetime:
+def initial_last_activity(annotations: Mapping[str, str], now: datetime) -> datetime:
     """Where a newly seen workload's idle clock starts: when it fell asleep, else now."""
     status, _ = read_status(annotations)
     if status.state == "asleep":

@@ -1,0 +1,1 @@
+"""`make demo`: a new user sees an operator put to sleep and woken on a real local cluster."""

@@ -1,0 +1,1 @@
+"""zeroscaler's tests: pure unit tests, system tests on a real control plane, and their support."""

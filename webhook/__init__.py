@@ -1,1 +1,3 @@
-"""The zeroscaler mutating admission webhook."""
+"""The mutating admission webhook: it writes zeroscaler's annotations onto workloads whose
+authors never heard of zeroscaler, from the administrators' policy and their ServiceAccounts' RBAC.
+"""

@@ -42,7 +42,6 @@ def create_app(
 ) -> FastAPI:
     """The webhook app; without a `source` it watches the cluster named by `settings`."""
     registry = registry if registry is not None else CollectorRegistry()
-    excluded = frozenset([*settings.exclude_namespaces, settings.namespace])
     live = source if source is not None else _live_source(settings, registry)
     register_process_collectors(registry)
     # The API clients whose failed requests /metrics counts; `serve` adds the renewer's.
@@ -50,18 +49,7 @@ def create_app(
     registry.register(
         APIErrors("zeroscaler_webhook_api_errors", lambda: [k.errors for k in clients])
     )
-    reviews = Counter(
-        "zeroscaler_webhook_reviews_total",
-        "Admission reviews by outcome (patched, unchanged, rejected, not-ready, error)",
-        ["outcome"],
-        registry=registry,
-    )
-    latency = Histogram(
-        "zeroscaler_webhook_review_duration_seconds",
-        "Time to decide one admission review",
-        buckets=LATENCY_BUCKETS,
-        registry=registry,
-    )
+    admission = _Admission(settings, live, registry)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -83,51 +71,7 @@ def create_app(
         openapi_url=None,
     )
     app.state.api_clients = clients
-
-    @app.post("/mutate")
-    async def mutate(request: Request) -> Response:
-        started = time.perf_counter()
-        body = await _read_limited(request, settings.max_body_bytes)
-        try:
-            if body is None:
-                raise BadReview(f"body is over {settings.max_body_bytes} bytes")
-            review = parse_review(body)
-        except BadReview as e:
-            reviews.labels("rejected").inc()
-            return JSONResponse({"message": f"malformed AdmissionReview: {e}"}, status_code=400)
-        req = review["request"]
-        if not live.is_ready():
-            # A cold cache would infer from nothing; leave the object to the controller's fallback.
-            reviews.labels("not-ready").inc()
-            return _json(build_response(req, [], [NOT_READY]))
-        namespace = req.get("namespace")
-        labels = (
-            await live.namespace_labels(namespace)
-            if isinstance(namespace, str) and namespace
-            else None
-        )
-        view = live.view()
-        try:
-            decision = decide_patch(
-                req,
-                view.policy,
-                view.rbac,
-                view.discovery,
-                namespace_labels=labels,
-                custom_resources=view.custom_resources,
-                excluded_namespaces=excluded,
-            )
-        except Exception:  # a bug must not block every deployment; admit unchanged and say so
-            log.exception("deciding %s/%s failed", namespace, req.get("name"))
-            reviews.labels("error").inc()
-            return _json(build_response(req, [], [INTERNAL_ERROR]))
-        reviews.labels("patched" if decision.patch else "unchanged").inc()
-        latency.observe(time.perf_counter() - started)
-        if decision.patch or decision.warnings:
-            log.debug(
-                "%s %s/%s: %s", req.get("operation"), namespace, req.get("name"), decision.reason
-            )
-        return _json(build_response(req, decision.patch, decision.warnings))
+    app.post("/mutate")(admission.mutate)
 
     @app.get("/healthz")
     async def healthz() -> PlainTextResponse:
@@ -144,6 +88,72 @@ def create_app(
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     return app
+
+
+class _Admission:
+    """`/mutate`: one AdmissionReview in, the patch `decide_patch` gives out, counted and timed."""
+
+    def __init__(self, settings: Settings, live: Source, registry: CollectorRegistry) -> None:
+        self._live = live
+        self._max_body = settings.max_body_bytes
+        self._excluded = frozenset([*settings.exclude_namespaces, settings.namespace])
+        self._reviews = Counter(
+            "zeroscaler_webhook_reviews_total",
+            "Admission reviews by outcome (patched, unchanged, rejected, not-ready, error)",
+            ["outcome"],
+            registry=registry,
+        )
+        self._latency = Histogram(
+            "zeroscaler_webhook_review_duration_seconds",
+            "Time to decide one admission review",
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+
+    async def mutate(self, request: Request) -> Response:
+        started = time.perf_counter()
+        body = await _read_limited(request, self._max_body)
+        try:
+            if body is None:
+                raise BadReview(f"body is over {self._max_body} bytes")
+            review = parse_review(body)
+        except BadReview as e:
+            self._reviews.labels("rejected").inc()
+            return JSONResponse({"message": f"malformed AdmissionReview: {e}"}, status_code=400)
+        req = review["request"]
+        live = self._live
+        if not live.is_ready():
+            # A cold cache would infer from nothing; leave the object to the controller's fallback.
+            self._reviews.labels("not-ready").inc()
+            return _json(build_response(req, [], [NOT_READY]))
+        namespace = req.get("namespace")
+        labels = (
+            await live.namespace_labels(namespace)
+            if isinstance(namespace, str) and namespace
+            else None
+        )
+        view = live.view()
+        try:
+            decision = decide_patch(
+                req,
+                view.policy,
+                view.rbac,
+                view.discovery,
+                namespace_labels=labels,
+                custom_resources=view.custom_resources,
+                excluded_namespaces=self._excluded,
+            )
+        except Exception:  # a bug must not block every deployment; admit unchanged and say so
+            log.exception("deciding %s/%s failed", namespace, req.get("name"))
+            self._reviews.labels("error").inc()
+            return _json(build_response(req, [], [INTERNAL_ERROR]))
+        self._reviews.labels("patched" if decision.patch else "unchanged").inc()
+        self._latency.observe(time.perf_counter() - started)
+        if decision.patch or decision.warnings:
+            log.debug(
+                "%s %s/%s: %s", req.get("operation"), namespace, req.get("name"), decision.reason
+            )
+        return _json(build_response(req, decision.patch, decision.warnings))
 
 
 async def _freeze_when_ready(live: Source, enabled: bool) -> None:

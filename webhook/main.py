@@ -16,7 +16,7 @@ from zeroscaler.webhook.settings import Settings
 def main(argv: Sequence[str] | None = None) -> None:
     """Parse settings, build the app, and serve until interrupted."""
     settings = CliApp.run(Settings, cli_args=list(sys.argv[1:] if argv is None else argv))
+    if missing := settings.tls_files_missing():
+        sys.exit(f"zeroscaler-webhook: {missing}")
     setup_logging(settings.log_level, settings.log_format)
-    if not settings.cert_file or not settings.key_file:
-        sys.exit("zeroscaler-webhook: --cert-file and --key-file are required (HTTPS only)")
     asyncio.run(serve(settings))

@@ -51,8 +51,8 @@ async def serve(
     Without `stop` uvicorn handles SIGTERM and SIGINT; with it, setting it stops the server. A
     `kube` given is the renewer's API client (its owner closes it); else the renewer makes one.
     """
-    if not settings.cert_file or not settings.key_file:
-        raise ValueError("cert_file and key_file are required")
+    if missing := settings.tls_files_missing():
+        raise ValueError(missing)
     registry = registry if registry is not None else CollectorRegistry()
     renewer = _renewer(settings, registry, kube) if settings.cert_secret else None
     if renewer is not None:

@@ -78,6 +78,12 @@ class Settings(BaseSettings):
         description="seconds a renewal step is given to reach every API server and replica",
     )
 
+    def tls_files_missing(self) -> str | None:
+        """Why the webhook cannot serve HTTPS with these settings, or None when it can."""
+        if not self.cert_file or not self.key_file:
+            return "--cert-file and --key-file are required (the webhook serves HTTPS only)"
+        return None
+
     @field_validator("cert_serving_lifetime", "cert_ca_lifetime", mode="before")
     @classmethod
     def _duration(cls, value: object) -> object:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 import sys
 from collections.abc import Sequence
 
@@ -24,6 +23,7 @@ from zeroscaler.controller.settings import Settings as ControllerSettings
 from zeroscaler.controller.settings import parse_settings
 from zeroscaler.logs import setup_logging
 from zeroscaler.metrics import Forwarded
+from zeroscaler.shutdown import stop_on_signals
 from zeroscaler.webhook import server
 from zeroscaler.webhook.app import create_app
 from zeroscaler.webhook.caches import LiveSource
@@ -41,10 +41,7 @@ def split_arguments(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 
 async def run(controller: ControllerSettings, webhook: WebhookSettings) -> None:
     """Both halves until SIGTERM or SIGINT, or until either fails (which stops the other)."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals()
     async with service.clients(controller) as (watch_kube, kube):
         # CRD specs are kept: the webhook names kinds that discovery does not serve yet.
         scaler = Scaler(kube, controller, watch_kube, crd_specs=True)
@@ -84,10 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     controller_args, webhook_args = split_arguments(sys.argv[1:] if argv is None else argv)
     controller = parse_settings(controller_args)
     webhook = CliApp.run(WebhookSettings, cli_args=webhook_args)
-    if not webhook.cert_file or not webhook.key_file:
-        sys.exit(
-            "zeroscaler-combined: the webhook's --cert-file and --key-file (after --) are needed"
-        )
+    if missing := webhook.tls_files_missing():
+        sys.exit(f"zeroscaler-combined: after --, {missing}")
     setup_logging(controller.log_level, controller.log_format)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(run(controller, webhook))

@@ -108,6 +108,17 @@ class Transient(KubeError):
     """429, 5xx or a network error: try again later."""
 
 
+_ERRORS: dict[int, type[KubeError]] = {
+    400: Invalid,
+    401: Forbidden,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    410: Gone,
+    422: Invalid,
+}  # any other status, or none: Transient
+
+
 def error_for(status: int, body: bytes | str) -> KubeError:
     """Map an HTTP status and a Status body to one of our error classes."""
     reason, message = "", ""
@@ -118,20 +129,7 @@ def error_for(status: int, body: bytes | str) -> KubeError:
             message = str(status_obj.get("message", ""))
     except (ValueError, UnicodeDecodeError):
         message = body[:500] if isinstance(body, str) else body[:500].decode(errors="replace")
-    cls: type[KubeError]
-    if status == 404:
-        cls = NotFound
-    elif status == 409:
-        cls = Conflict
-    elif status in (401, 403):
-        cls = Forbidden
-    elif status == 410:
-        cls = Gone
-    elif status in (400, 422):
-        cls = Invalid
-    else:
-        cls = Transient
-    return cls(status, reason, message)
+    return _ERRORS.get(status, Transient)(status, reason, message)
 
 
 SELF_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
@@ -174,7 +172,9 @@ class Kube:
         qps: float = 0.0,
         burst: int = 1,
         retries: int = 10,
+        transport: httpx.AsyncBaseTransport | None = None,
     ):
+        # transport: where requests go instead of the network (the unit tests' stand-in server).
         self.access = access
         self.pacer = Pacer(concurrency=max_connections, qps=qps, burst=burst)
         self.retries = retries
@@ -191,6 +191,7 @@ class Kube:
             headers={"User-Agent": "zeroscaler"},
             timeout=httpx.Timeout(timeout),
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=16),
+            transport=transport,
         )
         # SNI and certificate check against this name instead of the server's host (a tunnel).
         self._extensions = (

@@ -1,0 +1,1 @@
+"""What the system tests, the fault scenarios and the benchmarks share: no tests of their own."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
@@ -36,19 +35,19 @@ async def _through(kubeconfig: Path, *calls: str) -> None:
             await {"get": _get, "watch": _watch}[call](kube)
 
 
-def test_tls_server_name_a_certificate_carries_is_accepted(
+async def test_tls_server_name_a_certificate_carries_is_accepted(
     cluster: Cluster, tmp_path: Path
 ) -> None:
     # The serving certificate names kubernetes.default.svc as well as the address we dial.
     kubeconfig = _with_server_name(cluster, tmp_path / "k", "kubernetes.default.svc")
-    asyncio.run(_through(kubeconfig, "get", "watch"))
+    await _through(kubeconfig, "get", "watch")
 
 
 @pytest.mark.parametrize("call", ["get", "watch"])
-def test_tls_server_name_is_what_the_certificate_is_checked_against(
+async def test_tls_server_name_is_what_the_certificate_is_checked_against(
     cluster: Cluster, tmp_path: Path, call: str
 ) -> None:
     # 127.0.0.1 alone would pass; a name the certificate lacks must not.
     kubeconfig = _with_server_name(cluster, tmp_path / "k", "elsewhere.example")
     with pytest.raises(Transient, match=r"elsewhere\.example"):
-        asyncio.run(_through(kubeconfig, call))
+        await _through(kubeconfig, call)

@@ -2,28 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
-from tests.unit.held_events import NOW, workload
+from tests.unit.held_events import workload
 from zeroscaler.controller.accounting import Accounting
+from zeroscaler.controller.clock import ManualClock
 from zeroscaler.controller.metrics import Metrics
 from zeroscaler.core.annotations import WorkloadStatus
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.at = 0.0
-
-    def now(self) -> datetime:
-        return NOW
-
-    def monotonic(self) -> float:
-        return self.at
-
-
 def test_only_asleep_managed_workloads_save_and_each_counts_its_restore_replicas() -> None:
     metrics = Metrics(lambda: {}, lambda: 0, lambda: True)
-    clock = Clock()
+    clock = ManualClock()
     accounting = Accounting(metrics, clock)
     three, one, awake, unmanaged = (workload(n) for n in ("three", "one", "awake", "unmanaged"))
     three.status = WorkloadStatus("asleep", 3)
@@ -34,11 +22,11 @@ def test_only_asleep_managed_workloads_save_and_each_counts_its_restore_replicas
         w.managed = True
     everyone = [three, one, awake, unmanaged]
     accounting.account_all(everyone)  # starts the count: nothing saved yet
-    clock.at = 10.0
+    clock.advance(10)
     accounting.account_all(everyone)
     assert metrics.replica_seconds_saved._value.get() == 40.0
-    clock.at = 12.0
+    clock.advance(2)
     accounting.account(three, stop=True)  # woken: 2 s more at 3, then no longer counted
-    clock.at = 20.0
+    clock.advance(8)
     accounting.account_all(everyone)
     assert metrics.replica_seconds_saved._value.get() == 40.0 + 6.0 + 10.0

@@ -6,7 +6,15 @@ from datetime import UTC, datetime, timedelta
 
 from cryptography import x509
 
-from zeroscaler.certs.rotation import CA_CERT, CA_KEY, TLS_CERT, plan_certificates, split_bundle
+from zeroscaler.certs.rotation import (
+    CA_CERT,
+    CA_KEY,
+    TLS_CERT,
+    decode_secret_data,
+    encode_secret_data,
+    plan_certificates,
+    split_bundle,
+)
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 HOSTS = ["svc.ns.svc", "127.0.0.1"]
@@ -51,3 +59,9 @@ def test_hosts_change_or_garbage() -> None:
     assert plan_certificates({CA_CERT: data[CA_CERT]}, HOSTS, renew_before=MONTH, now=T0)[1] == (
         "issued"
     )
+
+
+def test_secret_data_reads_back_as_written_and_a_value_not_base64_reads_as_absent() -> None:
+    data = {"tls.crt": b"-----BEGIN CERTIFICATE-----\n", "tls.key": b"\x00\xff"}
+    assert decode_secret_data(encode_secret_data(data)) == data
+    assert decode_secret_data({"tls.crt": "Zm9v", "tls.key": "not base64!"}) == {"tls.crt": b"foo"}

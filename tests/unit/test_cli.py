@@ -37,7 +37,7 @@ from zeroscaler.core.durations import parse_time
 from zeroscaler.core.idleness import Seen
 from zeroscaler.core.kinds import APIResource, parse_kind_ref
 from zeroscaler.core.manual import Manual
-from zeroscaler.core.scope import Grant
+from zeroscaler.core.scope import ResolvedScope
 from zeroscaler.kube import Forbidden, Transient
 
 NOW = parse_time("2026-01-01T12:00:00Z")
@@ -421,7 +421,7 @@ def test_explain_says_what_wakes_it_and_when_it_sleeps() -> None:
             "zeroscaler.io/watched-kinds",
             False,
             WIDGET,
-            Grant(True, frozenset({"ops"})),
+            ResolvedScope(True, frozenset({"ops"})),
             True,
             (("", False), ("ops", True)),
         ),

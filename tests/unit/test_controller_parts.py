@@ -3,7 +3,6 @@ Lease at shutdown."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
@@ -12,11 +11,10 @@ import httpx
 import pytest
 from pydantic_settings import CliApp
 
+from tests.unit.mock_api import kube_served_by
 from zeroscaler.controller.leader import LeaderElector
 from zeroscaler.controller.settings import parse_settings
 from zeroscaler.controller.workload import trim_workload
-from zeroscaler.credentials import ClusterAccess
-from zeroscaler.kube import Kube
 from zeroscaler.logs import JsonFormatter, LogfmtFormatter
 from zeroscaler.webhook.settings import Settings as WebhookSettings
 
@@ -172,7 +170,7 @@ def test_trim_workload_keeps_what_the_scaler_reads() -> None:
     }
 
 
-def test_the_lease_is_freed_only_after_the_writes_on_their_way() -> None:
+async def test_the_lease_is_freed_only_after_the_writes_on_their_way() -> None:
     """At shutdown no new write starts, those on their way land, and only then does the Lease go:
     a standby taking over at once never writes beside them."""
     order: list[str] = []
@@ -185,10 +183,7 @@ def test_the_lease_is_freed_only_after_the_writes_on_their_way() -> None:
         order.append(f"{request.method} lease")
         return httpx.Response(200, json=lease)
 
-    kube = Kube(ClusterAccess(server="https://127.0.0.1:1"))
-    kube._http = httpx.AsyncClient(
-        base_url="https://127.0.0.1:1", transport=httpx.MockTransport(handler)
-    )
+    kube = kube_served_by(handler)
     elector = LeaderElector(
         kube, "zs", "lease", "ctl-a", 3.0, lambda held: order.append(f"leading={held}")
     )
@@ -197,6 +192,6 @@ def test_the_lease_is_freed_only_after_the_writes_on_their_way() -> None:
     async def drain() -> None:
         order.append("drained")
 
-    asyncio.run(elector.release(drain))
+    await elector.release(drain)
     assert order == ["leading=False", "drained", "leading=False", "GET lease", "PATCH lease"]
     assert not elector.is_leader

@@ -10,6 +10,7 @@ from typing import Literal, TypeVar
 import pytest
 
 from zeroscaler.controller.changes import ChangeFeed
+from zeroscaler.controller.clock import ManualClock
 from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.queue import KeyedQueue, WakeGate
 from zeroscaler.controller.workload import Workload, count_pending_wakes, owes_wake
@@ -28,47 +29,39 @@ async def taken(waiting: Awaitable[T]) -> T | None:
         return None
 
 
-def test_a_key_added_twice_is_taken_once() -> None:
-    async def run() -> list[str | None]:
-        queue: KeyedQueue[str] = KeyedQueue()
-        for key in ("a", "b", "a"):
-            queue.add(key)
-        return [await taken(queue.take()) for _ in range(3)]
-
-    assert asyncio.run(run()) == ["a", "b", None]
+async def test_a_key_added_twice_is_taken_once() -> None:
+    queue: KeyedQueue[str] = KeyedQueue()
+    for key in ("a", "b", "a"):
+        queue.add(key)
+    assert [await taken(queue.take()) for _ in range(3)] == ["a", "b", None]
 
 
-def test_a_running_key_is_not_handed_out_again_until_released() -> None:
-    async def run() -> list[str | None]:
-        queue: KeyedQueue[str] = KeyedQueue()
-        queue.add("a")
-        first = await taken(queue.take())
-        queue.add("a")  # asked for while it runs
-        queue.add("b")
-        second = await taken(queue.take())  # "a" is skipped: it is running
-        nothing = await taken(queue.take())
-        queue.release("a")  # done: it was asked for meanwhile, so it waits again
-        third = await taken(queue.take())
-        queue.release("a")
-        return [first, second, nothing, third, await taken(queue.take())]
-
-    assert asyncio.run(run()) == ["a", "b", None, "a", None]
+async def test_a_running_key_is_not_handed_out_again_until_released() -> None:
+    queue: KeyedQueue[str] = KeyedQueue()
+    queue.add("a")
+    first = await taken(queue.take())
+    queue.add("a")  # asked for while it runs
+    queue.add("b")
+    second = await taken(queue.take())  # "a" is skipped: it is running
+    nothing = await taken(queue.take())
+    queue.release("a")  # done: it was asked for meanwhile, so it waits again
+    third = await taken(queue.take())
+    queue.release("a")
+    last = await taken(queue.take())
+    assert [first, second, nothing, third, last] == ["a", "b", None, "a", None]
 
 
-def test_wakes_due_go_first_and_some_workers_take_only_them() -> None:
-    async def run() -> list[str | None]:
-        due: set[str] = set()
-        queue: KeyedQueue[str] = KeyedQueue(due.__contains__)
-        for key in ("a", "b", "c"):
-            queue.add(key)
-        due.add("c")
-        queue.add("c")  # became urgent while waiting: moves up
-        taken_ = [await taken(queue.take(urgent_only=True)), await taken(queue.take())]
-        taken_.append(await taken(queue.take(urgent_only=True)))  # only "b" is left: not urgent
-        taken_ += [await taken(queue.take()), await taken(queue.take())]
-        return taken_
-
-    assert asyncio.run(run()) == ["c", "a", None, "b", None]
+async def test_wakes_due_go_first_and_some_workers_take_only_them() -> None:
+    due: set[str] = set()
+    queue: KeyedQueue[str] = KeyedQueue(due.__contains__)
+    for key in ("a", "b", "c"):
+        queue.add(key)
+    due.add("c")
+    queue.add("c")  # became urgent while waiting: moves up
+    taken_ = [await taken(queue.take(urgent_only=True)), await taken(queue.take())]
+    taken_.append(await taken(queue.take(urgent_only=True)))  # only "b" is left: not urgent
+    taken_ += [await taken(queue.take()), await taken(queue.take())]
+    assert taken_ == ["c", "a", None, "b", None]
 
 
 def test_a_wake_is_due_until_done() -> None:
@@ -79,17 +72,6 @@ def test_a_wake_is_due_until_done() -> None:
     assert (gate.is_due("a"), gate.is_due("b")) == (False, True)
     gate.done("b")
     assert not gate.is_due("b")
-
-
-class FakeClock:
-    def __init__(self, now: datetime, monotonic: float) -> None:
-        self._now, self._monotonic = now, monotonic
-
-    def now(self) -> datetime:
-        return self._now
-
-    def monotonic(self) -> float:
-        return self._monotonic
 
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
@@ -110,7 +92,7 @@ def test_activity_restarts_the_clock_and_makes_a_wake_due(
     woken: list[object] = []
     feed = ChangeFeed(
         {},
-        clock=FakeClock(NOW, 7.5),
+        clock=ManualClock(NOW, 7.5),
         metrics=Metrics(dict, lambda: 0, lambda: True),
         enqueue=queued.append,
         is_running=lambda _: running,
@@ -127,7 +109,7 @@ def test_activity_restarts_the_clock_and_makes_a_wake_due(
 def test_a_pending_wake_keeps_the_reason_of_the_change_that_woke_it() -> None:
     feed = ChangeFeed(
         {},
-        clock=FakeClock(NOW, 7.5),
+        clock=ManualClock(NOW, 7.5),
         metrics=Metrics(dict, lambda: 0, lambda: True),
         enqueue=lambda _: None,
         is_running=lambda _: False,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import sys
@@ -137,7 +136,7 @@ def test_a_missing_kubeconfig_is_named(tmp_path: Path) -> None:
         load_access(str(tmp_path / "nope"))
 
 
-def test_exec_credentials_are_asked_for_again_after_a_401(tmp_path: Path) -> None:
+async def test_exec_credentials_are_asked_for_again_after_a_401(tmp_path: Path) -> None:
     source = tmp_path / "issued"
     source.write_text("first")
     plugin = (
@@ -158,13 +157,10 @@ def test_exec_credentials_are_asked_for_again_after_a_401(tmp_path: Path) -> Non
     def server(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200 if request.headers["Authorization"] == "Bearer second" else 401)
 
-    async def call() -> int:
-        transport = httpx.MockTransport(server)
-        async with httpx.AsyncClient(transport=transport, auth=access.auth()) as client:
-            return (await client.get("https://h/api")).status_code
-
     source.write_text("second")  # the first token expired; the plugin now hands out another
-    assert asyncio.run(call()) == 200
+    transport = httpx.MockTransport(server)
+    async with httpx.AsyncClient(transport=transport, auth=access.auth()) as client:
+        assert (await client.get("https://h/api")).status_code == 200
 
 
 def test_exec_credentials_without_the_kubernetes_package_say_what_to_install(
@@ -217,7 +213,7 @@ def test_a_rotated_token_file_is_read_again_after_a_401(tmp_path: Path) -> None:
     assert seen == ["Bearer old", "Bearer old", "Bearer new"]
 
 
-def test_a_failing_reload_keeps_the_token_it_had() -> None:
+async def test_a_failing_reload_keeps_the_token_it_had() -> None:
     def broken() -> str:
         raise ConfigError("credential plugin failed: exit 1")
 
@@ -227,10 +223,8 @@ def test_a_failing_reload_keeps_the_token_it_had() -> None:
         sent.append(request.headers["Authorization"])
         return httpx.Response(401)
 
-    async def call() -> int:
-        auth = BearerAuth(broken, initial="held")
-        async with httpx.AsyncClient(transport=httpx.MockTransport(server), auth=auth) as c:
-            return (await c.get("https://h/api")).status_code
-
-    assert asyncio.run(call()) == 401  # the 401 comes back; the reload's failure does not
+    auth = BearerAuth(broken, initial="held")
+    async with httpx.AsyncClient(transport=httpx.MockTransport(server), auth=auth) as c:
+        # The 401 comes back; the reload's failure does not.
+        assert (await c.get("https://h/api")).status_code == 401
     assert sent == ["Bearer held"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from zeroscaler.core.durations import parse_time
-from zeroscaler.core.idleness import build_interest, idle_since, newest_activity
+from zeroscaler.core.idleness import build_interest, estimate_idle_start, newest_activity
 from zeroscaler.core.kinds import APIResource
 
 CONFIGMAP = APIResource("", "v1", "configmaps", "ConfigMap")
@@ -67,8 +67,8 @@ def test_owned_objects_count_through_their_controller_owner() -> None:
 
 def test_idle_since_is_the_latest_known() -> None:
     created = parse_time("2026-01-01T09:00:00Z")
-    assert idle_since(None, None, None) is None
-    assert idle_since(LAST, created, None) == LAST
+    assert estimate_idle_start(None, None, None) is None
+    assert estimate_idle_start(LAST, created, None) == LAST
     seen = newest_activity([(CONFIGMAP, obj("a", ("x", "2026-01-01T10:30:00Z", "")))], INTEREST)
-    assert idle_since(LAST, created, seen) == parse_time("2026-01-01T10:30:00Z")
-    assert idle_since(None, created, None) == created
+    assert estimate_idle_start(LAST, created, seen) == parse_time("2026-01-01T10:30:00Z")
+    assert estimate_idle_start(None, created, None) == created

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Any
 
 import httpx
 import pytest
 
+from tests.unit.mock_api import kube_served_by
 from zeroscaler.core.pacing import (
     DEFAULT_RETRY_AFTER,
     MAX_RETRY_AFTER,
@@ -16,13 +15,18 @@ from zeroscaler.core.pacing import (
     parse_retry_after,
     wake_retry_after,
 )
-from zeroscaler.credentials import ClusterAccess
 from zeroscaler.kube import (
+    Conflict,
+    Forbidden,
+    Gone,
+    Invalid,
     Kube,
+    KubeError,
     NotFound,
     Priority,
     Transient,
     Withdrawn,
+    error_for,
     prioritized,
     urgently,
 )
@@ -129,15 +133,6 @@ def test_bad_settings_are_refused(kwargs: dict[str, float], message: str) -> Non
         Pacer(**kwargs)  # type: ignore[arg-type]
 
 
-def _served_by(handler: Callable[[httpx.Request], Any], connections: int = 1) -> Kube:
-    """A Kube whose requests `handler` answers (sync or async), `connections` at a time."""
-    kube = Kube(ClusterAccess(server="https://127.0.0.1:1"), max_connections=connections)
-    kube._http = httpx.AsyncClient(
-        base_url="https://127.0.0.1:1", transport=httpx.MockTransport(handler)
-    )
-    return kube
-
-
 def _kube(answers: list[int], *, retries: int = 10, concurrency: int = 4) -> tuple[Kube, list[int]]:
     """A Kube whose transport answers with `answers` in turn (429s with Retry-After: 0)."""
     sent: list[int] = []
@@ -148,40 +143,35 @@ def _kube(answers: list[int], *, retries: int = 10, concurrency: int = 4) -> tup
         headers = {"Retry-After": "0"} if status == 429 else {}
         return httpx.Response(status, headers=headers, json={"kind": "Status"})
 
-    kube = _served_by(handler, concurrency)
+    kube = kube_served_by(handler, concurrency)
     kube.retries = retries
     return kube, sent
 
 
-def test_a_429_is_sent_again_and_counted() -> None:
+async def test_a_429_is_sent_again_and_counted() -> None:
     kube, sent = _kube([429, 429, 200])
     counted: list[int] = []
     kube.on_throttled = lambda: counted.append(1)
-    assert asyncio.run(kube.patch("/apis/apps/v1/x/scale", {"spec": {"replicas": 1}})) == {
-        "kind": "Status"
-    }
+    answer = await kube.patch("/apis/apps/v1/x/scale", {"spec": {"replicas": 1}})
+    assert answer == {"kind": "Status"}
     assert sent == [429, 429, 200]
     assert kube.throttled == 2
     assert len(counted) == 2
     assert kube.pacer.in_flight == 0
 
 
-def test_429s_past_the_retries_raise_transient() -> None:
+async def test_429s_past_the_retries_raise_transient() -> None:
     kube, sent = _kube([429], retries=2)
     with pytest.raises(Transient) as e:
-        asyncio.run(kube.get("/api/v1/namespaces"))
+        await kube.get("/api/v1/namespaces")
     assert e.value.status == 429
     assert len(sent) == 3
     assert kube.pacer.in_flight == 0
 
 
-def test_requests_wait_for_a_place_and_all_get_one() -> None:
+async def test_requests_wait_for_a_place_and_all_get_one() -> None:
     kube, sent = _kube([200], concurrency=2)
-
-    async def many() -> list[dict[str, object]]:
-        return await asyncio.gather(*(kube.get(f"/x/{i}") for i in range(50)))
-
-    assert len(asyncio.run(many())) == 50
+    assert len(await asyncio.gather(*(kube.get(f"/x/{i}") for i in range(50)))) == 50
     assert len(sent) == 50
     assert kube.pacer.in_flight == 0
 
@@ -198,122 +188,132 @@ def _first_held() -> tuple[Kube, list[str], asyncio.Event]:
             await gate.wait()
         return httpx.Response(200, json={})
 
-    return _served_by(handler), sent, gate
+    return kube_served_by(handler), sent, gate
 
 
-def test_urgent_requests_go_before_normal_ones_that_waited_longer() -> None:
+async def test_urgent_requests_go_before_normal_ones_that_waited_longer() -> None:
     kube, sent, gate = _first_held()
 
-    async def scenario() -> None:
-        first = asyncio.create_task(kube.get("/first"))
-        await asyncio.sleep(0.01)
-        normal = [asyncio.create_task(kube.get(f"/normal-{i}")) for i in range(2)]
-        await asyncio.sleep(0.01)
-        urgent = asyncio.create_task(kube.patch("/urgent", {}, urgent=True))
-        with urgently():  # a task started here makes urgent requests, a read too
-            read = asyncio.create_task(kube.get("/urgent-read"))
-        await asyncio.sleep(0.01)
-        gate.set()
-        await asyncio.gather(first, *normal, urgent, read)
+    first = asyncio.create_task(kube.get("/first"))
+    await asyncio.sleep(0.01)
+    normal = [asyncio.create_task(kube.get(f"/normal-{i}")) for i in range(2)]
+    await asyncio.sleep(0.01)
+    urgent = asyncio.create_task(kube.patch("/urgent", {}, urgent=True))
+    with urgently():  # a task started here makes urgent requests, a read too
+        read = asyncio.create_task(kube.get("/urgent-read"))
+    await asyncio.sleep(0.01)
+    gate.set()
+    await asyncio.gather(first, *normal, urgent, read)
 
-    asyncio.run(scenario())
     assert sent == ["/first", "/urgent", "/urgent-read", "/normal-0", "/normal-1"]
 
 
-def test_waiting_requests_go_by_priority_then_in_order() -> None:
+async def test_waiting_requests_go_by_priority_then_in_order() -> None:
     kube, sent, gate = _first_held()
 
-    async def scenario() -> None:
-        first = asyncio.create_task(kube.get("/first"))
-        await asyncio.sleep(0.01)
-        waiting = []
-        for level in (Priority.BACKGROUND, Priority.NORMAL, Priority.PROMPT, Priority.URGENT):
-            with prioritized(level):  # a task started here waits at that level
-                waiting.append(asyncio.create_task(kube.get(f"/{level.name.lower()}-1")))
-            waiting.append(
-                asyncio.create_task(kube.patch(f"/{level.name.lower()}-2", {}, priority=level))
-            )
-        await asyncio.sleep(0.01)
-        gate.set()
-        await asyncio.gather(first, *waiting)
+    first = asyncio.create_task(kube.get("/first"))
+    await asyncio.sleep(0.01)
+    waiting = []
+    for level in (Priority.BACKGROUND, Priority.NORMAL, Priority.PROMPT, Priority.URGENT):
+        with prioritized(level):  # a task started here waits at that level
+            waiting.append(asyncio.create_task(kube.get(f"/{level.name.lower()}-1")))
+        waiting.append(
+            asyncio.create_task(kube.patch(f"/{level.name.lower()}-2", {}, priority=level))
+        )
+    await asyncio.sleep(0.01)
+    gate.set()
+    await asyncio.gather(first, *waiting)
 
-    asyncio.run(scenario())
     levels = ("urgent", "prompt", "normal", "background")
     assert sent == ["/first", *(f"/{level}-{i}" for level in levels for i in (1, 2))]
 
 
-def test_a_request_withdrawn_while_waiting_is_never_sent() -> None:
+async def test_a_request_withdrawn_while_waiting_is_never_sent() -> None:
     kube, sent, gate = _first_held()
     called_off = False
 
-    async def scenario() -> tuple[BaseException | None, Kube]:
-        nonlocal called_off
-        first = asyncio.create_task(kube.get("/first"))
-        await asyncio.sleep(0.01)
-        sleep = asyncio.create_task(kube.patch("/sleep", {}, unless=lambda: called_off))
-        after = asyncio.create_task(kube.get("/after"))
-        await asyncio.sleep(0.01)
-        called_off = True  # activity seen while the sleep waited
-        gate.set()
-        results = await asyncio.gather(first, sleep, after, return_exceptions=True)
-        error = results[1]
-        return (error if isinstance(error, BaseException) else None), kube
+    first = asyncio.create_task(kube.get("/first"))
+    await asyncio.sleep(0.01)
+    sleep = asyncio.create_task(kube.patch("/sleep", {}, unless=lambda: called_off))
+    after = asyncio.create_task(kube.get("/after"))
+    await asyncio.sleep(0.01)
+    called_off = True  # activity seen while the sleep waited
+    gate.set()
+    results = await asyncio.gather(first, sleep, after, return_exceptions=True)
+    error = results[1]
 
-    error, kube = asyncio.run(scenario())
     assert isinstance(error, Withdrawn)
     assert sent == ["/first", "/after"]
     assert kube.pacer.in_flight == 0
 
 
-def test_a_request_cancelled_while_waiting_gives_its_turn_to_the_next() -> None:
+async def test_a_request_cancelled_while_waiting_gives_its_turn_to_the_next() -> None:
     kube, _, gate = _first_held()
 
-    async def scenario() -> Kube:
-        first = asyncio.create_task(kube.get("/first"))
-        await asyncio.sleep(0.01)
-        doomed = asyncio.create_task(kube.get("/doomed"))
-        after = asyncio.create_task(kube.get("/after"))
-        await asyncio.sleep(0.01)
-        doomed.cancel()
-        gate.set()
-        await asyncio.gather(first, after)
-        return kube
+    first = asyncio.create_task(kube.get("/first"))
+    await asyncio.sleep(0.01)
+    doomed = asyncio.create_task(kube.get("/doomed"))
+    after = asyncio.create_task(kube.get("/after"))
+    await asyncio.sleep(0.01)
+    doomed.cancel()
+    gate.set()
+    await asyncio.gather(first, after)
 
-    kube = asyncio.run(scenario())
     assert kube.pacer.in_flight == 0
 
 
-def test_settle_returns_once_the_requests_in_flight_are_answered() -> None:
+async def test_settle_returns_once_the_requests_in_flight_are_answered() -> None:
     kube, sent, gate = _first_held()
 
-    async def scenario() -> tuple[bool, bool]:
-        first = asyncio.create_task(kube.get("/first"))
-        await asyncio.sleep(0.01)
-        settling = asyncio.create_task(kube.settle())
-        await asyncio.sleep(0.01)
-        held = not settling.done()  # /first is still on its way
-        gate.set()
-        await asyncio.wait_for(settling, 1)
-        await first
-        return held, settling.done()
+    first = asyncio.create_task(kube.get("/first"))
+    await asyncio.sleep(0.01)
+    settling = asyncio.create_task(kube.settle())
+    await asyncio.sleep(0.01)
+    held = not settling.done()  # /first is still on its way
+    gate.set()
+    await asyncio.wait_for(settling, 1)
+    await first
 
-    assert asyncio.run(scenario()) == (True, True)
+    assert (held, settling.done()) == (True, True)
     assert sent == ["/first"]
 
 
-def test_settle_with_nothing_in_flight_returns_at_once() -> None:
+async def test_settle_with_nothing_in_flight_returns_at_once() -> None:
     kube, _, _ = _first_held()
-    asyncio.run(asyncio.wait_for(kube.settle(), 1))
+    await asyncio.wait_for(kube.settle(), 1)
 
 
-def test_a_shared_client_counts_each_components_failures_apart_and_paces_them_as_one() -> None:
+async def test_a_shared_client_counts_failures_per_component_and_paces_them_as_one() -> None:
     controller, sent = _kube([404])
     webhook = controller.sharing()
     with pytest.raises(NotFound):
-        asyncio.run(webhook.get("/api/v1/namespaces/x"))
+        await webhook.get("/api/v1/namespaces/x")
     assert (dict(webhook.errors), dict(controller.errors)) == ({("GET", 404): 1}, {})
     with pytest.raises(NotFound):
-        asyncio.run(controller.get("/api/v1/namespaces/y"))
+        await controller.get("/api/v1/namespaces/y")
     assert (dict(webhook.errors), dict(controller.errors)) == ({("GET", 404): 1}, {("GET", 404): 1})
     assert webhook.pacer is controller.pacer
     assert len(sent) == 2
+
+
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [
+        (400, Invalid),
+        (401, Forbidden),
+        (403, Forbidden),
+        (404, NotFound),
+        (409, Conflict),
+        (410, Gone),
+        (422, Invalid),
+        (429, Transient),
+        (503, Transient),
+        (0, Transient),
+    ],
+)
+def test_each_status_maps_to_the_error_that_says_how_to_react(
+    status: int, error: type[KubeError]
+) -> None:
+    found = error_for(status, b'{"kind": "Status", "reason": "Why", "message": "what"}')
+    assert type(found) is error
+    assert (found.status, found.reason, found.message) == (status, "Why", "what")

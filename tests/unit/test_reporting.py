@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
-from datetime import datetime
 from typing import Any
 
+import httpx
+
 from tests.unit.held_events import NOW, HeldRecorder, workload
+from tests.unit.mock_api import kube_served_by
+from zeroscaler.controller.clock import ManualClock
 from zeroscaler.controller.permissions import AccessReviews
 from zeroscaler.controller.reporting import Reporter, joined_message
 from zeroscaler.controller.subscription import Subscriptions
@@ -15,33 +18,30 @@ from zeroscaler.controller.workload import Workload
 from zeroscaler.core.annotations import WorkloadConfig
 from zeroscaler.core.inference import RBACSnapshot
 from zeroscaler.core.kinds import APIResource
-from zeroscaler.kube import Kube, Obj, Priority
+from zeroscaler.kube import Priority
 
 
-def test_events_waiting_to_be_written_join_the_newest_of_their_kind() -> None:
-    async def run() -> list[tuple[str, str, str, int, Priority]]:
-        recorder = HeldRecorder()
-        tasks: list[asyncio.Task[None]] = []
+async def test_events_waiting_to_be_written_join_the_newest_of_their_kind() -> None:
+    recorder = HeldRecorder()
+    tasks: list[asyncio.Task[None]] = []
 
-        def background(work: Coroutine[Any, Any, None]) -> None:
-            tasks.append(asyncio.create_task(work))
+    def background(work: Coroutine[Any, Any, None]) -> None:
+        tasks.append(asyncio.create_task(work))
 
-        reporter = Reporter(recorder, background=background, is_leader=lambda: True, slots=1)
-        a, b = workload("a"), workload("b")
-        reporter.event(a, "Normal", "Woken", "o-1 created")
-        await asyncio.sleep(0)  # the one writer takes it and waits
-        reporter.event(a, "Normal", "Woken", "o-2 created")
-        reporter.event(b, "Normal", "Woken", "o-2 created")
-        reporter.event(a, "Normal", "Sleeping", "idle")
-        reporter.event(a, "Normal", "Woken", "o-3 created")
-        assert reporter.pending == 3
-        recorder.release.set()
-        await asyncio.gather(*tasks)
-        assert reporter.pending == 0
-        return recorder.written
-
+    reporter = Reporter(recorder, background=background, is_leader=lambda: True, slots=1)
+    a, b = workload("a"), workload("b")
+    reporter.event(a, "Normal", "Woken", "o-1 created")
+    await asyncio.sleep(0)  # the one writer takes it and waits
+    reporter.event(a, "Normal", "Woken", "o-2 created")
+    reporter.event(b, "Normal", "Woken", "o-2 created")
+    reporter.event(a, "Normal", "Sleeping", "idle")
+    reporter.event(a, "Normal", "Woken", "o-3 created")
+    assert reporter.pending == 3
+    recorder.release.set()
+    await asyncio.gather(*tasks)
+    assert reporter.pending == 0
     back = Priority.BACKGROUND
-    assert asyncio.run(run()) == [
+    assert recorder.written == [
         ("a", "Woken", "o-1 created", 1, back),
         ("a", "Woken", "o-3 created (the latest of 2)", 2, back),
         ("b", "Woken", "o-2 created", 1, back),
@@ -54,80 +54,63 @@ def test_a_joined_message_says_how_many_it_stands_for() -> None:
     assert joined_message("idle for 5s", 3) == "idle for 5s (the latest of 3)"
 
 
-class Reviews(Kube):
-    """Answers every access review with allowed, after `release`, counting them."""
+class Reviews:
+    """An API server that allows every access review, once `release` is set, counting them."""
 
     def __init__(self) -> None:
         self.asked = 0
         self.release = asyncio.Event()
+        self.kube = kube_served_by(self._answer, connections=16)
 
-    async def create(self, path: str, body: Obj, **_: Any) -> Obj:
+    async def _answer(self, request: httpx.Request) -> httpx.Response:
+        assert request.url.path.endswith("accessreviews"), request.url.path
         self.asked += 1
         await self.release.wait()
-        return {"status": {"allowed": True}}
+        return httpx.Response(201, json={"status": {"allowed": True}})
 
 
-class Clock:
-    def now(self) -> datetime:
-        return NOW
-
-    def monotonic(self) -> float:
-        return 100.0
+def clock() -> ManualClock:
+    return ManualClock(NOW, 100.0)
 
 
 CRD = APIResource("example.com", "v1", "widgets", "Widget", True, frozenset({"watch", "list"}))
 
 
-def test_workloads_asking_the_same_review_at_once_share_one_request() -> None:
-    async def run() -> tuple[list[bool], int, bool]:
-        kube = Reviews()
-        reviews = AccessReviews(kube, ttl=60.0, clock=Clock())
-        asks = [reviews.may_watch("ops", "default", CRD, "ops") for _ in range(5)]
-        asks += [reviews.may_watch_everywhere(CRD) for _ in range(5)]
-        tasks = [asyncio.ensure_future(ask) for ask in asks]
-        await asyncio.sleep(0)
-        tasks[0].cancel()  # the first asker gives up: the others still get the answer
-        kube.release.set()
-        answers = await asyncio.gather(*tasks[1:])
-        cached = await reviews.may_watch("ops", "default", CRD, "ops")
-        return answers, kube.asked, cached
-
-    answers, asked, cached = asyncio.run(run())
+async def test_workloads_asking_the_same_review_at_once_share_one_request() -> None:
+    server = Reviews()
+    reviews = AccessReviews(server.kube, ttl=60.0, clock=clock())
+    asks = [reviews.may_watch("ops", "default", CRD, "ops") for _ in range(5)]
+    asks += [reviews.may_watch_everywhere(CRD) for _ in range(5)]
+    tasks = [asyncio.ensure_future(ask) for ask in asks]
+    await asyncio.sleep(0)
+    tasks[0].cancel()  # the first asker gives up: the others still get the answer
+    server.release.set()
+    answers = await asyncio.gather(*tasks[1:])
+    cached = await reviews.may_watch("ops", "default", CRD, "ops")
     assert answers == [True] * 9
     assert cached
-    assert asked == 3  # one SubjectAccessReview; list and watch for the controller itself
+    assert server.asked == 3  # one SubjectAccessReview; list and watch for the controller itself
 
 
-class Ticking(Clock):
-    def __init__(self) -> None:
-        self.at = 100.0
-
-    def monotonic(self) -> float:
-        return self.at
-
-
-def test_a_reconcile_takes_an_aged_answer_for_one_more_lifetime_and_never_a_stale_one() -> None:
-    async def run() -> list[int]:
-        kube = Reviews()
-        kube.release.set()
-        clock = Ticking()
-        reviews = AccessReviews(kube, ttl=60.0, clock=clock)
-        asked = []
-        await reviews.may_watch_everywhere(CRD)  # list and watch: two reviews
-        await reviews.answer("ops", "op", CRD, "ops")
-        asked.append(kube.asked)
-        clock.at += 90  # aged, within a second lifetime: the reconcile's resolution asks nothing
-        await reviews.may_watch_everywhere(CRD, fresh=False)
-        await reviews.answer("ops", "op", CRD, "ops", fresh=False)
-        asked.append(kube.asked)
-        await reviews.answer("ops", "op", CRD, "ops")  # asked again off the reconcile
-        asked.append(kube.asked)
-        clock.at += 130  # past a second lifetime: too old even for a reconcile
-        await reviews.may_watch_everywhere(CRD, fresh=False)
-        asked.append(kube.asked)
-        return asked
-
-    assert asyncio.run(run()) == [3, 3, 4, 6]
+async def test_a_reconcile_takes_an_aged_answer_for_one_more_lifetime_never_a_stale_one() -> None:
+    server = Reviews()
+    server.release.set()
+    moving = clock()
+    reviews = AccessReviews(server.kube, ttl=60.0, clock=moving)
+    asked = []
+    await reviews.may_watch_everywhere(CRD)  # list and watch: two reviews
+    await reviews.answer("ops", "op", CRD, "ops")
+    asked.append(server.asked)
+    moving.advance(90)  # aged, within a second lifetime: the reconcile's resolution asks nothing
+    await reviews.may_watch_everywhere(CRD, fresh=False)
+    await reviews.answer("ops", "op", CRD, "ops", fresh=False)
+    asked.append(server.asked)
+    await reviews.answer("ops", "op", CRD, "ops")  # asked again off the reconcile
+    asked.append(server.asked)
+    moving.advance(130)  # past a second lifetime: too old even for a reconcile
+    await reviews.may_watch_everywhere(CRD, fresh=False)
+    asked.append(server.asked)
+    assert asked == [3, 3, 4, 6]
 
 
 def _watch_widgets_in(namespace: str) -> RBACSnapshot:
@@ -145,26 +128,21 @@ def _watch_widgets_in(namespace: str) -> RBACSnapshot:
     )
 
 
-def test_what_rbac_grants_is_answered_without_a_review_and_the_rest_is_asked() -> None:
+async def test_what_rbac_grants_is_answered_without_a_review_and_the_rest_is_asked() -> None:
     snapshot: list[RBACSnapshot | None] = [None]
     sources: list[str] = []
-
-    async def run() -> list[tuple[bool, bool]]:
-        kube = Reviews()
-        kube.release.set()
-        reviews = AccessReviews(
-            kube, ttl=60.0, clock=Clock(), rbac=lambda: snapshot[0], on_answer=sources.append
-        )
-        answers = [await reviews.answer("ops", "op", CRD, "ops")]  # RBAC not listed yet
-        snapshot[0] = _watch_widgets_in("ops")
-        answers.append(await reviews.answer("ops", "op", CRD, "ops"))
-        answers.append(await reviews.answer("ops", "op", CRD, "other"))  # another's to allow
-        snapshot[0] = _watch_widgets_in("elsewhere")  # revoked here: the remembered review
-        answers.append(await reviews.answer("ops", "op", CRD, "ops"))
-        assert kube.asked == 2
-        return answers
-
-    answers = asyncio.run(run())
+    server = Reviews()
+    server.release.set()
+    reviews = AccessReviews(
+        server.kube, ttl=60.0, clock=clock(), rbac=lambda: snapshot[0], on_answer=sources.append
+    )
+    answers = [await reviews.answer("ops", "op", CRD, "ops")]  # RBAC not listed yet
+    snapshot[0] = _watch_widgets_in("ops")
+    answers.append(await reviews.answer("ops", "op", CRD, "ops"))
+    answers.append(await reviews.answer("ops", "op", CRD, "other"))  # another's to allow
+    snapshot[0] = _watch_widgets_in("elsewhere")  # revoked here: the remembered review
+    answers.append(await reviews.answer("ops", "op", CRD, "ops"))
+    assert server.asked == 2
     assert answers == [(True, False), (True, True), (True, False), (True, False)]
     assert sources == ["review", "rbac", "review", "cache"]
 
@@ -174,14 +152,14 @@ class _Cluster:
     rbac_generation = 0
 
 
-def test_a_workload_rbac_no_longer_grants_what_it_did_looks_again_afresh() -> None:
+async def test_a_workload_rbac_no_longer_grants_what_it_did_looks_again_afresh() -> None:
     snapshot = [_watch_widgets_in("ops")]
-    reviews = AccessReviews(Reviews(), ttl=60.0, clock=Clock(), rbac=lambda: snapshot[0])
+    reviews = AccessReviews(Reviews().kube, ttl=60.0, clock=clock(), rbac=lambda: snapshot[0])
     subs = Subscriptions(
         None,  # type: ignore[arg-type]  # no watches are held here
         reviews,
         _Cluster(),  # type: ignore[arg-type]
-        clock=Clock(),
+        clock=clock(),
         on_activity=lambda *_: None,
         background=lambda c: c.close(),
         enqueue=lambda _: None,
@@ -190,7 +168,7 @@ def test_a_workload_rbac_no_longer_grants_what_it_did_looks_again_afresh() -> No
     granted = Workload(("Deployment", "ops", "x"), obj, NOW)
     other = Workload(("Deployment", "ops", "y"), {**obj, "metadata": {"name": "y"}}, NOW)
     workloads = {w.key: w for w in (granted, other)}
-    assert asyncio.run(subs._may_watch(granted, CRD, "ops", []))
+    assert await subs._may_watch(granted, CRD, "ops", [])
     config = WorkloadConfig()
     before = subs._signature(granted, config)
     assert subs.revoke(workloads) == []  # RBAC unchanged

@@ -6,16 +6,16 @@ from collections.abc import Mapping
 
 import pytest
 
-from zeroscaler.core.scope import Ask, Grant, resolve_scope
+from zeroscaler.core.scope import ResolvedScope, ReviewNeeded, resolve_scope
 
 
 def walk(
     namespaced: bool, wanted: tuple[str, ...] | None, allowed: Mapping[str, bool]
-) -> tuple[list[str], Grant]:
-    """Answer every Ask from `allowed` (unlisted: no); return the questions asked and the grant."""
+) -> tuple[list[str], ResolvedScope]:
+    """Answer every review needed from `allowed` (unlisted: no); the questions asked, the scope."""
     answers: dict[str, bool] = {}
     asked: list[str] = []
-    while isinstance(step := resolve_scope(namespaced, "home", wanted, answers), Ask):
+    while isinstance(step := resolve_scope(namespaced, "home", wanted, answers), ReviewNeeded):
         assert step.namespace not in answers, "asked twice"
         asked.append(step.namespace)
         answers[step.namespace] = allowed.get(step.namespace, False)
@@ -26,33 +26,39 @@ ALL = "in all namespaces (zeroscaler.io/watch-namespaces: *)"
 
 
 @pytest.mark.parametrize(
-    ("namespaced", "wanted", "allowed", "asked", "grant"),
+    ("namespaced", "wanted", "allowed", "asked", "scope"),
     [
         # Absent watch-namespaces: everywhere if allowed, else the workload's own namespace.
-        (True, None, {"": True}, [""], Grant(True)),
-        (True, None, {"home": True}, ["", "home"], Grant(True, frozenset({"home"}))),
-        (True, None, {}, ["", "home"], Grant(False, denied=("in any namespace",))),
-        (True, ("*",), {"": True}, [""], Grant(True)),
-        (True, ("*",), {"home": True}, [""], Grant(False, denied=(ALL,))),
+        (True, None, {"": True}, [""], ResolvedScope(True)),
+        (True, None, {"home": True}, ["", "home"], ResolvedScope(True, frozenset({"home"}))),
+        (True, None, {}, ["", "home"], ResolvedScope(False, denied=("in any namespace",))),
+        (True, ("*",), {"": True}, [""], ResolvedScope(True)),
+        (True, ("*",), {"home": True}, [""], ResolvedScope(False, denied=(ALL,))),
         # A list: each namespace asked in order, the denied ones named, in order.
-        (True, ("a", "b"), {"a": True, "b": True}, ["a", "b"], Grant(True, frozenset({"a", "b"}))),
+        (
+            True,
+            ("a", "b"),
+            {"a": True, "b": True},
+            ["a", "b"],
+            ResolvedScope(True, frozenset({"a", "b"})),
+        ),
         (
             True,
             ("a", "b", "c"),
             {"b": True},
             ["a", "b", "c"],
-            Grant(True, frozenset({"b"}), ("in namespace a", "in namespace c")),
+            ResolvedScope(True, frozenset({"b"}), ("in namespace a", "in namespace c")),
         ),
         (
             True,
             ("a", "b"),
             {"": True},
             ["a", "b"],
-            Grant(False, denied=("in namespace a", "in namespace b")),
+            ResolvedScope(False, denied=("in namespace a", "in namespace b")),
         ),
         # Cluster-scoped types: one question, whatever watch-namespaces says.
-        (False, ("a",), {"": True}, [""], Grant(True)),
-        (False, None, {"home": True}, [""], Grant(False, denied=("(cluster-scoped)",))),
+        (False, ("a",), {"": True}, [""], ResolvedScope(True)),
+        (False, None, {"home": True}, [""], ResolvedScope(False, denied=("(cluster-scoped)",))),
     ],
 )
 def test_scope_rules(
@@ -60,6 +66,6 @@ def test_scope_rules(
     wanted: tuple[str, ...] | None,
     allowed: Mapping[str, bool],
     asked: list[str],
-    grant: Grant,
+    scope: ResolvedScope,
 ) -> None:
-    assert walk(namespaced, wanted, allowed) == (asked, grant)
+    assert walk(namespaced, wanted, allowed) == (asked, scope)

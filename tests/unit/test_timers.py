@@ -30,8 +30,6 @@ async def _run_heap(schedule: list[tuple[str, float]], cancel: list[str]) -> lis
     return fired
 
 
-def test_fires_in_deadline_order_and_rescheduling_replaces() -> None:
-    fired = asyncio.run(
-        _run_heap([("a", 0.05), ("b", 0.01), ("a", 0.02), ("c", 0.03)], cancel=["c"])
-    )
+async def test_fires_in_deadline_order_and_rescheduling_replaces() -> None:
+    fired = await _run_heap([("a", 0.05), ("b", 0.01), ("a", 0.02), ("c", 0.03)], cancel=["c"])
     assert fired == ["b", "a"]

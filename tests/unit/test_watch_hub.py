@@ -2,58 +2,52 @@
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
+import httpx
 
+from tests.unit.mock_api import kube_served_by
 from zeroscaler.controller.watches import WatchHub
 from zeroscaler.core.kinds import APIResource
-from zeroscaler.kube import KubeError
 
 THING = APIResource("example.com", "v1", "things", "Thing", verbs=frozenset({"list", "watch"}))
 OTHER = APIResource("example.com", "v1", "others", "Other", verbs=frozenset({"list", "watch"}))
 CLUSTERED = APIResource("example.com", "v1", "globals", "Global", namespaced=False)
 
 
-class Unreachable:
-    """A client whose every list fails: the informers retry quietly until closed."""
-
-    async def list_all(self, *_: Any, **__: Any) -> Any:
-        raise KubeError(0, "Unreachable", "no cluster in unit tests")
+def unreachable(request: httpx.Request) -> httpx.Response:
+    """Every request fails to connect: the informers retry quietly until closed."""
+    raise httpx.ConnectError("no cluster in unit tests", request=request)
 
 
 def users_in(hub: WatchHub[str], resource: APIResource, namespace: str) -> set[str]:
     return set(hub.users_in(resource, namespace))
 
 
-def test_users_are_found_by_the_namespaces_they_watch() -> None:
-    async def scenario() -> None:
-        hub: WatchHub[str] = WatchHub(Unreachable(), lambda *_: None)  # type: ignore[arg-type]
-        hub.acquire(THING, "a", frozenset({"ns-1"}))
-        hub.acquire(THING, "b", frozenset({"ns-1", "ns-2"}))
-        hub.acquire(THING, "everywhere", None)
-        hub.acquire(OTHER, "c", frozenset({"ns-1"}))
-        hub.acquire(CLUSTERED, "d", frozenset({"ns-3"}))
-        assert users_in(hub, THING, "ns-1") == {"a", "b", "everywhere"}
-        assert users_in(hub, THING, "ns-2") == {"b", "everywhere"}
-        assert users_in(hub, THING, "ns-9") == {"everywhere"}
-        assert users_in(hub, OTHER, "ns-2") == set()
-        assert users_in(hub, CLUSTERED, "") == {"d"}  # cluster-scoped: every user
+async def test_users_are_found_by_the_namespaces_they_watch() -> None:
+    hub: WatchHub[str] = WatchHub(kube_served_by(unreachable), lambda *_: None)
+    hub.acquire(THING, "a", frozenset({"ns-1"}))
+    hub.acquire(THING, "b", frozenset({"ns-1", "ns-2"}))
+    hub.acquire(THING, "everywhere", None)
+    hub.acquire(OTHER, "c", frozenset({"ns-1"}))
+    hub.acquire(CLUSTERED, "d", frozenset({"ns-3"}))
+    assert users_in(hub, THING, "ns-1") == {"a", "b", "everywhere"}
+    assert users_in(hub, THING, "ns-2") == {"b", "everywhere"}
+    assert users_in(hub, THING, "ns-9") == {"everywhere"}
+    assert users_in(hub, OTHER, "ns-2") == set()
+    assert users_in(hub, CLUSTERED, "") == {"d"}  # cluster-scoped: every user
 
-        hub.set_scope(THING, "a", frozenset({"ns-2"}))  # its scope changed
-        assert users_in(hub, THING, "ns-1") == {"b", "everywhere"}
-        assert users_in(hub, THING, "ns-2") == {"a", "b", "everywhere"}
-        hub.set_scope(THING, "b", None)
-        assert users_in(hub, THING, "ns-9") == {"b", "everywhere"}
+    hub.set_scope(THING, "a", frozenset({"ns-2"}))  # its scope changed
+    assert users_in(hub, THING, "ns-1") == {"b", "everywhere"}
+    assert users_in(hub, THING, "ns-2") == {"a", "b", "everywhere"}
+    hub.set_scope(THING, "b", None)
+    assert users_in(hub, THING, "ns-9") == {"b", "everywhere"}
 
-        hub.release(THING, "a")
-        hub.release(THING, "everywhere")
-        assert users_in(hub, THING, "ns-2") == {"b"}
-        assert hub.resources == [THING, OTHER, CLUSTERED]
-        hub.release(THING, "b")  # the last one out stops the watch and its index
-        assert users_in(hub, THING, "ns-2") == set()
-        assert THING not in hub.resources
-        hub.acquire(THING, "a", frozenset({"ns-1"}))
-        assert users_in(hub, THING, "ns-1") == {"a"}
-        await hub.aclose()
-
-    asyncio.run(scenario())
+    hub.release(THING, "a")
+    hub.release(THING, "everywhere")
+    assert users_in(hub, THING, "ns-2") == {"b"}
+    assert hub.resources == [THING, OTHER, CLUSTERED]
+    hub.release(THING, "b")  # the last one out stops the watch and its index
+    assert users_in(hub, THING, "ns-2") == set()
+    assert THING not in hub.resources
+    hub.acquire(THING, "a", frozenset({"ns-1"}))
+    assert users_in(hub, THING, "ns-1") == {"a"}
+    await hub.aclose()

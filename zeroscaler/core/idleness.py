@@ -72,9 +72,13 @@ def newest_activity(
     return best
 
 
-def idle_since(
+def estimate_idle_start(
     last_activity: datetime | None, created: datetime | None, seen: Seen | None
 ) -> datetime | None:
     """Where the idle clock of an awake workload stands: the latest of what is known."""
     known = [t for t in (last_activity, created, seen.at if seen else None) if t is not None]
     return max(known, default=None)
+
+
+# The name before, until zeroscaler/cli takes the new one.
+idle_since = estimate_idle_start

@@ -1,7 +1,8 @@
 """Where a workload's ServiceAccount may watch a type, from SubjectAccessReview answers.
 
 The rules ask one question at a time, so a caller asks the API server only what the answers so far
-leave open: `resolve_scope` returns the next `Ask`, or the `Grant` once the answers settle it.
+leave open: `resolve_scope` returns the `ReviewNeeded` next, or the `ResolvedScope` once the
+answers settle it.
 """
 
 from __future__ import annotations
@@ -16,14 +17,14 @@ EVERYWHERE = ""  # the namespace asked about for "in every namespace" (or a clus
 
 
 @dataclass(frozen=True, slots=True)
-class Ask:
+class ReviewNeeded:
     """The next question: may the ServiceAccount watch the type in `namespace`?"""
 
     namespace: str
 
 
 @dataclass(frozen=True, slots=True)
-class Grant:
+class ResolvedScope:
     """Whether changes count, in which namespaces (None: all), and where watching was denied."""
 
     permitted: bool
@@ -36,30 +37,35 @@ def resolve_scope(
     home: str,
     wanted: tuple[str, ...] | None,
     answers: Mapping[str, bool],
-) -> Ask | Grant:
+) -> ReviewNeeded | ResolvedScope:
     """The next namespace to ask about, or the scope that the answers so far give."""
     # home: the workload's namespace; wanted: its watch-namespaces (None: whatever RBAC allows).
     if EVERYWHERE not in answers and (not namespaced or wanted is None or wanted == ("*",)):
-        return Ask(EVERYWHERE)
+        return ReviewNeeded(EVERYWHERE)
     if not namespaced:
         return _everywhere(answers, "(cluster-scoped)")
     if wanted == ("*",):
         return _everywhere(answers, f"in all namespaces ({WATCH_NAMESPACES}: *)")
     if wanted is None:
         if answers[EVERYWHERE]:
-            return Grant(True)
+            return ResolvedScope(True)
         if home not in answers:
-            return Ask(home)
+            return ReviewNeeded(home)
         if answers[home]:
-            return Grant(True, frozenset({home}))
-        return Grant(False, denied=("in any namespace",))
+            return ResolvedScope(True, frozenset({home}))
+        return ResolvedScope(False, denied=("in any namespace",))
     for namespace in wanted:
         if namespace not in answers:
-            return Ask(namespace)
+            return ReviewNeeded(namespace)
     allowed = frozenset(n for n in wanted if answers[n])
     denied = tuple(f"in namespace {n}" for n in wanted if not answers[n])
-    return Grant(True, allowed, denied) if allowed else Grant(False, denied=denied)
+    return ResolvedScope(True, allowed, denied) if allowed else ResolvedScope(False, denied=denied)
 
 
-def _everywhere(answers: Mapping[str, bool], where: str) -> Grant:
-    return Grant(True) if answers[EVERYWHERE] else Grant(False, denied=(where,))
+def _everywhere(answers: Mapping[str, bool], where: str) -> ResolvedScope:
+    return ResolvedScope(True) if answers[EVERYWHERE] else ResolvedScope(False, denied=(where,))
+
+
+# The names before, until zeroscaler/cli takes the new ones.
+Ask = ReviewNeeded
+Grant = ResolvedScope
