@@ -25,10 +25,10 @@ from zeroscaler.core.annotations import (
     read_status,
 )
 from zeroscaler.core.durations import parse_time
-from zeroscaler.core.idleness import Seen, build_interest, idle_since, newest_activity
+from zeroscaler.core.idleness import Seen, build_interest, estimate_idle_start, newest_activity
 from zeroscaler.core.kinds import APIResource, Discovery, KindRef
 from zeroscaler.core.manual import is_paused, unmanaged_reason
-from zeroscaler.core.scope import Ask, Grant, resolve_scope
+from zeroscaler.core.scope import ResolvedScope, ReviewNeeded, resolve_scope
 from zeroscaler.kube import Forbidden, KubeError, Obj
 
 ACCESS_TTL = 300.0  # one command's run: each question is asked once
@@ -43,7 +43,7 @@ class KindScope:
     key: str  # the annotation it was read from
     owned: bool
     resource: APIResource | None = None  # None: not served, or not listable and watchable
-    grant: Grant | None = None
+    grant: ResolvedScope | None = None
     checked: bool = True  # False: we may not ask SubjectAccessReviews; scope as annotated
     verdicts: tuple[tuple[str, bool], ...] = ()  # (namespace asked about, allowed)
 
@@ -115,7 +115,7 @@ class WorkloadView:
         if not self.is_awake:
             return self.status.last_activity
         created = self.meta.get("creationTimestamp")
-        return idle_since(
+        return estimate_idle_start(
             self.status.last_activity, parse_time(str(created)) if created else None, self.seen
         )
 
@@ -172,7 +172,8 @@ class WakeInspector:
         answers: dict[str, bool] = {}
         wanted = view.config.watch_namespaces
         while isinstance(
-            step := resolve_scope(resource.namespaced, view.namespace, wanted, answers), Ask
+            step := resolve_scope(resource.namespaced, view.namespace, wanted, answers),
+            ReviewNeeded,
         ):
             verdict = await self._may_watch(view, resource, step.namespace)
             if verdict is None:
@@ -249,7 +250,7 @@ def _namespaces(resource: APIResource, scope: Scope) -> Iterable[str]:
     return sorted(scope)
 
 
-def _as_annotated(resource: APIResource, wanted: tuple[str, ...] | None) -> Grant:
+def _as_annotated(resource: APIResource, wanted: tuple[str, ...] | None) -> ResolvedScope:
     if not resource.namespaced or wanted is None or wanted == ("*",):
-        return Grant(True)
-    return Grant(True, frozenset(wanted))
+        return ResolvedScope(True)
+    return ResolvedScope(True, frozenset(wanted))

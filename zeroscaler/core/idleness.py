@@ -78,7 +78,3 @@ def estimate_idle_start(
     """Where the idle clock of an awake workload stands: the latest of what is known."""
     known = [t for t in (last_activity, created, seen.at if seen else None) if t is not None]
     return max(known, default=None)
-
-
-# The name before, until zeroscaler/cli takes the new one.
-idle_since = estimate_idle_start

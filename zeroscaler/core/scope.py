@@ -64,8 +64,3 @@ def resolve_scope(
 
 def _everywhere(answers: Mapping[str, bool], where: str) -> ResolvedScope:
     return ResolvedScope(True) if answers[EVERYWHERE] else ResolvedScope(False, denied=(where,))
-
-
-# The names before, until zeroscaler/cli takes the new ones.
-Ask = ReviewNeeded
-Grant = ResolvedScope
