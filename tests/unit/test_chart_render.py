@@ -36,7 +36,7 @@ CHART = Path(__file__).resolve().parents[2] / "charts" / "zeroscaler"
 RELEASE, NAMESPACE = "zs", "zeroscaler"
 ENABLED_LABEL = "zeroscaler.io/enabled"
 URL = "https://127.0.0.1:9443/mutate"
-KUBE_VERSION = "1.36.3"
+KUBE_VERSION = "1.37.2"  # the pinned release (localcluster/versions.toml)
 
 Obj = dict[str, Any]
 
