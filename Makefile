@@ -9,12 +9,18 @@ NETNS ?= zeroscaler-dev
 PYTEST_ARGS ?=
 DEMO_ARGS ?=
 CHAOS_ARGS ?=
+# KUBERNETES=X.Y.Z: every target builds and runs that Kubernetes release instead of the pinned one
+# (localcluster/versions.toml), cached beside it; `make compat` needs it.
+ifdef KUBERNETES
+export ZEROSCALER_KUBERNETES := $(KUBERNETES)
+endif
 
-.PHONY: help install controlplane image lint format test unit chart demo bench chaos cluster cluster-down clean package-check
+.PHONY: help install controlplane image lint format test unit chart compat demo bench chaos cluster cluster-down clean package-check
 
 help:
 	@echo "make demo          a kopf operator on a local Kubernetes: sleeps, wakes on a Backup, reconciles"
 	@echo "make test          lint-free code, unit tests and system tests on a real local control plane"
+	@echo "make compat KUBERNETES=1.34.4  the compatibility subset of the system tests on that release"
 	@echo "make lint          ruff, ruff format --check, mypy --strict, import-linter"
 	@echo "make unit          pure logic only: seconds, nothing built"
 	@echo "make chart         the chart rendered by the pinned helm under many value sets (part of make test)"
@@ -74,6 +80,18 @@ format: install
 TEST_MARKERS ?=
 test: install controlplane $(IMAGE_TAR) $(OPERATOR_TAR)
 	$(ISOLATE) $(PY) -m pytest -m "$(TEST_MARKERS)" $(PYTEST_ARGS)
+
+# The compatibility run: what a Kubernetes release can break for a user, on that release. The
+# control plane itself and discovery both ways (test_cluster, test_discovery), the webhook called
+# by the API server, the controller's watches, sleeps and wakes, the chart installed by helm onto
+# the real node, and the CLI; the real node proves the kubelet of that release runs our pods.
+# Left out: benchmarks, long fault scenarios and the demo, which test zeroscaler, not the release.
+COMPAT_TESTS := tests/system/test_cluster.py tests/system/test_discovery.py \
+	tests/system/test_webhook.py tests/system/test_controller.py tests/system/test_chart.py \
+	tests/system/test_cli.py tests/system/test_real_node.py
+compat: install
+	@test -n "$(KUBERNETES)" || { echo "make compat needs KUBERNETES=X.Y.Z, e.g. KUBERNETES=1.34.4 (proven ones: docs/compatibility.md)"; exit 2; }
+	@$(MAKE) --no-print-directory test PYTEST_ARGS="$(COMPAT_TESTS) $(PYTEST_ARGS)"
 
 # Pure: nothing is built or started, so it needs only the virtualenv.
 unit: install

@@ -39,7 +39,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "build":
-        binaries = build.ensure_binaries(progress=_say, node=True)
+        try:
+            binaries = build.ensure_binaries(progress=_say, node=True)
+        except build.BuildError as e:
+            _say(f"build failed: {e}")
+            return 1
         print(Path(binaries["kube-apiserver"]).parent)
         return 0
     if args.command == "isolate":

@@ -10,6 +10,9 @@ with `go install`; runc and the CNI plugins from Debian packages (`apt-get downl
 `dpkg-deb -x` into the cache, never installed system-wide); the pause image from a C program of ours
 (`gcc -static`) and a test image from Debian's static busybox, both written by `image.archive`.
 
+`ZEROSCALER_KUBERNETES=X.Y.Z` builds and runs another Kubernetes release than the pinned one (the
+compatibility run); everything else stays as pinned.
+
 Cache layout under the cache root: `controlplane/<Versions.key>/bin` holds the control-plane
 binaries, keyed by the four control-plane versions only, so pinning node parts leaves a built
 control plane valid; each node part has a directory `node/<part>-<version>/` of its own, filled
@@ -32,7 +35,7 @@ import threading
 import time
 import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
@@ -50,6 +53,8 @@ CONTAINERD_TAGS = "no_btrfs,osusergo,netgo"
 # Image names of our own: no registry serves them, each real node imports them from archives.
 PAUSE_IMAGE = "zeroscaler.local/pause:1"
 BUSYBOX_IMAGE = "zeroscaler.local/busybox:1"
+# Another Kubernetes release than the pinned one, for the compatibility run (`make compat`).
+KUBERNETES_ENV = "ZEROSCALER_KUBERNETES"
 
 Progress = Callable[[str], None]
 
@@ -77,10 +82,22 @@ class Versions:
 
 
 def load_versions() -> Versions:
-    """The pinned versions from versions.toml."""
+    """The pinned versions from versions.toml, with Kubernetes from ZEROSCALER_KUBERNETES if set."""
     text = resources.files("localcluster").joinpath("versions.toml").read_text()
     data = tomllib.loads(text)
-    return Versions(**{k: str(data[k]) for k in Versions.__dataclass_fields__})
+    pinned = Versions(**{k: str(data[k]) for k in Versions.__dataclass_fields__})
+    override = os.environ.get(KUBERNETES_ENV, "").strip()
+    return with_kubernetes(pinned, override) if override else pinned
+
+
+def with_kubernetes(versions: Versions, release: str) -> Versions:
+    """The same versions with another Kubernetes release (X.Y.Z, as the Go module tags it)."""
+    bare = release.removeprefix("v")
+    if not re.fullmatch(r"1\.\d+\.\d+", bare):
+        raise BuildError(
+            f"{KUBERNETES_ENV}={release!r} is not a Kubernetes release; use X.Y.Z, e.g. 1.34.4"
+        )
+    return replace(versions, kubernetes=bare)
 
 
 def cache_root() -> Path:

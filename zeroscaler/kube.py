@@ -12,6 +12,7 @@ import contextlib
 import copy
 import enum
 import json
+import logging
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextvars import ContextVar
@@ -25,6 +26,8 @@ from zeroscaler.core.annotations import FIELD_MANAGER
 from zeroscaler.core.kinds import APIResource
 from zeroscaler.core.pacing import Pacer, parse_retry_after
 from zeroscaler.credentials import ClusterAccess
+
+log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 PatchType = Literal["merge", "strategic", "json", "apply"]
@@ -40,7 +43,16 @@ ACCEPT_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,
 ACCEPT_METADATA_LIST = (
     "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 )
-_ACCEPT_DISCOVERY = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+# Aggregated discovery (GA in 1.30, beta as v2beta1 before), else the older per-group answers.
+_ACCEPT_DISCOVERY = (
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
+    "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,"
+    "application/json"
+)
+NO_AGGREGATED_DISCOVERY = (
+    "the API server does not serve aggregated discovery (apidiscovery.k8s.io/v2, Kubernetes 1.30 "
+    "and later): discovering group by group instead, one request per API group at each refresh"
+)
 
 
 class Priority(enum.IntEnum):
@@ -200,6 +212,7 @@ class Kube:
         # Discovery: each root's last answer (ETag, types), and the last combined list.
         self._etags: dict[str, tuple[str, list[APIResource]]] = {}
         self._discovered: list[APIResource] | None = None
+        self.aggregated_discovery: bool | None = None  # None until the server has answered
         # Failed requests by (method, HTTP status; 0 when no answer came), for /metrics.
         self.errors: collections.Counter[tuple[str, int]] = collections.Counter()
 
@@ -475,7 +488,8 @@ class Kube:
         """Every served resource type at its group's preferred version (aggregated discovery).
 
         Each root is asked again with the ETag of its last answer; when neither changed the server
-        answers 304 and this returns the same list object as last time, with nothing parsed.
+        answers 304 and this returns the same list object as last time, with nothing parsed. A
+        server without aggregated discovery is asked group by group (saying so once).
         """
         answers = [await self._discover_root(root) for root in ("/api", "/apis")]
         if self._discovered is None or any(fresh for _, fresh in answers):
@@ -494,11 +508,47 @@ class Kube:
         if resp.status_code >= 300:
             self.errors[("GET", resp.status_code)] += 1
             raise error_for(resp.status_code, resp.content)
-        groups = resp.json().get("items") or []
+        answer: Obj = resp.json()
+        if answer.get("kind") != "APIGroupDiscoveryList":
+            if self.aggregated_discovery is not False:
+                log.warning(NO_AGGREGATED_DISCOVERY)
+            self.aggregated_discovery = False
+            return await self._discover_legacy(root, answer), True
+        self.aggregated_discovery = True
+        groups = answer.get("items") or []
         resources = [r for group in groups for r in _group_resources(group)]
         if etag := resp.headers.get("ETag"):
             self._etags[root] = (etag, resources)
         return resources, True
+
+    async def discover_by_group(self) -> list[APIResource]:
+        """Every served resource type asked group by group, as servers before 1.30 need."""
+        return [r for root in ("/api", "/apis") for r in await self._discover_legacy(root)]
+
+    async def _discover_legacy(self, root: str, answer: Obj | None = None) -> list[APIResource]:
+        """A root's types from APIVersions (/api) or APIGroupList (/apis), one list per group.
+
+        A group whose list fails (an aggregated API that is down) is left out until next time.
+        """
+        if answer is None:
+            answer = await self.get(root)
+        if root == "/api":
+            versions = [("", str(v)) for v in (answer.get("versions") or [])[:1]]
+        else:
+            versions = [
+                (str(g.get("name", "")), str((g.get("preferredVersion") or {}).get("version", "")))
+                for g in answer.get("groups") or []
+            ]
+        resources: list[APIResource] = []
+        for group, version in versions:
+            path = f"{root}/{group}/{version}" if group else f"{root}/{version}"
+            try:
+                listing = await self.get(path)
+            except KubeError as e:
+                log.warning("API discovery of %s failed, leaving it out: %s", path.lstrip("/"), e)
+                continue
+            resources += _listed_resources(group, version, listing)
+        return resources
 
 
 def _group_resources(group: Obj) -> list[APIResource]:
@@ -528,6 +578,31 @@ def _group_resources(group: Obj) -> list[APIResource]:
             )
         )
     return out
+
+
+def _listed_resources(group: str, version: str, listing: Obj) -> list[APIResource]:
+    """The types in an APIResourceList; `deployments/scale` entries become subresources."""
+    entries = [r for r in listing.get("resources") or [] if r.get("name")]
+    subresources: dict[str, set[str]] = collections.defaultdict(set)
+    for r in entries:
+        parent, slash, sub = str(r["name"]).partition("/")
+        if slash:
+            subresources[parent].add(sub)
+    return [
+        APIResource(
+            group=group,
+            version=version,
+            resource=str(r["name"]),
+            kind=str(r["kind"]),
+            namespaced=bool(r.get("namespaced")),
+            verbs=frozenset(r.get("verbs") or ()),
+            subresources=frozenset(subresources.get(str(r["name"]), ())),
+            singular=str(r.get("singularName") or ""),
+            short_names=tuple(r.get("shortNames") or ()),
+        )
+        for r in entries
+        if "/" not in str(r["name"]) and r.get("kind")
+    ]
 
 
 def _params(params: Mapping[str, str | int | bool] | None) -> dict[str, str] | None:

@@ -15,7 +15,7 @@ from localcluster import build
 CHART = Path(__file__).resolve().parents[2] / "charts" / "zeroscaler"
 RELEASE, NAMESPACE = "zs", "zeroscaler"
 # The cluster version `helm template` assumes (the chart's kubeVersion is checked against it).
-KUBE_VERSION = "1.36.3"
+KUBE_VERSION = "1.37.2"  # the pinned release (localcluster/versions.toml)
 
 
 @dataclass(frozen=True, slots=True)

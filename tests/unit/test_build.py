@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from localcluster.build import BuildError, Versions, load_versions, wrapper_go_mod
+from localcluster.build import (
+    KUBERNETES_ENV,
+    BuildError,
+    Versions,
+    bin_dir,
+    load_versions,
+    with_kubernetes,
+    wrapper_go_mod,
+)
 
 RELEASE_GO_MOD = """\
 // generated
@@ -62,3 +70,30 @@ def test_pinned_versions_key_the_cache_directory() -> None:
     assert versions.key == (
         f"k8s-{versions.kubernetes}_etcd-{versions.etcd}_kwok-{versions.kwok}_helm-{versions.helm}"
     )
+
+
+def test_another_kubernetes_release_is_cached_beside_the_pinned_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(KUBERNETES_ENV, raising=False)
+    pinned = load_versions()
+    monkeypatch.setenv(KUBERNETES_ENV, "1.34.4")
+    older = load_versions()
+    assert older.kubernetes == "1.34.4"
+    assert (older.etcd, older.containerd) == (pinned.etcd, pinned.containerd)
+    assert bin_dir(older).parent.parent == bin_dir(pinned).parent.parent
+    assert bin_dir(older) != bin_dir(pinned)
+
+
+@pytest.mark.parametrize("release", ["v1.34.4", " 1.34.4 "])
+def test_a_release_may_be_written_with_its_tag_prefix(
+    monkeypatch: pytest.MonkeyPatch, release: str
+) -> None:
+    monkeypatch.setenv(KUBERNETES_ENV, release)
+    assert load_versions().kubernetes == "1.34.4"
+
+
+@pytest.mark.parametrize("release", ["1.34", "latest", "1.34.4-rc.0", "2.0.0"])
+def test_a_malformed_release_is_refused_with_the_form_expected(release: str) -> None:
+    with pytest.raises(BuildError, match=r"use X\.Y\.Z, e\.g\. 1\.34\.4"):
+        with_kubernetes(load_versions(), release)

@@ -9,7 +9,7 @@ import pytest
 from tests.unit.fixtures import builtin_resources, crd_resource, operators
 from zeroscaler.core.admission import service_account_of
 from zeroscaler.core.inference import Inferred, RBACSnapshot, infer_kinds, is_builtin_group
-from zeroscaler.core.kinds import Discovery
+from zeroscaler.core.kinds import APIResource, Discovery
 from zeroscaler.core.policy import DEFAULT_IGNORE
 
 NS = "ops"
@@ -565,3 +565,43 @@ def test_real_operator_rbac(op: Any) -> None:
         assert got.warnings == ()
     else:
         assert any(expected_warning in w for w in got.warnings), got.warnings
+
+
+@pytest.mark.parametrize(
+    ("labels", "watched"),
+    [
+        ({"kubernetes.io/bootstrapping": "rbac-defaults"}, ("ConfigMap",)),
+        ({}, ("ClusterTrustBundle.certificates.k8s.io", "ConfigMap")),
+    ],
+)
+def test_kubernetes_own_bindings_say_nothing_about_an_operator(
+    labels: dict[str, str], watched: tuple[str, ...]
+) -> None:
+    # Kubernetes 1.37 binds this to every ServiceAccount; the same grant made by a person counts.
+    trust = APIResource(
+        "certificates.k8s.io", "v1", "clustertrustbundles", "ClusterTrustBundle", False,
+        frozenset({"get", "list", "watch"}),
+    )  # fmt: skip
+    everyone = binding(
+        "ClusterRole", "system:cluster-trust-bundle-discovery",
+        [{"kind": "Group", "name": "system:serviceaccounts"}],
+    )  # fmt: skip
+    everyone["metadata"]["labels"] = labels
+    objects = [
+        role(
+            "system:cluster-trust-bundle-discovery",
+            [rule(["certificates.k8s.io"], ["clustertrustbundles"], ["get", "list", "watch"])],
+        ),
+        everyone,
+        role("r", [rule([""], ["configmaps"], WATCH)]),
+        binding("ClusterRole", "r", [sa()]),
+    ]
+    got = infer_kinds(
+        RBACSnapshot.from_objects(objects),
+        NS,
+        SA,
+        Discovery([*builtin_resources(), trust]),
+        ignore=DEFAULT_IGNORE,
+        custom_resources=CUSTOM,
+    )
+    assert got.watched == watched

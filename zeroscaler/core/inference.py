@@ -12,6 +12,9 @@ from zeroscaler.core.selectors import Selector, SelectorError, parse_selector
 
 RoleKind = Literal["Role", "ClusterRole"]
 ALL_NAMESPACES = "*"
+DEFAULTS_LABEL = (
+    "kubernetes.io/bootstrapping"  # "rbac-defaults" on the RBAC Kubernetes makes itself
+)
 _MAX_LISTED = 6  # names listed in one warning before "and N more"
 _MEMO_SIZE = 4096
 
@@ -62,6 +65,7 @@ class Binding:
     role_kind: RoleKind
     role_name: str
     subjects: tuple[Subject, ...] = ()
+    is_default: bool = False  # one of Kubernetes' own (labelled kubernetes.io/bootstrapping)
 
     @property
     def scope(self) -> str:
@@ -211,6 +215,9 @@ def _infer(
     warnings: list[str] = []
     unserved: set[str] = set()
     for binding in rbac.bindings_for(namespace, service_account):
+        if binding.is_default:
+            # Kubernetes grants every account the same (since 1.37: reading ClusterTrustBundles).
+            continue
         rules = rbac.rules_of(binding)
         if rules is None:
             kind = binding.role_kind
@@ -378,6 +385,7 @@ def binding_from_object(obj: Mapping[str, Any], *, cluster: bool) -> Binding | N
         role_kind=kind,
         role_name=str(ref.get("name", "")),
         subjects=subjects,
+        is_default=_map(meta.get("labels")).get(DEFAULTS_LABEL) == "rbac-defaults",
     )
 
 
