@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -12,13 +11,9 @@ import time
 from pathlib import Path
 
 from image import build, debian, python
+from image.platform import AMD64, PLATFORMS
 
-
-def _cache() -> Path:
-    if env := os.environ.get("ZEROSCALER_CACHE"):
-        return Path(env) / "image"
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "zeroscaler" / "image"
+_cache = debian.cache_dir
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,6 +36,14 @@ def main(argv: list[str] | None = None) -> int:
             default="zeroscaler",
             help="which image: zeroscaler, or the example operator of the demo",
         )
+    for p in (b, r):
+        p.add_argument(
+            "--platform",
+            choices=sorted(PLATFORMS),
+            default=next((p.debian for p in PLATFORMS.values() if p.native), AMD64.debian),
+            help="the architecture to build for (default this machine's; a foreign one runs "
+            "under qemu)",
+        )
     args = parser.parse_args(argv)
     spec = build.SPECS[args.image]
 
@@ -52,28 +55,40 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "lock":
             if spec is build.ZEROSCALER:  # the Debian base is shared; zeroscaler's lock moves it
-                packages = debian.resolve()
-                debian.write_lock(packages)
-                say(f"pinned {len(packages)} Debian packages in {debian.LOCK.name}")
-            if spec.requirements is None:
-                count = python.lock(python.project_requirements(), spec.lock)
-            else:
-                source = f"requirements in {spec.requirements.name} beside it"
-                count = python.lock(python.file_requirements(spec.requirements), spec.lock, source)
-            say(f"pinned {count} Python packages in {spec.lock.name}")
+                for platform in spec.platforms:
+                    packages = debian.resolve(platform=platform)
+                    debian.write_lock(packages, debian.lock_path(platform))
+                    say(f"pinned {len(packages)} Debian packages in {debian.lock_path(platform)}")
+                native = next(p for p in PLATFORMS.values() if p.native)
+                tool = debian.resolve((debian.EMULATOR_PACKAGE,), native)
+                debian.write_lock(
+                    tool, debian.EMULATOR_LOCK, "the build runs foreign binaries with"
+                )
+                say(f"pinned {debian.EMULATOR_PACKAGE} in {debian.EMULATOR_LOCK.name}")
+            for platform in spec.platforms:
+                path = spec.lock_for(platform)
+                if spec.requirements is None:
+                    count = python.lock(python.project_requirements(), path, platform=platform)
+                else:
+                    source = f"requirements in {spec.requirements.name} beside it"
+                    wanted = python.file_requirements(spec.requirements)
+                    count = python.lock(wanted, path, source, platform)
+                say(f"pinned {count} Python packages in {path.name}")
             return 0
+        platform = PLATFORMS[args.platform]
         if args.command == "rootfs":
-            build.assemble(args.dir, _cache(), say, spec)
+            build.assemble(args.dir, _cache(), say, spec, platform)
             say(f"root filesystem in {args.dir}")
             return 0
         # A scratch tree per build: builds from two checkouts at once must not share one.
         _cache().mkdir(parents=True, exist_ok=True)
         root = Path(tempfile.mkdtemp(prefix=f"rootfs-{args.image}-", dir=_cache()))
         try:
-            build.assemble(root, _cache(), say, spec)
+            build.assemble(root, _cache(), say, spec, platform)
             names = args.name or [spec.name()]
-            out = args.out or build.REPO / "dist" / f"{args.image}-image.tar"
-            result = build.pack(root, out, names, say, spec)
+            suffix = "" if platform == AMD64 else f"-{platform.debian}"
+            out = args.out or build.REPO / "dist" / f"{args.image}-image{suffix}.tar"
+            result = build.pack(root, out, names, say, spec, platform)
         finally:
             shutil.rmtree(root, ignore_errors=True)
     except (debian.PackageError, python.LockError, build.BuildError) as e:
