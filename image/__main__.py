@@ -8,9 +8,10 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from image import build, debian, python
+from image import build, debian, python, release
 from image.platform import AMD64, PLATFORMS
 
 _cache = debian.cache_dir
@@ -28,6 +29,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     r = sub.add_parser("rootfs", help="only assemble the root filesystem (the Dockerfile's step)")
     r.add_argument("dir", type=Path)
+    rel = sub.add_parser("release", help="the image index, chart, manifest, SBOM and sums")
+    rel.add_argument("--version", default=build.version(), help="default: pyproject's version")
+    rel.add_argument("--out", type=Path, default=build.REPO / "dist" / "release")
+    pu = sub.add_parser("push", help="push a release's image index and chart to an OCI registry")
+    pu.add_argument("--registry", required=True, help="host[:port]/path, e.g. ghcr.io/zeroscaler")
+    pu.add_argument("--release", type=Path, default=build.REPO / "dist" / "release")
+    pu.add_argument(
+        "--plain-http", action="store_true", help="the registry speaks HTTP (loopback tests)"
+    )
     lk = sub.add_parser("lock", help="pin the current Debian package versions and Python wheels")
     for p in (b, r, lk):
         p.add_argument(
@@ -45,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
             "under qemu)",
         )
     args = parser.parse_args(argv)
-    spec = build.SPECS[args.image]
+    spec = build.SPECS[getattr(args, "image", "zeroscaler")]
 
     started = time.monotonic()
 
@@ -53,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[image {time.monotonic() - started:5.1f}s] {message}", file=sys.stderr, flush=True)
 
     try:
+        if args.command in ("release", "push"):
+            return _release(args, say)
         if args.command == "lock":
             if spec is build.ZEROSCALER:  # the Debian base is shared; zeroscaler's lock moves it
                 for platform in spec.platforms:
@@ -91,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             result = build.pack(root, out, names, say, spec, platform)
         finally:
             shutil.rmtree(root, ignore_errors=True)
-    except (debian.PackageError, python.LockError, build.BuildError) as e:
+    except (debian.PackageError, python.LockError, build.BuildError, release.ReleaseError) as e:
         say(f"failed: {e}")
         return 1
     compressed = sum(layer.size for layer in result.layers)
@@ -113,6 +125,31 @@ def main(argv: list[str] | None = None) -> int:
     }
     out.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
     print(result.archive)
+    return 0
+
+
+def _release(args: argparse.Namespace, say: Callable[[str], None]) -> int:
+    # The tools are the local cluster's: helm with the control plane, crane with the registry.
+    from localcluster import build as tools
+
+    helm = tools.find_binaries(tools.load_versions()).get("helm")
+    found = {"helm": helm} if helm else tools.ensure_binaries(progress=say)
+    if args.command == "release":
+        started = time.monotonic()
+        record = release.make(args.version, args.out, found, say)
+        say(f"release {args.version} in {args.out} in {time.monotonic() - started:.0f}s")
+        for platform, image in record["images"].items():
+            say(
+                f"  {platform}: {image['compressed_bytes'] / 1e6:.1f} MB compressed, "
+                f"{image['unpacked_bytes'] / 1e6:.1f} MB unpacked, {image['digest']}"
+            )
+        print(args.out)
+        return 0
+    found = {**found, **tools.ensure_release_tools(progress=say)}
+    started = time.monotonic()
+    pushed = release.push(args.release, args.registry, found, say, plain_http=args.plain_http)
+    say(f"pushed in {time.monotonic() - started:.1f}s")
+    print(json.dumps(pushed))
     return 0
 
 
