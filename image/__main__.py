@@ -132,8 +132,7 @@ def _release(args: argparse.Namespace, say: Callable[[str], None]) -> int:
     # The tools are the local cluster's: helm with the control plane, crane with the registry.
     from localcluster import build as tools
 
-    helm = tools.find_binaries(tools.load_versions()).get("helm")
-    found = {"helm": helm} if helm else tools.ensure_binaries(progress=say)
+    found = {"helm": tools.ensure_helm(progress=say)}
     if args.command == "release":
         started = time.monotonic()
         record = release.make(args.version, args.out, found, say)

@@ -277,12 +277,18 @@ def write_sums(directory: Path) -> None:
 
 
 def push(
-    release: Path, registry: str, tools: Mapping[str, Path], say: Progress, *, plain_http: bool
+    release: Path,
+    registry: str,
+    tools: Mapping[str, Path],
+    say: Progress,
+    *,
+    plain_http: bool,
+    env: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """Push the index to REGISTRY/zeroscaler:VERSION and the chart to oci://REGISTRY/charts.
 
     Credentials are crane's and helm's own (`crane auth login`, `helm registry login`, or a
-    Docker config). Returns the references pushed.
+    Docker config); env, if given, is the tools' whole environment. Returns what was pushed.
     """
     record = json.loads((release / "release.json").read_text())
     check_sums(release)
@@ -294,13 +300,15 @@ def push(
         with tarfile.open(release / record["index"]["file"]) as tar:
             tar.extractall(layout, filter="data")
         flags = ["--insecure"] if plain_http else []
-        pushed = _run([str(tools["crane"]), "push", *flags, str(layout), image], "crane push")
+        crane = [str(tools["crane"]), "push", *flags, str(layout), image]
+        pushed = _run(crane, "crane push", env)
     if not pushed.strip().endswith(digest):
         raise ReleaseError(f"crane pushed {pushed.strip()}, the release's index is {digest}")
     say(f"pushed {image}@{digest}")
     chart_repo = f"oci://{registry}/charts"
     flags = ["--plain-http"] if plain_http else []
-    _helm(tools["helm"], "push", str(release / record["chart"]["file"]), chart_repo, *flags)
+    chart = str(release / record["chart"]["file"])
+    _run([str(tools["helm"]), "push", chart, chart_repo, *flags], "helm push", env)
     say(f"pushed {chart_repo}/zeroscaler:{version}")
     return {"image": f"{image}@{digest}", "chart": f"{chart_repo}/zeroscaler", "version": version}
 
@@ -318,8 +326,8 @@ def _helm(helm: Path, *args: str) -> str:
     return _run([str(helm), *args], f"helm {args[0]}")
 
 
-def _run(cmd: list[str], what: str) -> str:
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+def _run(cmd: list[str], what: str, env: Mapping[str, str] | None = None) -> str:
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     if proc.returncode != 0:
         raise ReleaseError(f"{what} failed (exit {proc.returncode}): {proc.stderr.strip()[-1500:]}")
     return proc.stdout

@@ -211,6 +211,20 @@ def ensure_node_parts(
     return found
 
 
+def ensure_helm(versions: Versions | None = None, progress: Progress | None = None) -> Path:
+    """helm alone (a release needs no control plane): found, or built into the control plane's
+    directory like the rest."""
+    v = versions or load_versions()
+    if found := find_binaries(v).get("helm"):
+        return found
+    out = bin_dir(v)
+    out.mkdir(parents=True, exist_ok=True)
+    target = f"helm.sh/helm/v3/cmd/helm@v{v.helm}"
+    say = progress or _stderr
+    _go_install(_check_go(v.go_minimum), [target], out, "helm", say, ldflags=_helm_ldflags(v))
+    return out / "helm"
+
+
 def tools_root() -> Path:
     return cache_root() / "tools"
 
