@@ -174,6 +174,11 @@ def emulator(platform: Platform, cache: Path, progress: Callable[[str], None]) -
         scratch = unpacked.with_name(unpacked.name + ".partial")
         shutil.rmtree(scratch, ignore_errors=True)
         _run(["dpkg-deb", "--extract", str(deb), str(scratch)])
+        # The package has an emulator for every architecture qemu knows (370 MB); keep ours.
+        keep = {f"qemu-{p.machine}-static" for p in PLATFORMS.values()}
+        for other in (scratch / "usr/bin").glob("qemu-*"):
+            if other.name not in keep:
+                other.unlink()
         shutil.rmtree(unpacked, ignore_errors=True)
         scratch.rename(unpacked)
     return unpacked / binary
