@@ -37,6 +37,8 @@ from tests.support.real_chart import real_node_values
 from tests.support.waiting import wait_for
 
 RELEASE = Path(os.environ.get("ZEROSCALER_RELEASE", image_build.REPO / "dist" / "release"))
+CHART = image_build.REPO / "charts" / "zeroscaler"
+ENABLED_LABEL = "zeroscaler.io/enabled"
 PATH = "zeroscaler"  # the registry path the release is pushed under
 
 
@@ -191,6 +193,150 @@ def test_helm_installs_from_the_registry_and_the_node_pulls_the_image(
         except ApiException as e:
             if e.status != 404:
                 raise
+
+
+def test_upgrade_to_the_release_keeps_sleepers_asleep_and_the_awake_awake(
+    cluster: Cluster, api: k8s.ApiClient, pushed: Pushed, tmp_path: Path
+) -> None:
+    """From the chart in the checkout to the released chart from the registry: the workloads'
+    state survives the hand-over. Before, the pods name the amd64 image by its own manifest digest,
+    after, by the index's: the pods roll, and both are pulled from the registry."""
+    version, digest = pushed.record["version"], pushed.record["index"]["digest"]
+    amd64 = pushed.record["images"]["linux/amd64"]["digest"]
+    name = f"up-{secrets.token_hex(3)}"
+    namespace = f"upgraded-{name}"
+    core, apps = k8s.CoreV1Api(api), k8s.AppsV1Api(api)
+    core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=namespace)))
+    values = real_node_values(cluster.server, free_port(), free_port(), controller_replicas=1)
+    values["image"] = {"repository": pushed.image, "digest": amd64, "pullPolicy": "IfNotPresent"}
+    (tmp_path / "before.yaml").write_text(yaml.safe_dump(values))
+    values["image"] = {"repository": pushed.image, "pullPolicy": "IfNotPresent"}
+    (tmp_path / "after.yaml").write_text(yaml.safe_dump(values))
+    home = tmp_path / "helm"
+    operators = f"ops-{name}"
+    try:
+        proc = cluster.helm(home, "install", name, str(CHART), "-n", namespace,
+            "-f", str(tmp_path / "before.yaml"), "--timeout", "300s",
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        for component in ("controller", "webhook"):
+            wait_for(partial(_ready, api, namespace, name, component), f"a Ready {component}", 240)
+        core.create_namespace(
+            k8s.V1Namespace(
+                metadata=k8s.V1ObjectMeta(name=operators, labels={ENABLED_LABEL: "true"})
+            )
+        )
+        _operators(api, operators)
+        wait_for(lambda: _asleep(api, operators, "sleeper"), "the idle operator to sleep", 120)
+        assert _awake(api, operators, "awake")
+
+        proc = cluster.helm(home, "upgrade", name, pushed.chart, "--version", version,
+            "--plain-http", "-n", namespace, "-f", str(tmp_path / "after.yaml"),
+            "--timeout", "300s",
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+
+        def upgraded() -> bool:
+            pods = [
+                *_ready(api, namespace, name, "controller"),
+                *_ready(api, namespace, name, "webhook"),
+            ]
+            images = {p.spec.containers[0].image for p in pods}
+            return len(pods) == 2 and images == {f"{pushed.image}@{digest}"}
+
+        # Through the roll-out and well past the idle timeout after it, nothing changes state.
+        deadline = time.monotonic() + 240
+        while not upgraded():
+            assert time.monotonic() < deadline, "the released pods did not become Ready"
+            assert _asleep(api, operators, "sleeper")
+            assert _awake(api, operators, "awake")
+            time.sleep(1)
+        settle = time.monotonic() + 15
+        while time.monotonic() < settle:
+            assert _asleep(api, operators, "sleeper")
+            assert _awake(api, operators, "awake")
+            time.sleep(1)
+        # The released controller does the work: a change wakes the sleeper.
+        core.create_namespaced_config_map(
+            operators, k8s.V1ConfigMap(metadata=k8s.V1ObjectMeta(name="wake"), data={"a": "b"})
+        )
+        wait_for(
+            lambda: apps.read_namespaced_deployment("sleeper", operators).spec.replicas == 1,
+            "the released controller to wake the operator",
+            90,
+        )
+    finally:
+        cluster.helm(home, "uninstall", name, "-n", namespace, "--wait", "--timeout", "120s")
+        for ns in (operators, namespace):
+            try:
+                core.delete_namespace(ns)
+            except ApiException as e:
+                if e.status != 404:
+                    raise
+
+
+def _operators(api: k8s.ApiClient, namespace: str) -> None:
+    """Two operators whose ServiceAccount may watch ConfigMaps (on kwok nodes): one left idle, one
+    whose person-set idle timeout of an hour keeps it awake through the test."""
+    core, rbac = k8s.CoreV1Api(api), k8s.RbacAuthorizationV1Api(api)
+    core.create_namespaced_service_account(
+        namespace, k8s.V1ServiceAccount(metadata=k8s.V1ObjectMeta(name="op"))
+    )
+    rule = k8s.V1PolicyRule(api_groups=[""], resources=["configmaps"], verbs=["list", "watch"])
+    rbac.create_namespaced_role(
+        namespace, k8s.V1Role(metadata=k8s.V1ObjectMeta(name="op"), rules=[rule])
+    )
+    rbac.create_namespaced_role_binding(
+        namespace,
+        k8s.V1RoleBinding(
+            metadata=k8s.V1ObjectMeta(name="op"),
+            role_ref=k8s.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name="op"),
+            subjects=[k8s.RbacV1Subject(kind="ServiceAccount", name="op", namespace=namespace)],
+        ),
+    )
+    for name, notes in (("sleeper", {}), ("awake", {"zeroscaler.io/idle-timeout": "1h"})):
+        labels = {"app": name}
+        k8s.AppsV1Api(api).create_namespaced_deployment(
+            namespace,
+            k8s.V1Deployment(
+                metadata=k8s.V1ObjectMeta(name=name, annotations=notes),
+                spec=k8s.V1DeploymentSpec(
+                    replicas=1,
+                    selector=k8s.V1LabelSelector(match_labels=labels),
+                    template=k8s.V1PodTemplateSpec(
+                        metadata=k8s.V1ObjectMeta(labels=labels),
+                        spec=k8s.V1PodSpec(
+                            service_account_name="op",
+                            containers=[
+                                k8s.V1Container(name="op", image="registry.k8s.io/pause:3.10")
+                            ],
+                        ),
+                    ),
+                ),
+            ),
+        )
+
+
+def _state(api: k8s.ApiClient, namespace: str, name: str) -> tuple[int, dict[str, str]]:
+    deployment = k8s.AppsV1Api(api).read_namespaced_deployment(name, namespace)
+    annotations = deployment.metadata.annotations or {}
+    return int(deployment.spec.replicas), {
+        k: v for k, v in annotations.items() if k.startswith("zeroscaler.io/")
+    }
+
+
+def _asleep(api: k8s.ApiClient, namespace: str, name: str) -> bool:
+    replicas, ours = _state(api, namespace, name)
+    return (
+        replicas == 0
+        and ours.get("zeroscaler.io/state") == "asleep"
+        and ours.get("zeroscaler.io/restore-replicas") == "1"
+    )
+
+
+def _awake(api: k8s.ApiClient, namespace: str, name: str) -> bool:
+    replicas, ours = _state(api, namespace, name)
+    return replicas == 1 and ours.get("zeroscaler.io/state") != "asleep"
 
 
 def _ready(api: k8s.ApiClient, namespace: str, name: str, component: str) -> list[Any]:
