@@ -15,7 +15,7 @@ ifdef KUBERNETES
 export ZEROSCALER_KUBERNETES := $(KUBERNETES)
 endif
 
-.PHONY: help install controlplane image lint format test unit chart compat demo bench chaos cluster cluster-down clean package-check
+.PHONY: help install controlplane image release push release-tools lint format test unit chart compat demo bench chaos cluster cluster-down clean package-check
 
 help:
 	@echo "make demo          a kopf operator on a local Kubernetes: sleeps, wakes on a Backup, reconciles"
@@ -31,6 +31,8 @@ help:
 	@echo "make controlplane  build (or reuse) the control-plane binaries"
 	@echo "make image         build zeroscaler's container image archive (dist/zeroscaler-image.tar)"
 	@echo "make package-check pip install . (with and without the server extra) into fresh virtualenvs"
+	@echo "make release       dist/release: amd64+arm64 image index, chart, manifest, SBOM, SHA256SUMS"
+	@echo "make push REGISTRY=host[:port]/path  push the release's image index and chart (OCI)"
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit("Python 3.11+ is needed" if sys.version_info < (3, 11) else 0)'
@@ -48,7 +50,7 @@ controlplane: install
 # Debian packages and PyPI: outside the loopback-only namespace too. No Docker daemon needed.
 # Rebuilt when the pins or the code in it change.
 IMAGE_TAR := dist/zeroscaler-image.tar
-IMAGE_INPUTS := pyproject.toml image/debian.lock image/requirements.lock \
+IMAGE_INPUTS := pyproject.toml $(wildcard image/*.lock) \
 	$(shell find image zeroscaler webhook controller certs -name '*.py' 2>/dev/null)
 
 $(IMAGE_TAR): $(STAMP) $(IMAGE_INPUTS)
@@ -64,6 +66,31 @@ $(OPERATOR_TAR): $(STAMP) $(OPERATOR_INPUTS)
 
 image: $(IMAGE_TAR)
 
+# A release of pyproject's version (VERSION must equal it): both architectures, built outside the
+# loopback-only namespace (Debian packages, PyPI). The foreign one runs under a pinned qemu.
+VERSION ?= $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -1)
+RELEASE_DIR := dist/release
+RELEASE_SUMS := $(RELEASE_DIR)/SHA256SUMS
+RELEASE_INPUTS := $(IMAGE_INPUTS) $(shell find charts -type f 2>/dev/null)
+
+$(RELEASE_SUMS): $(STAMP) $(RELEASE_INPUTS)
+	@$(PY) -m image release --version $(VERSION) --out $(RELEASE_DIR) >/dev/null
+
+release: install
+	$(PY) -m image release --version $(VERSION) --out $(RELEASE_DIR)
+
+# crane and the CNCF distribution registry, from their Go modules (cached like helm).
+release-tools: install
+	@$(PY) -m localcluster tools >/dev/null
+
+# PLAIN_HTTP=1 for a registry without TLS. Credentials: `crane auth login`, `helm registry login`.
+REGISTRY ?=
+PLAIN_HTTP ?=
+push: install release-tools
+	@test -n "$(REGISTRY)" || { echo "usage: make push REGISTRY=host[:port]/path"; exit 2; }
+	@test -f $(RELEASE_SUMS) || { echo "no release in $(RELEASE_DIR): make release first"; exit 2; }
+	$(PY) -m image push --registry $(REGISTRY) --release $(RELEASE_DIR) $(if $(PLAIN_HTTP),--plain-http)
+
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -78,7 +105,7 @@ format: install
 # Every marker runs by default, the short fault scenarios (chaos) too; `make chaos` runs them in
 # full. TEST_MARKERS="not chaos" leaves them out.
 TEST_MARKERS ?=
-test: install controlplane $(IMAGE_TAR) $(OPERATOR_TAR)
+test: install controlplane release-tools $(IMAGE_TAR) $(OPERATOR_TAR) $(RELEASE_SUMS)
 	$(ISOLATE) $(PY) -m pytest -m "$(TEST_MARKERS)" $(PYTEST_ARGS)
 
 # The compatibility run: what a Kubernetes release can break for a user, on that release. The

@@ -4,21 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from image import build, debian, python
+from image import build, debian, python, release
+from image.platform import AMD64, PLATFORMS
 
-
-def _cache() -> Path:
-    if env := os.environ.get("ZEROSCALER_CACHE"):
-        return Path(env) / "image"
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "zeroscaler" / "image"
+_cache = debian.cache_dir
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,6 +29,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     r = sub.add_parser("rootfs", help="only assemble the root filesystem (the Dockerfile's step)")
     r.add_argument("dir", type=Path)
+    rel = sub.add_parser("release", help="the image index, chart, manifest, SBOM and sums")
+    rel.add_argument("--version", default=build.version(), help="default: pyproject's version")
+    rel.add_argument("--out", type=Path, default=build.REPO / "dist" / "release")
+    pu = sub.add_parser("push", help="push a release's image index and chart to an OCI registry")
+    pu.add_argument("--registry", required=True, help="host[:port]/path, e.g. ghcr.io/zeroscaler")
+    pu.add_argument("--release", type=Path, default=build.REPO / "dist" / "release")
+    pu.add_argument(
+        "--plain-http", action="store_true", help="the registry speaks HTTP (loopback tests)"
+    )
     lk = sub.add_parser("lock", help="pin the current Debian package versions and Python wheels")
     for p in (b, r, lk):
         p.add_argument(
@@ -41,8 +46,16 @@ def main(argv: list[str] | None = None) -> int:
             default="zeroscaler",
             help="which image: zeroscaler, or the example operator of the demo",
         )
+    for p in (b, r):
+        p.add_argument(
+            "--platform",
+            choices=sorted(PLATFORMS),
+            default=next((p.debian for p in PLATFORMS.values() if p.native), AMD64.debian),
+            help="the architecture to build for (default this machine's; a foreign one runs "
+            "under qemu)",
+        )
     args = parser.parse_args(argv)
-    spec = build.SPECS[args.image]
+    spec = build.SPECS[getattr(args, "image", "zeroscaler")]
 
     started = time.monotonic()
 
@@ -50,33 +63,47 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[image {time.monotonic() - started:5.1f}s] {message}", file=sys.stderr, flush=True)
 
     try:
+        if args.command in ("release", "push"):
+            return _release(args, say)
         if args.command == "lock":
             if spec is build.ZEROSCALER:  # the Debian base is shared; zeroscaler's lock moves it
-                packages = debian.resolve()
-                debian.write_lock(packages)
-                say(f"pinned {len(packages)} Debian packages in {debian.LOCK.name}")
-            if spec.requirements is None:
-                count = python.lock(python.project_requirements(), spec.lock)
-            else:
-                source = f"requirements in {spec.requirements.name} beside it"
-                count = python.lock(python.file_requirements(spec.requirements), spec.lock, source)
-            say(f"pinned {count} Python packages in {spec.lock.name}")
+                for platform in spec.platforms:
+                    packages = debian.resolve(platform=platform)
+                    debian.write_lock(packages, debian.lock_path(platform))
+                    say(f"pinned {len(packages)} Debian packages in {debian.lock_path(platform)}")
+                native = next(p for p in PLATFORMS.values() if p.native)
+                tool = debian.resolve((debian.EMULATOR_PACKAGE,), native)
+                debian.write_lock(
+                    tool, debian.EMULATOR_LOCK, "the build runs foreign binaries with"
+                )
+                say(f"pinned {debian.EMULATOR_PACKAGE} in {debian.EMULATOR_LOCK.name}")
+            for platform in spec.platforms:
+                path = spec.lock_for(platform)
+                if spec.requirements is None:
+                    count = python.lock(python.project_requirements(), path, platform=platform)
+                else:
+                    source = f"requirements in {spec.requirements.name} beside it"
+                    wanted = python.file_requirements(spec.requirements)
+                    count = python.lock(wanted, path, source, platform)
+                say(f"pinned {count} Python packages in {path.name}")
             return 0
+        platform = PLATFORMS[args.platform]
         if args.command == "rootfs":
-            build.assemble(args.dir, _cache(), say, spec)
+            build.assemble(args.dir, _cache(), say, spec, platform)
             say(f"root filesystem in {args.dir}")
             return 0
         # A scratch tree per build: builds from two checkouts at once must not share one.
         _cache().mkdir(parents=True, exist_ok=True)
         root = Path(tempfile.mkdtemp(prefix=f"rootfs-{args.image}-", dir=_cache()))
         try:
-            build.assemble(root, _cache(), say, spec)
+            build.assemble(root, _cache(), say, spec, platform)
             names = args.name or [spec.name()]
-            out = args.out or build.REPO / "dist" / f"{args.image}-image.tar"
-            result = build.pack(root, out, names, say, spec)
+            suffix = "" if platform == AMD64 else f"-{platform.debian}"
+            out = args.out or build.REPO / "dist" / f"{args.image}-image{suffix}.tar"
+            result = build.pack(root, out, names, say, spec, platform)
         finally:
             shutil.rmtree(root, ignore_errors=True)
-    except (debian.PackageError, python.LockError, build.BuildError) as e:
+    except (debian.PackageError, python.LockError, build.BuildError, release.ReleaseError) as e:
         say(f"failed: {e}")
         return 1
     compressed = sum(layer.size for layer in result.layers)
@@ -98,6 +125,30 @@ def main(argv: list[str] | None = None) -> int:
     }
     out.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
     print(result.archive)
+    return 0
+
+
+def _release(args: argparse.Namespace, say: Callable[[str], None]) -> int:
+    # The tools are the local cluster's: helm with the control plane, crane with the registry.
+    from localcluster import build as tools
+
+    found = {"helm": tools.ensure_helm(progress=say)}
+    if args.command == "release":
+        started = time.monotonic()
+        record = release.make(args.version, args.out, found, say)
+        say(f"release {args.version} in {args.out} in {time.monotonic() - started:.0f}s")
+        for platform, image in record["images"].items():
+            say(
+                f"  {platform}: {image['compressed_bytes'] / 1e6:.1f} MB compressed, "
+                f"{image['unpacked_bytes'] / 1e6:.1f} MB unpacked, {image['digest']}"
+            )
+        print(args.out)
+        return 0
+    found = {**found, **tools.ensure_release_tools(progress=say)}
+    started = time.monotonic()
+    pushed = release.push(args.release, args.registry, found, say, plain_http=args.plain_http)
+    say(f"pushed in {time.monotonic() - started:.1f}s")
+    print(json.dumps(pushed))
     return 0
 
 

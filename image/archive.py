@@ -65,6 +65,14 @@ class Image:
     workdir: str = "/"
     labels: Mapping[str, str] = field(default_factory=dict)
     created: str = "1970-01-01T00:00:00Z"
+    architecture: str = "amd64"  # OCI's (Debian's) name
+    variant: str = ""  # v8 for arm64
+
+    @property
+    def platform(self) -> dict[str, str]:
+        """The platform object an image index gives for this image."""
+        spec = {"architecture": self.architecture, "os": "linux"}
+        return spec | ({"variant": self.variant} if self.variant else {})
 
 
 def entries_from_tree(root: Path, paths: Iterable[Path] | None = None) -> list[Entry]:
@@ -136,14 +144,18 @@ def make_layer(entries: Iterable[Entry], comment: str, *, level: int = 6) -> Lay
     return Layer(blob, _sha(blob), _sha(tar_bytes), comment)
 
 
-def write_archive(image: Image, out: Path) -> str:
-    """Write the image archive to out; returns the manifest digest (what registries call it by)."""
-    for name in image.names:
+def _check_names(names: Iterable[str]) -> None:
+    for name in names:
         if ":" not in name.rsplit("/", 1)[-1]:
             raise ValueError(f"image reference {name!r}: expected registry/name:tag")
+
+
+def image_blobs(image: Image) -> tuple[str, bytes, dict[str, bytes]]:
+    """The image's manifest digest, the manifest, and every blob by its layout path."""
     config = {
-        "architecture": "amd64",
+        "architecture": image.architecture,
         "os": "linux",
+        **({"variant": image.variant} if image.variant else {}),
         "created": image.created,
         "config": _drop_empty(
             {
@@ -173,6 +185,17 @@ def write_archive(image: Image, out: Path) -> str:
     }
     manifest_blob = _json(manifest)
     manifest_digest = _sha(manifest_blob)
+    blobs = {_blob_path(_sha(config_blob)): config_blob, _blob_path(manifest_digest): manifest_blob}
+    for layer in image.layers:
+        blobs[_blob_path(layer.digest)] = layer.blob
+    return manifest_digest, manifest_blob, blobs
+
+
+def write_archive(image: Image, out: Path) -> str:
+    """Write the image archive to out; returns the manifest digest (what registries call it by)."""
+    _check_names(image.names)
+    manifest_digest, manifest_blob, blobs = image_blobs(image)
+    config_path = _blob_path(json.loads(manifest_blob)["config"]["digest"])
     index = {
         "schemaVersion": 2,
         "mediaType": OCI_INDEX,
@@ -191,7 +214,7 @@ def write_archive(image: Image, out: Path) -> str:
     }
     docker_manifest = [
         {
-            "Config": _blob_path(_sha(config_blob)),
+            "Config": config_path,
             "RepoTags": [_docker_name(name) for name in image.names],
             "Layers": [_blob_path(layer.digest) for layer in image.layers],
         }
@@ -200,11 +223,62 @@ def write_archive(image: Image, out: Path) -> str:
         "oci-layout": _json({"imageLayoutVersion": "1.0.0"}),
         "index.json": _json(index),
         "manifest.json": _json(docker_manifest),
-        _blob_path(_sha(config_blob)): config_blob,
-        _blob_path(manifest_digest): manifest_blob,
+        **blobs,
     }
-    for layer in image.layers:
-        files[_blob_path(layer.digest)] = layer.blob
+    _write_tar(files, out)
+    return manifest_digest
+
+
+def write_index(images: Sequence[Image], out: Path, tag: str) -> str:
+    """Write an OCI layout tar whose one entry is an image index of the images, one a platform.
+
+    Returns the index's digest. `crane push` of the unpacked layout pushes that index; `ctr
+    import --all-platforms` loads it under each image's names.
+    """
+    platforms = [json.dumps(i.platform, sort_keys=True) for i in images]
+    if len(set(platforms)) != len(platforms):
+        raise ValueError("an image index holds one image per platform")
+    files: dict[str, bytes] = {"oci-layout": _json({"imageLayoutVersion": "1.0.0"})}
+    descriptors = []
+    for image in images:
+        _check_names(image.names)
+        digest, manifest_blob, blobs = image_blobs(image)
+        files.update(blobs)
+        descriptors.append(
+            {
+                "mediaType": OCI_MANIFEST,
+                "digest": digest,
+                "size": len(manifest_blob),
+                "platform": image.platform,
+            }
+        )
+    index_blob = _json({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": descriptors})
+    index_digest = _sha(index_blob)
+    files[_blob_path(index_digest)] = index_blob
+    names = sorted({name for image in images for name in image.names})
+    files["index.json"] = _json(
+        {
+            "schemaVersion": 2,
+            "mediaType": OCI_INDEX,
+            "manifests": [
+                {
+                    "mediaType": OCI_INDEX,
+                    "digest": index_digest,
+                    "size": len(index_blob),
+                    "annotations": {
+                        "org.opencontainers.image.ref.name": tag,
+                        **({"io.containerd.image.name": names[0]} if names else {}),
+                    },
+                }
+            ],
+        }
+    )
+    _write_tar(files, out)
+    return index_digest
+
+
+def _write_tar(files: Mapping[str, bytes], out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".partial")
     with tarfile.open(tmp, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for directory in ("blobs", "blobs/sha256"):
@@ -216,7 +290,6 @@ def write_archive(image: Image, out: Path) -> str:
             info.size, info.mode, info.mtime = len(files[name]), 0o644, 0
             tar.addfile(info, io.BytesIO(files[name]))
     tmp.replace(out)
-    return manifest_digest
 
 
 def read_archive(path: Path) -> dict[str, Any]:
@@ -242,6 +315,62 @@ def read_archive(path: Path) -> dict[str, Any]:
         "config": config,
         "diff_ids": [_sha(gzip.decompress(blob)) for blob in layers],
     }
+
+
+class InvalidIndex(ValueError):
+    """An image index layout that a registry or a runtime would refuse, and why."""
+
+
+def validate_index(path: Path, platforms: Iterable[str]) -> dict[str, Any]:
+    """Check an OCI layout tar written by write_index; returns its index and each platform's config.
+
+    Every blob must match its digest and size, every descriptor's media type its blob, the index
+    must hold exactly the given platforms (os/arch[/variant]) and each image's config must say the
+    platform its descriptor says.
+    """
+    with tarfile.open(path) as tar:
+        files: dict[str, bytes] = {}
+        for member in tar.getmembers():
+            if member.isfile():
+                f = tar.extractfile(member)
+                assert f is not None
+                files[member.name] = f.read()
+    if json.loads(files.get("oci-layout", b"{}")).get("imageLayoutVersion") != "1.0.0":
+        raise InvalidIndex("no oci-layout file of version 1.0.0")
+
+    def blob(descriptor: Mapping[str, Any], media_type: str) -> Any:
+        data = files.get(_blob_path(descriptor["digest"]))
+        if data is None:
+            raise InvalidIndex(f"{descriptor['digest']}: blob missing")
+        if _sha(data) != descriptor["digest"] or len(data) != descriptor["size"]:
+            raise InvalidIndex(f"{descriptor['digest']}: digest or size does not match the blob")
+        if descriptor["mediaType"] != media_type:
+            raise InvalidIndex(f"{descriptor['digest']}: media type {descriptor['mediaType']}")
+        return json.loads(data) if media_type != OCI_LAYER else data
+
+    top = json.loads(files["index.json"])
+    if top.get("schemaVersion") != 2 or len(top.get("manifests", [])) != 1:
+        raise InvalidIndex("index.json must name exactly one image index")
+    index = blob(top["manifests"][0], OCI_INDEX)
+    if index.get("schemaVersion") != 2 or index.get("mediaType") != OCI_INDEX:
+        raise InvalidIndex("the image index has no schemaVersion 2 or no index media type")
+    configs: dict[str, Any] = {}
+    for descriptor in index["manifests"]:
+        spec = descriptor.get("platform", {})
+        name = "/".join(spec[k] for k in ("os", "architecture", "variant") if spec.get(k))
+        manifest = blob(descriptor, OCI_MANIFEST)
+        config = blob(manifest["config"], OCI_CONFIG)
+        for key in ("os", "architecture", "variant"):
+            if config.get(key, "") != spec.get(key, ""):
+                raise InvalidIndex(f"{name}: the config says {key} {config.get(key)!r}")
+        layers = [blob(layer, OCI_LAYER) for layer in manifest["layers"]]
+        diff_ids = [_sha(gzip.decompress(layer)) for layer in layers]
+        if diff_ids != config["rootfs"]["diff_ids"]:
+            raise InvalidIndex(f"{name}: the layers do not match the config's diff_ids")
+        configs[name] = config
+    if sorted(configs) != sorted(platforms):
+        raise InvalidIndex(f"platforms {sorted(configs)}, expected {sorted(platforms)}")
+    return {"digest": top["manifests"][0]["digest"], "index": index, "configs": configs}
 
 
 def _docker_name(name: str) -> str:

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from image import archive, debian, python
-from image.archive import Layer
+from image.archive import Image, Layer
+from image.platform import AMD64, ARM64, Platform
 
 REPO = Path(__file__).resolve().parents[1]
 _PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
@@ -47,7 +48,7 @@ PRUNE = (
     "usr/share/locale",
     "usr/share/binfmts",
     "usr/lib/binfmt.d",
-    "usr/lib/x86_64-linux-gnu/gconv",  # iconv's character sets: Python has its own codecs
+    "usr/lib/{triplet}/gconv",  # iconv's character sets: Python has its own codecs
     "usr/lib/python3.11/test",
     "usr/lib/python3.11/pydoc_data",
     "usr/lib/python3.11/lib2to3",
@@ -101,6 +102,11 @@ class Spec:
     scripts: dict[str, tuple[str, str]]  # console script -> (module, function)
     smoke: tuple[str, ...]  # modules imported at build time as the image's user
     cmd: tuple[str, ...]
+    platforms: tuple[Platform, ...] = (AMD64,)  # those with a lock of their own
+
+    def lock_for(self, platform: Platform) -> Path:
+        """The platform's wheel lock."""
+        return python.lock_path(self.lock, platform)
 
     def name(self) -> str:
         """The reference the archive is loaded as, in full (containerd's form of NAME:TAG)."""
@@ -117,6 +123,7 @@ ZEROSCALER = Spec(
     scripts=SCRIPTS,
     smoke=SMOKE_IMPORTS,
     cmd=("zeroscaler", "--help"),
+    platforms=(AMD64, ARM64),
 )
 # The example kopf operator the demo puts to sleep: kopf and the official client, its one module.
 BACKUP_OPERATOR = Spec(
@@ -142,6 +149,7 @@ class Result:
     names: list[str]
     layers: list[Layer]
     unpacked_bytes: int
+    image: Image  # what the archive holds, for an index of several platforms
 
 
 def version() -> str:
@@ -155,26 +163,35 @@ def default_name() -> str:
 
 
 def assemble(
-    root: Path, cache: Path, progress: Callable[[str], None], spec: Spec = ZEROSCALER
+    root: Path,
+    cache: Path,
+    progress: Callable[[str], None],
+    spec: Spec = ZEROSCALER,
+    platform: Platform = AMD64,
 ) -> None:
     """Build the root filesystem in root (emptied first)."""
+    if platform not in spec.platforms:
+        raise BuildError(f"{spec.title} is built for {', '.join(p.debian for p in spec.platforms)}")
     if root.exists():
         shutil.rmtree(root)
     root.mkdir(parents=True)
-    packages = debian.load_lock()
-    debs = debian.fetch(packages, cache / "debs", progress)
-    progress(f"unpacking {len(debs)} Debian packages")
+    packages = debian.load_lock(debian.lock_path(platform))
+    debs = debian.fetch(packages, cache / "debs", progress, platform)
+    emulator = debian.emulator(platform, cache, progress)
+    progress(f"unpacking {len(debs)} Debian packages ({platform.debian})")
     debian.unpack(debs, root)
-    _prune(root)
+    _prune(root, platform)
     _write_etc(root)
     (root / "usr/bin/python3").symlink_to("python3.11")
-    progress(f"installing the locked wheels ({spec.lock.relative_to(REPO)})")
+    lock = spec.lock_for(platform)
+    progress(f"installing the locked wheels ({lock.relative_to(REPO)})")
     site = root / SITE
-    python.install(site, spec.lock)
+    python.install(site, lock, platform)
     _drop_dependency_scripts(site)
     progress(f"adding {spec.title}'s files and console scripts")
     _install_project(root, spec)
-    progress("compiling bytecode with the image's own interpreter")
+    how = "" if emulator is None else f" under {emulator.name}"
+    progress(f"compiling bytecode with the image's own interpreter{how}")
     _in_root(
         root,
         [
@@ -187,9 +204,10 @@ def assemble(
             "/usr/lib/python3.11",
             "/" + SITE,
         ],
+        emulator=emulator,
     )
-    progress("checking that it runs as 65532")
-    _smoke(root, spec)
+    progress(f"checking that it runs as 65532{how}")
+    _smoke(root, spec, emulator)
 
 
 def pack(
@@ -198,6 +216,7 @@ def pack(
     names: list[str],
     progress: Callable[[str], None],
     spec: Spec = ZEROSCALER,
+    platform: Platform = AMD64,
 ) -> Result:
     """Split the tree into three layers (Debian, dependencies, ours); write the archive."""
     ours = {root / SITE / p for p in spec.packages} | {root / BIN / name for name in spec.scripts}
@@ -219,8 +238,8 @@ def pack(
         if not dirnames and not filenames and base != root:
             layers_of["debian"].append(base)
     comments = {
-        "debian": "Debian bookworm packages (image/debian.lock)",
-        "deps": f"Python packages ({spec.lock.relative_to(REPO)})",
+        "debian": f"Debian bookworm packages ({debian.lock_path(platform).relative_to(REPO)})",
+        "deps": f"Python packages ({spec.lock_for(platform).relative_to(REPO)})",
         "zeroscaler": f"{spec.title} {version()}",
     }
     layers = []
@@ -237,6 +256,8 @@ def pack(
         )
         layers.append(layer)
     image = archive.Image(
+        architecture=platform.debian,
+        variant=platform.variant,
         layers=layers,
         names=names,
         user=f"{USER}:{USER}",
@@ -250,7 +271,7 @@ def pack(
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     digest = archive.write_archive(image, out)
-    return Result(out, digest, names, layers, unpacked)
+    return Result(out, digest, names, layers, unpacked, image)
 
 
 def _owned(entry: archive.Entry) -> archive.Entry:
@@ -260,9 +281,9 @@ def _owned(entry: archive.Entry) -> archive.Entry:
     return entry
 
 
-def _prune(root: Path) -> None:
+def _prune(root: Path, platform: Platform) -> None:
     for rel in PRUNE:
-        shutil.rmtree(root / rel, ignore_errors=True)
+        shutil.rmtree(root / rel.format(triplet=platform.triplet), ignore_errors=True)
     # Keep each package's copyright file: the licences travel with the binaries.
     for doc in (root / "usr/share/doc").glob("*/*"):
         if doc.name != "copyright":
@@ -335,15 +356,35 @@ def _write_scripts(root: Path, spec: Spec) -> None:
         script.chmod(0o755)
 
 
-def _smoke(root: Path, spec: Spec) -> None:
+def _smoke(root: Path, spec: Spec, emulator: Path | None = None) -> None:
     code = "import " + ", ".join(spec.smoke)
-    _in_root(root, [PYTHON, "-c", code], user=USER)
+    _in_root(root, [PYTHON, "-c", code], user=USER, emulator=emulator)
     for name in spec.scripts:
-        _in_root(root, [f"/{BIN}/{name}", "--help"], user=USER)
+        # Under an emulator nothing reads the script's #! line: the interpreter is named.
+        script = [f"/{BIN}/{name}"] if emulator is None else [PYTHON, "-s", f"/{BIN}/{name}"]
+        _in_root(root, [*script, "--help"], user=USER, emulator=emulator)
 
 
-def _in_root(root: Path, cmd: list[str], user: int | None = None) -> None:
-    """Run cmd with root as its root directory, and a clean environment like the image's."""
+# Where the emulator sits in the tree while a foreign build runs commands in it; removed after.
+_EMULATOR_IN_ROOT = ".build-emulator"
+
+
+def _in_root(
+    root: Path, cmd: list[str], user: int | None = None, emulator: Path | None = None
+) -> None:
+    """Run cmd with root as its root directory, and a clean environment like the image's.
+
+    With an emulator (a static qemu), the foreign binary runs under it: the emulator is copied
+    into the tree for the command's length, since nothing outside the chroot can be reached.
+    """
+    if emulator is not None:
+        inside = root / _EMULATOR_IN_ROOT
+        shutil.copy2(emulator, inside)
+        try:
+            _in_root(root, ["/" + _EMULATOR_IN_ROOT, *cmd], user)
+        finally:
+            inside.unlink()
+        return
     env = dict(e.split("=", 1) for e in ENV)
     if os.geteuid() == 0:
         spec = [f"--userspec={user}:{user}"] if user is not None else []

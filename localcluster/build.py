@@ -74,6 +74,8 @@ class Versions:
     runc: str
     cni_plugins: str
     busybox: str
+    crane: str
+    distribution: str
 
     @property
     def key(self) -> str:
@@ -226,6 +228,66 @@ def ensure_node_parts(
     return found
 
 
+def ensure_helm(versions: Versions | None = None, progress: Progress | None = None) -> Path:
+    """helm alone (a release needs no control plane): found, or built into the control plane's
+    directory like the rest."""
+    v = versions or load_versions()
+    if found := find_binaries(v).get("helm"):
+        return found
+    out = bin_dir(v)
+    out.mkdir(parents=True, exist_ok=True)
+    target = f"helm.sh/helm/v3/cmd/helm@v{v.helm}"
+    say = progress or _stderr
+    _go_install(_check_go(v.go_minimum), [target], out, "helm", say, ldflags=_helm_ldflags(v))
+    return out / "helm"
+
+
+def tools_root() -> Path:
+    return cache_root() / "tools"
+
+
+def ensure_release_tools(
+    versions: Versions | None = None, progress: Progress | None = None
+) -> dict[str, Path]:
+    """crane (pushes image indexes) and the distribution registry, built once from their modules."""
+    v = versions or load_versions()
+    say = progress or _stderr
+
+    def install(target: str, flags: str, label: str) -> Callable[[Path], None]:
+        return lambda out: _go_install(
+            _check_go(v.go_minimum), [target], out, label, say, ldflags=flags
+        )
+
+    crane_pkg = "github.com/google/go-containerregistry/cmd/crane"
+    registry_mod = "github.com/distribution/distribution/v3"
+    parts = [
+        _Part(
+            f"crane-{v.crane}",
+            {"crane": "crane"},
+            install(f"{crane_pkg}@v{v.crane}", "", f"crane {v.crane}"),
+        ),
+        _Part(
+            f"registry-{v.distribution}",
+            {"registry": "registry"},
+            install(
+                f"{registry_mod}/cmd/registry@v{v.distribution}",
+                f"-X {registry_mod}/version.version=v{v.distribution}",
+                f"registry {v.distribution}",
+            ),
+        ),
+    ]
+    found: dict[str, Path] = {}
+    for part in parts:
+        if _part_files(part, tools_root()) is None:
+            say(f"release tools: building {part.directory} into {tools_root()}")
+            _fill_part(part, tools_root())
+        files = _part_files(part, tools_root())
+        if files is None:
+            raise BuildError(f"{part.directory}: built, but its files are still missing")
+        found.update(files)
+    return found
+
+
 def read_node_timings() -> dict[str, object]:
     """The recorded durations of the node parts built here, by part directory."""
     path = node_root() / "build-times.json"
@@ -286,16 +348,16 @@ def _part_name(stem: str, debian_version: str) -> str:
     return f"{stem}-{debian_version.replace(':', '_')}"  # an epoch's colon is awkward in paths
 
 
-def _part_files(part: _Part) -> dict[str, Path] | None:
-    base = node_root() / part.directory
+def _part_files(part: _Part, root: Path | None = None) -> dict[str, Path] | None:
+    base = (root or node_root()) / part.directory
     files = {name: base / rel for name, rel in part.files.items()}
     return files if all(f.is_file() for f in files.values()) else None
 
 
-def _fill_part(part: _Part) -> None:
+def _fill_part(part: _Part, root: Path | None = None) -> None:
     """Fill the part in a scratch directory and move it into place only once complete."""
-    final = node_root() / part.directory
-    scratch = node_root() / f".{part.directory}.partial"
+    final = (root or node_root()) / part.directory
+    scratch = (root or node_root()) / f".{part.directory}.partial"
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
     part.fill(scratch)

@@ -35,6 +35,9 @@ PARTS = (
     *("runc", "cni-loopback", "pause", "pause.tar"),
 )
 SOCKET = "/run/containerd/containerd.sock"  # as containerd and kubelet see it
+# containerd's registry host configurations (one directory per registry host, a hosts.toml in it),
+# read at each pull: a test that starts a registry tells the node about it while it runs.
+REGISTRY_HOSTS = "etc/registry-hosts"
 # The mount namespace's set-up, then the pause program as PID 1 of the PID namespace.
 _INIT = (
     'set -e; mount --make-rshared /; mount --bind "$1" /run; mount --bind "$2" /var/lib; '
@@ -66,6 +69,15 @@ class RealNode:
         proc = subprocess.run([*cmd, str(archive)], capture_output=True, text=True, timeout=300)
         if proc.returncode != 0:
             raise RealNodeError(f"ctr images import {archive}: {proc.stderr.strip()[-1000:]}")
+
+    def trust_plain_http_registry(self, host: str) -> None:
+        """Let containerd pull from a registry on host (e.g. 127.0.0.1:5000) over plain HTTP."""
+        directory = self.directory / REGISTRY_HOSTS / host
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "hosts.toml").write_text(
+            f'server = "http://{host}"\n\n[host."http://{host}"]\n'
+            '  capabilities = ["pull", "resolve"]\n'
+        )
 
     def containerd_ready(self) -> bool:
         if not self.socket.exists():
@@ -169,7 +181,7 @@ def prepare(
         {"cniVersion": "1.0.0", "name": "loopback", "plugins": [{"type": "loopback"}]},
     )
     (directory / "etc" / "containerd.toml").write_text(
-        containerd_config(binaries, directory / "cni", pause_image)
+        containerd_config(binaries, directory / "cni", pause_image, directory / REGISTRY_HOSTS)
     )
     port = free_port()
     (directory / "etc" / "resolv.conf").write_text("nameserver 127.0.0.1\n")
@@ -222,7 +234,9 @@ def kubelet_config(
     }
 
 
-def containerd_config(binaries: Mapping[str, Path], cni_conf: Path, pause_image: str) -> str:
+def containerd_config(
+    binaries: Mapping[str, Path], cni_conf: Path, pause_image: str, registry_hosts: Path
+) -> str:
     """containerd's configuration: state under the private /run and /var/lib, CRI for kubelet."""
     runtime = "plugins.'io.containerd.cri.v1.runtime'"
     return f"""version = 3
@@ -248,6 +262,9 @@ state = "/run/containerd"
 
 [plugins.'io.containerd.cri.v1.images'.pinned_images]
   sandbox = "{pause_image}"
+
+[plugins.'io.containerd.cri.v1.images'.registry]
+  config_path = "{registry_hosts}"
 
 [plugins.'io.containerd.grpc.v1.cri']
   stream_server_address = "127.0.0.1"

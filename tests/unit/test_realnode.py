@@ -27,7 +27,9 @@ def testcontainerd_config_restricts_oom_score_and_pins_the_local_sandbox_image(
     tmp_path: Path,
 ) -> None:
     binaries = {"runc": tmp_path / "runc", "cni-loopback": tmp_path / "cni" / "loopback"}
-    text = realnode.containerd_config(binaries, tmp_path / "net.d", build.PAUSE_IMAGE)
+    text = realnode.containerd_config(
+        binaries, tmp_path / "net.d", build.PAUSE_IMAGE, tmp_path / "hosts"
+    )
     config = tomllib.loads(text)
     runtime = config["plugins"]["io.containerd.cri.v1.runtime"]
     assert runtime["restrict_oom_score_adj"] is True
@@ -37,6 +39,7 @@ def testcontainerd_config_restricts_oom_score_and_pins_the_local_sandbox_image(
     assert runtime["cni"]["bin_dirs"] == [str(tmp_path / "cni")]
     images = config["plugins"]["io.containerd.cri.v1.images"]
     assert images["pinned_images"]["sandbox"] == build.PAUSE_IMAGE
+    assert images["registry"]["config_path"] == str(tmp_path / "hosts")
 
 
 def test_each_node_part_is_cached_under_its_own_version() -> None:
