@@ -172,7 +172,9 @@ def test_format_table_aligns_columns() -> None:
         ),
     ],
 )
-def test_describe_request(method: str, path: str, words: str) -> None:
+def test_a_request_is_described_in_the_words_of_rbac_verbs_and_resources(
+    method: str, path: str, words: str
+) -> None:
     assert describe_request(method, path) == words
 
 
@@ -187,7 +189,7 @@ def test_failures_are_one_line_and_name_the_request() -> None:
     assert str(down) == "cannot reach the API server at https://k (ConnectError: refused)"
 
 
-def test_parse_target() -> None:
+def test_a_target_is_namespace_slash_name_or_a_name_in_the_current_namespace() -> None:
     assert parse_target("ops/op", "default") == ("ops", "op")
     assert parse_target("op", "team") == ("team", "op")
     with pytest.raises(Failure, match="NAMESPACE/NAME"):
