@@ -215,8 +215,16 @@ def test_a_workload_watching_every_namespace_still_wakes_on_a_namespace_label(
         config_for("4s", "Namespace", watch_namespaces="*"),
         sa="selector",
     )
-    wait_asleep(api, selector, restore=3)
+    # Every Namespace event wakes the selector, the end of an earlier test's namespace deletion
+    # too: once none is being deleted, the selector's sleep lasts until this test's own change.
+    # It is waited for last, so it has not been woken while the kopf operator was waited for.
+    wait_for(
+        lambda: not any(n.metadata.deletion_timestamp for n in core.list_namespace().items),
+        "earlier tests' namespaces to be gone",
+        120,
+    )
     wait_asleep(api, kopf_ref, restore=1)
+    wait_asleep(api, selector, restore=3)
     other = f"zs-selected-{secrets.token_hex(3)}"
     core.create_namespace({"metadata": {"name": other}})
     try:
