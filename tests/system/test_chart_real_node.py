@@ -22,6 +22,7 @@ import os
 import secrets
 import subprocess
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -68,20 +69,10 @@ def node(cluster: Cluster, real_node: realnode.RealNode) -> realnode.RealNode:
     return real_node
 
 
-@pytest.fixture(scope="module", params=["split", "combined"])
-def release(
-    cluster: Cluster,
-    api: k8s.ApiClient,
-    node: realnode.RealNode,
-    tmp_path_factory: pytest.TempPathFactory,
-    request: pytest.FixtureRequest,
-) -> Iterator[Release]:
-    mode = str(request.param)
-    home = tmp_path_factory.mktemp("helm")
+def _install(cluster: Cluster, api: k8s.ApiClient, home: Path, mode: str) -> Release:
     name = f"zs-{secrets.token_hex(3)}"
     namespace = f"real-{name}"
-    core = k8s.CoreV1Api(api)
-    core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=namespace)))
+    k8s.CoreV1Api(api).create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=namespace)))
     values = home / "values.yaml"
     values.write_text(
         yaml.safe_dump(real_node_values(cluster.server, free_port(), free_port(), mode=mode))
@@ -91,13 +82,77 @@ def release(
         "--timeout", "300s",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    yield Release(name, namespace, f"{name}-zeroscaler", home, values, mode)
-    cluster.helm(home, "uninstall", name, "-n", namespace, "--wait", "--timeout", "120s")
+    return Release(name, namespace, f"{name}-zeroscaler", home, values, mode)
+
+
+def _remove(cluster: Cluster, api: k8s.ApiClient, release: Release) -> None:
+    """Uninstall the release if it is still there, and delete its namespace."""
+    cluster.helm(release.home, "uninstall", release.name, "-n", release.namespace,
+        "--ignore-not-found", "--wait", "--timeout", "120s",
+    )  # fmt: skip
     try:
-        core.delete_namespace(namespace)
+        k8s.CoreV1Api(api).delete_namespace(release.namespace)
     except ApiException as e:
         if e.status != 404:
             raise
+
+
+class Releases:
+    """The one release of a mode at a time, installed when a test first needs it.
+
+    Tests that leave the release as they found it share it; a test that changes or removes it takes
+    it for itself, and the next test gets a new one. Two releases never run at once: both would act
+    on every opted-in namespace.
+    """
+
+    def __init__(self, install: Callable[[], Release], remove: Callable[[Release], None]) -> None:
+        self._install, self._remove = install, remove
+        self._current: Release | None = None
+
+    def shared(self) -> Release:
+        if self._current is None:
+            self._current = self._install()
+        return self._current
+
+    def take(self) -> Release:
+        release = self.shared()
+        self._current = None
+        return release
+
+    def close(self) -> None:
+        if self._current is not None:
+            self._remove(self.take())
+
+
+@pytest.fixture(scope="module", params=["split", "combined"])
+def releases(
+    cluster: Cluster,
+    api: k8s.ApiClient,
+    node: realnode.RealNode,
+    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
+) -> Iterator[Releases]:
+    mode = str(request.param)
+    holder = Releases(
+        lambda: _install(cluster, api, tmp_path_factory.mktemp("helm"), mode),
+        partial(_remove, cluster, api),
+    )
+    yield holder
+    holder.close()
+
+
+@pytest.fixture
+def release(releases: Releases) -> Release:
+    """The release of this mode at its installed values, shared with other tests."""
+    return releases.shared()
+
+
+@pytest.fixture
+def own_release(cluster: Cluster, api: k8s.ApiClient, releases: Releases) -> Iterator[Release]:
+    """A release for this test alone, to change or uninstall; removed afterwards."""
+    release = releases.take()
+    yield release
+    _remove(cluster, api, release)
 
 
 # --- reading pods and leases ----------------------------------------------------------------------
@@ -278,17 +333,26 @@ def _touch(api: k8s.ApiClient, namespace: str) -> None:
     )
 
 
-@pytest.fixture(scope="module")
-def operator_ns(api: k8s.ApiClient, release: Release) -> Iterator[str]:
+@contextmanager
+def _operators(
+    api: k8s.ApiClient, release: Release, *deployments: tuple[str, int]
+) -> Iterator[str]:
+    """An opted-in namespace with operators in it, once the release's pods are ready."""
     wait_for(lambda: _ready_pods(api, release, release.serving), "a Ready webhook pod", 180)
     wait_for(lambda: _leader(api, release), "a leading controller pod", 180)
     name = f"op-{secrets.token_hex(3)}"
     k8s.CoreV1Api(api).create_namespace(
         k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name, labels={ENABLED_LABEL: "true"}))
     )
-    _operator(api, name)
+    _operator(api, name, *deployments)
     yield name
     k8s.CoreV1Api(api).delete_namespace(name)
+
+
+@pytest.fixture
+def operator_ns(api: k8s.ApiClient, release: Release) -> Iterator[str]:
+    with _operators(api, release) as name:
+        yield name
 
 
 def test_webhook_pod_annotates_and_controller_pod_sleeps_and_wakes_the_operator(
@@ -327,8 +391,12 @@ def test_killing_the_leading_controller_pod_hands_over_to_the_other_replica(
 
 
 def test_helm_upgrade_with_a_changed_value_rolls_the_pods(
-    cluster: Cluster, api: k8s.ApiClient, release: Release
+    cluster: Cluster, api: k8s.ApiClient, own_release: Release
 ) -> None:
+    release = own_release
+    # Pods of the release as installed, so the ones the upgrade makes can be told apart.
+    wait_for(lambda: _ready_pods(api, release, release.serving), "a Ready webhook pod", 180)
+    wait_for(lambda: _leader(api, release), "a leading controller pod", 180)
     before = {p.metadata.name for p in _pods(api, release, release.serving)}
     # One controller replica from now on: with more replicas than nodes, a host-network rollout
     # cannot go on (the one running pod is the only available one and holds the ports).
@@ -363,28 +431,23 @@ def _names(items: list[Any]) -> set[str]:
 
 
 @pytest.fixture
-def sleepers(api: k8s.ApiClient, release: Release) -> Iterator[tuple[str, dict[str, int]]]:
+def sleepers(api: k8s.ApiClient, own_release: Release) -> Iterator[tuple[str, dict[str, int]]]:
     """Three operators, annotated by the webhook, asleep (their pods on kwok nodes)."""
-    name = f"sleepers-{secrets.token_hex(3)}"
-    k8s.CoreV1Api(api).create_namespace(
-        k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name, labels={ENABLED_LABEL: "true"}))
-    )
     counts = {"one": 1, "two": 2, "three": 3}
-    _operator(api, name, *counts.items())
-    for op, count in counts.items():
-        wait_for(partial(_asleep, api, name, op, count), f"{op} to be put to sleep", 90)
-    yield name, counts
-    k8s.CoreV1Api(api).delete_namespace(name)
+    with _operators(api, own_release, *counts.items()) as name:
+        for op, count in counts.items():
+            wait_for(partial(_asleep, api, name, op, count), f"{op} to be put to sleep", 90)
+        yield name, counts
 
 
 def test_helm_uninstall_wakes_every_sleeper_and_leaves_nothing_behind(
     cluster: Cluster,
     api: k8s.ApiClient,
-    release: Release,
+    own_release: Release,
     node: realnode.RealNode,
-    operator_ns: str,
     sleepers: tuple[str, dict[str, int]],
 ) -> None:
+    release = own_release
     proc = cluster.helm(release.home, "uninstall", release.name, "-n", release.namespace,
         "--wait", "--timeout", "300s",
     )  # fmt: skip
@@ -395,8 +458,6 @@ def test_helm_uninstall_wakes_every_sleeper_and_leaves_nothing_behind(
     for name, count in counts.items():
         assert _replicas(api, sleepers_ns, name) == count, name
         assert _ours(api, sleepers_ns, name) == {}, name
-    assert _replicas(api, operator_ns) == 1
-    assert _ours(api, operator_ns, "op") == {}
     woken = k8s.CoreV1Api(api).list_namespaced_event(
         sleepers_ns, field_selector="involvedObject.name=three,reason=Woken"
     )

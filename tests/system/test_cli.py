@@ -35,6 +35,7 @@ from tests.system.controller_kit import (
     wait_asleep,
     wait_woken,
 )
+from tests.system.webhook_kit import times_reported
 
 pytestmark = pytest.mark.cluster
 
@@ -155,6 +156,7 @@ def test_a_person_sleeps_and_wakes_a_workload_and_the_controller_keeps_it(
     said = ok(cli("sleep", f"{opted_ns}/steered", kubeconfig=cluster.kubeconfig))
     assert "put to sleep, 3 replicas remembered" in said
     wait_asleep(api, ref, 3)
+    assert times_reported(events_of(api, ref), "ManualSleep") == 1
     [event] = [e for e in events_of(api, ref) if e.reason == "ManualSleep"]
     assert event.message.startswith(f"put to sleep by {user} (zeroscaler sleep)")
     assert event.source.component == "zeroscaler-cli"
@@ -186,6 +188,7 @@ def test_a_manual_wake_restarts_the_idle_clock(
 
     said = ok(cli("wake", f"{opted_ns}/napper", kubeconfig=cluster.kubeconfig))
     assert "woken to 3 replicas" in said
+    assert times_reported(events_of(api, ref), "ManualWake") == 1
     [event] = [e for e in events_of(api, ref) if e.reason == "ManualWake"]
     assert event.message.startswith(f"woken by {user} (zeroscaler wake): scaled from 0 to 3")
     woken_at = event.first_timestamp  # written just after the wake, to the second

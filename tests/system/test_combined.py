@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -12,6 +12,7 @@ from kubernetes import client as k8s
 
 from localcluster.cluster import Cluster
 from localcluster.processes import free_port
+from tests.support.waiting import wait_for
 from tests.system.controller_kit import (
     Ref,
     create_configmap,
@@ -21,6 +22,7 @@ from tests.system.controller_kit import (
     wait_woken,
 )
 from tests.system.webhook_kit import INJECTED, Webhook, admitted_until, create_workload, deployment
+from zeroscaler.core.durations import parse_time
 
 pytestmark = pytest.mark.cluster
 
@@ -80,12 +82,21 @@ def test_one_process_annotates_while_another_leads_then_sleeps_and_wakes_once_it
         assert WATCHED in created.annotations[INJECTED]
         metrics = f"http://127.0.0.1:{port}/metrics"
         assert "zeroscaler_leader 0.0" in httpx.get(metrics, timeout=5).text
-        # The controller half, from the same process, leads once the Lease is free: it puts the
-        # workload to sleep and wakes it.
+        # The controller half has reconciled it (only a reconcile counts it managed), then its
+        # idle timeout runs out: a leader would put it to sleep now; this one, not leading, may not.
         ref = Ref(opted_ns, "op")
+        awake = 'zeroscaler_managed_workloads{state="awake"} 1.0'
+        wait_for(lambda: awake in httpx.get(metrics, timeout=5).text, "the standby managing it")
+        idle_by = datetime.now(UTC) + timedelta(seconds=3)
+        wait_for(lambda: datetime.now(UTC) > idle_by, "its idle timeout to run out")
         assert state_of(api, ref)[0] == 1
+        # Once the Lease is free, the controller half of the same process leads: it puts the
+        # workload to sleep, and only then (not at any time before it led), and wakes it.
         leases.delete_namespaced_lease(LEASE, opted_ns)
         wait_asleep(api, ref, 1)
+        acquired = leases.read_namespaced_lease(LEASE, opted_ns).spec.acquire_time
+        asleep_since = parse_time(state_of(api, ref)[1]["zeroscaler.io/asleep-since"])
+        assert asleep_since >= acquired.replace(microsecond=0)  # the annotation is to the second
         create_configmap(api, opted_ns, "wake-up")
         wait_woken(api, ref, f"ConfigMap {opted_ns}/wake-up created", 1)
         text = httpx.get(metrics, timeout=5).text

@@ -43,6 +43,7 @@ from tests.system.controller_kit import (
     wait_event,
     wait_woken,
 )
+from tests.system.webhook_kit import times_reported
 from zeroscaler.core.annotations import STATUS_KEYS
 
 pytestmark = pytest.mark.cluster
@@ -95,7 +96,7 @@ def test_seed_demo_sleeps_and_wakes_to_the_previous_count(
         assert state_of(api, ref)[0] == 0
         # Four sleeps with the same message are one Event counted four times.
         sleeping = [e for e in events_of(api, ref) if e.reason == "Sleeping"]
-        assert sum(e.count for e in sleeping) == 4
+        assert times_reported(sleeping, "Sleeping") == 4
         assert len({e.message for e in sleeping}) == len(sleeping)
     assert controller.metric("zeroscaler_managed_workloads", state="asleep") == 2
     assert controller.metric("zeroscaler_sleeps_total") == 8
@@ -123,7 +124,7 @@ def test_one_write_wakes_every_workload_watching_it_to_its_own_count(
         wait_woken(api, ref, f"ConfigMap {opted_ns}/shared-trigger created", i + 1)
     for i, ref in enumerate(refs):
         wait_asleep(api, ref, i + 1)
-        assert reasons(api, ref).count("Woken") == 1
+        assert times_reported(events_of(api, ref), "Woken") == 1
         assert "WokenExternally" not in reasons(api, ref)
     assert controller.metric("zeroscaler_wakes_total") == 8
 
@@ -502,7 +503,7 @@ def test_a_paused_workload_is_held_as_it_is(
     patch_workload(api, held, {"metadata": {"annotations": {"zeroscaler.io/paused": None}}})
     wait_asleep(api, held, 3)
     patch_workload(api, held, {"metadata": {"annotations": {"zeroscaler.io/paused": "true"}}})
-    wait_for(lambda: reasons(api, held).count("Paused") == 2, "paused again")
+    wait_for(lambda: times_reported(events_of(api, held), "Paused") == 2, "paused again")
     create_widget(api, opted_ns, "while-held")
     wait_woken(api, sentinel, f"Widget {opted_ns}/while-held created")
     wait_asleep(api, sentinel, 3)

@@ -49,16 +49,32 @@ def annotation(api: k8s.ApiClient, ref: object, key: str) -> str | None:
     return state_of(api, ref)[1].get(key)  # type: ignore[arg-type]
 
 
+def wait_taken_up_to(api: k8s.ApiClient, opted_ns: str, name: str, idle: str) -> None:
+    """Create a workload and wait until policy gives it `idle`: the controller takes workloads
+    in the order it hears of them, so by then it has taken up every one it heard of before, with
+    that policy in force. After this, what it left alone, it chose to leave alone."""
+    marker = create_workload(api, opted_ns, name, {})
+    wait_for(lambda: annotation(api, marker, IDLE) == idle, f"policy on the marker {name}")
+
+
 def test_operators_there_before_opt_in_are_managed_and_follow_policy(
-    api: k8s.ApiClient, cluster: Cluster, ns: str, policy_ns: str, tmp_path: Path, widgets: None
+    api: k8s.ApiClient,
+    cluster: Cluster,
+    ns: str,
+    opted_ns: str,
+    policy_ns: str,
+    tmp_path: Path,
+    widgets: None,
 ) -> None:
     put_policy(api, policy_ns, "base", "defaults: {idleTimeout: 3s}")
     grant_watch(api, ns, [(WIDGET_GROUP, ["widgets"])])
+    grant_watch(api, opted_ns, [(WIDGET_GROUP, ["widgets"])])
     # Both applied before zeroscaler runs and before the namespace opts in, as most are.
     plain = create_workload(api, ns, "plain", {})
     chosen = create_workload(api, ns, "chosen", {IDLE: "4s"})
     ctl = start_controller(cluster, policy_ns, tmp_path, extra=["--policy-namespace", policy_ns])
     try:
+        wait_taken_up_to(api, opted_ns, "marker-before", "3s")
         assert IDLE not in state_of(api, plain)[1]  # not opted in yet: left alone
         opt_in(api, ns)
         wait_asleep(api, plain, 3)
@@ -78,6 +94,7 @@ def test_operators_there_before_opt_in_are_managed_and_follow_policy(
         # A policy edit reaches what came from policy, never what a person wrote.
         put_policy(api, policy_ns, "base", "defaults: {idleTimeout: 7m}")
         wait_for(lambda: annotation(api, plain, IDLE) == "7m", "plain follows the new policy")
+        wait_taken_up_to(api, ns, "marker-after", "7m")  # chosen was looked at again before it
         assert annotation(api, chosen, IDLE) == "4s"
 
         # An invalid edit is refused with an Event; the last valid policy stays.

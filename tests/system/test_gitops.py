@@ -22,6 +22,7 @@ from tests.system.controller_kit import (
     wait_event,
     workload_body,
 )
+from tests.system.webhook_kit import times_reported
 
 pytestmark = pytest.mark.cluster
 
@@ -54,9 +55,8 @@ def replicas_owners(api: k8s.ApiClient, ref: Ref) -> set[str]:
 
 
 def woken_by_others(api: k8s.ApiClient, ref: Ref, times: int) -> bool:
-    """Whether it was woken by someone else `times` times (a repeated Event counts up)."""
-    events = [e for e in events_of(api, ref) if e.reason == "WokenExternally"]
-    return sum(e.count or 1 for e in events) == times
+    """Whether it was woken by someone else `times` times."""
+    return times_reported(events_of(api, ref), "WokenExternally") == times
 
 
 def test_an_agent_that_leaves_replicas_alone_does_not_wake_it(
@@ -67,15 +67,19 @@ def test_an_agent_that_leaves_replicas_alone_does_not_wake_it(
     wait_asleep(api, ref, 3)
     # Every write zeroscaler made carries its field manager, so tools can be told to leave them.
     assert replicas_owners(api, ref) == {"zeroscaler"}
+    # What each apply itself left (the API server's answer, not yet the controller's).
     for revision in ("r2", "r3", "r4"):
         sync(api, opted_ns, "synced", None, revision)  # Flux's ignore rules strip it
         assert state_of(api, ref)[0] == 0
     sync(api, opted_ns, "synced", 0, "r5")  # ArgoCD's RespectIgnoreDifferences: the live value
     assert state_of(api, ref)[0] == 0
-    # An agent told nothing wakes it; by then the controller has seen every sync before.
+    # An agent told nothing wakes it. The controller takes a workload's changes in order, so once
+    # it has recorded this one, it has looked at every sync before, and none of them woke it:
+    # it was still asleep (woken "while asleep"), woken once, and never by zeroscaler itself.
     sync(api, opted_ns, "synced", 3, "r6")
-    wait_event(api, ref, "WokenExternally", f"field manager {AGENT}")
-    assert reasons(api, ref).count("WokenExternally") == 1
+    event = wait_event(api, ref, "WokenExternally", f"field manager {AGENT}")
+    assert "while asleep" in event.message
+    assert times_reported(events_of(api, ref), "WokenExternally") == 1
     assert "Woken" not in reasons(api, ref)
 
 

@@ -27,6 +27,7 @@ from tests.system.controller_kit import (
     Ref,
     assert_not_activity,
     config_for,
+    events_of,
     grant_watch,
     start_controller,
     state_of,
@@ -40,6 +41,7 @@ from tests.system.webhook_kit import (
     create_workload,
     put_policy,
     running_webhook,
+    times_reported,
 )
 
 pytestmark = pytest.mark.cluster
@@ -189,7 +191,13 @@ def test_namespaces_elsewhere_never_wake_it_and_its_backups_are_each_reconciled_
     create_backup(api, opted_ns, "fourth")
     wait_configmap(api, opted_ns, "fourth")
     wait_asleep(api, ref, restore=1)
-    assert installed.operator.starts == 3
+    # The operator was started only when zeroscaler woke it (a wake within one look of the stand-in
+    # after a sleep restarts nothing), and only its Backups woke it. How often is not fixed: a kopf
+    # slower to start than the idle timeout is put to sleep before it is done, and its own Backup
+    # write, landing after, wakes it once more.
+    wakes = [e for e in events_of(api, ref) if e.reason == "Woken"]
+    assert all(f"Backup {opted_ns}/" in e.message for e in wakes), [e.message for e in wakes]
+    assert installed.operator.starts <= 1 + times_reported(wakes, "Woken")
     assert {n: installed.reconciles(opted_ns, n) for n in [*names, "fourth"]} == dict.fromkeys(
         [*names, "fourth"], 1
     )
@@ -207,17 +215,28 @@ def test_a_workload_watching_every_namespace_still_wakes_on_a_namespace_label(
         config_for("4s", "Namespace", watch_namespaces="*"),
         sa="selector",
     )
-    wait_asleep(api, selector, restore=3)
+    # Every Namespace event wakes the selector, the end of an earlier test's namespace deletion
+    # too: once none is being deleted, the selector's sleep lasts until this test's own change.
+    # It is waited for last, so it has not been woken while the kopf operator was waited for.
+    wait_for(
+        lambda: not any(n.metadata.deletion_timestamp for n in core.list_namespace().items),
+        "earlier tests' namespaces to be gone",
+        120,
+    )
     wait_asleep(api, kopf_ref, restore=1)
+    wait_asleep(api, selector, restore=3)
     other = f"zs-selected-{secrets.token_hex(3)}"
     core.create_namespace({"metadata": {"name": other}})
     try:
         wait_woken(api, selector, f"Namespace {other} created")
-        assert state_of(api, kopf_ref)[1]["zeroscaler.io/state"] == "asleep"
         wait_asleep(api, selector, restore=3)
         core.patch_namespace(other, {"metadata": {"labels": {"monitoring": "on"}}})
         wait_woken(api, selector, f"Namespace {other} changed")
+        # The selector slept again a whole timeout after the label: a wake of the kopf operator
+        # by the same events, urgent work, would have been written well before.
+        wait_asleep(api, selector, restore=3)
         assert state_of(api, kopf_ref)[1]["zeroscaler.io/state"] == "asleep"
+        assert times_reported(events_of(api, kopf_ref), "Woken") == 0
     finally:
         core.delete_namespace(other)
         k8s.RbacAuthorizationV1Api(api).delete_cluster_role_binding(f"{opted_ns}-operator-watch")

@@ -236,7 +236,9 @@ def test_tls_below_1_2_is_refused(hook: Webhook) -> None:
         handshake(ssl.TLSVersion.TLSv1_1)
 
 
-def test_metrics_and_health(cluster: Cluster, hook: Webhook, opted_ns: str) -> None:
+def test_the_webhook_serves_health_and_its_review_and_process_metrics(
+    cluster: Cluster, hook: Webhook, opted_ns: str
+) -> None:
     wait_injected(cluster, opted_ns, "m", "the webhook to be called")
     assert hook.get("/healthz").status_code == 200
     text = hook.get("/metrics").text

@@ -8,7 +8,7 @@ import socket
 import ssl
 import subprocess
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -285,6 +285,11 @@ def put_policy(api: k8s.ApiClient, namespace: str, name: str, text: str) -> None
 def events_for(api: k8s.ApiClient, namespace: str, kind: str, name: str) -> list[Any]:
     events = k8s.CoreV1Api(api).list_namespaced_event(namespace).items
     return [e for e in events if e.involved_object.kind == kind and e.involved_object.name == name]
+
+
+def times_reported(events: Iterable[Any], reason: str) -> int:
+    """How often Events of `reason` were reported: a repeat raises one Event's count."""
+    return sum(e.count or 1 for e in events if e.reason == reason)
 
 
 def served_serial(hook: Webhook) -> int:

@@ -283,7 +283,9 @@ CASES: list[tuple[str, APIResource, Change, str | None]] = [
 @pytest.mark.parametrize(
     ("resource", "change", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
 )
-def test_find_activity(resource: APIResource, change: Change, expected: str | None) -> None:
+def test_which_changes_count_as_activity_and_the_reason_they_give(
+    resource: APIResource, change: Change, expected: str | None
+) -> None:
     found = find_activity(change, resource, INTEREST)
     assert (found.reason if found else None) == expected
 
@@ -319,7 +321,9 @@ def test_activity_names_the_object() -> None:
         ),
     ],
 )
-def test_newest_change_time(fields: dict[str, Any], expected: str | None) -> None:
+def test_the_last_change_is_the_newest_write_not_by_zeroscaler_nor_to_status(
+    fields: dict[str, Any], expected: str | None
+) -> None:
     assert newest_change_time(fields) == (parse_time(expected) if expected else None)
 
 
@@ -473,7 +477,7 @@ def test_cluster_scoped_objects_for_a_list_of_namespaces(
         "only those",
     ],
 )
-def test_working_namespaces(
+def test_a_workload_works_in_the_union_of_its_namespaced_kinds_scopes(
     watched: list[tuple[APIResource, frozenset[str] | None]], expected: frozenset[str] | None
 ) -> None:
     assert working_namespaces(watched) == expected

@@ -116,7 +116,9 @@ def annotations_after(obj: dict[str, Any], decision: Decision) -> dict[str, str]
 
 @pytest.mark.parametrize("kind", ["Deployment", "StatefulSet"])
 @pytest.mark.parametrize("operation", ["CREATE", "UPDATE"])
-def test_adds_everything_missing(kind: str, operation: str) -> None:
+def test_a_workload_without_annotations_gets_every_key_in_one_add(
+    kind: str, operation: str
+) -> None:
     obj = workload(kind=kind)  # no annotations map at all
     decision = decide(request(obj, operation, kind))
     assert annotations_after(obj, decision) == FULL
@@ -254,7 +256,7 @@ def test_policy_rule_names_kinds() -> None:
         (workload(), {"zeroscaler.io/enabled": "false"}, DEFAULT_POLICY, "not opted in"),
     ],
 )
-def test_skipped(
+def test_opted_out_excluded_or_not_opted_in_workloads_get_no_patch_and_say_why(
     obj: dict[str, Any], ns_labels: dict[str, str], policy: Policy, reason: str
 ) -> None:
     decision = decide(request(obj), policy, ns_labels)
@@ -361,7 +363,7 @@ def test_everything_grant_gives_timeout_only_with_warning() -> None:
     assert any("may watch every resource" in w for w in decision.warnings)
 
 
-def test_inference_off() -> None:
+def test_with_inference_off_only_the_idle_timeout_is_injected() -> None:
     policy = merge_policies([parse_policy("inference: {fromRBAC: false}", "p")])
     obj = workload()
     assert set(annotations_after(obj, decide(request(obj), policy))) == {
@@ -370,7 +372,7 @@ def test_inference_off() -> None:
     }
 
 
-def test_service_account_of() -> None:
+def test_the_service_account_comes_from_either_field_and_defaults_to_default() -> None:
     assert service_account_of(workload(account=None)) == "default"
     assert service_account_of(workload(account="x")) == "x"
     legacy = workload(account=None)

@@ -133,7 +133,9 @@ def test_verbs_groups_and_resources_match_exactly_or_by_wildcard(
         ("deployments/scale", ["*/status"], False),
     ],
 )
-def test_subresources(resource: str, rule_resources: list[str], expected: bool) -> None:
+def test_a_subresource_is_granted_by_its_own_name_or_a_wildcard_not_by_its_parent(
+    resource: str, rule_resources: list[str], expected: bool
+) -> None:
     rule = {"apiGroups": ["apps"], "resources": rule_resources, "verbs": ["watch"]}
     objects = [role("r", [rule]), binding("ClusterRole", "r", SA_SUBJECT)]
     assert allows(objects, Request("watch", "apps", resource, "apps")) is expected

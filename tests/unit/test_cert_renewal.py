@@ -132,7 +132,9 @@ def at(days: float = 0, minutes: float = 0) -> datetime:
         ),
     ],
 )
-def test_decide_renewal(seen: Observed, now: datetime, want: Step) -> None:
+def test_each_renewal_state_takes_its_one_next_step_or_says_when_to_look(
+    seen: Observed, now: datetime, want: Step
+) -> None:
     assert decide_renewal(seen, POLICY, now) == want
 
 

@@ -21,7 +21,7 @@ HOSTS = ["svc.ns.svc", "127.0.0.1"]
 MONTH = timedelta(days=30)
 
 
-def test_issue_then_keep() -> None:
+def test_a_missing_secret_is_issued_and_a_valid_one_is_kept_as_it_is() -> None:
     material, why = plan_certificates(None, HOSTS, renew_before=MONTH, now=T0)
     assert why == "issued"
     data = material.secret_data()

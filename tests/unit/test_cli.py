@@ -221,7 +221,9 @@ def test_format_table_aligns_columns() -> None:
         ),
     ],
 )
-def test_describe_request(method: str, path: str, words: str) -> None:
+def test_a_request_is_described_in_the_words_of_rbac_verbs_and_resources(
+    method: str, path: str, words: str
+) -> None:
     assert describe_request(method, path) == words
 
 

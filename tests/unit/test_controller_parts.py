@@ -59,7 +59,9 @@ def test_identity_without_a_pod_name_differs_per_process() -> None:
     assert parse_settings([], {}).id.endswith(f"-{os.getpid()}")
 
 
-def test_environment_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_settings_are_read_from_zeroscaler_environment_variables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("ZEROSCALER_LEASE_NAMESPACE", "ops")
     assert parse_settings([]).lease_namespace == "ops"
 

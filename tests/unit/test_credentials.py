@@ -91,7 +91,7 @@ def test_files_merge_first_one_wins(tmp_path: Path) -> None:
     assert access.token == "from-a"  # the user named "u" is first defined in a
 
 
-def test_insecure_and_proxy(tmp_path: Path) -> None:
+def test_kubeconfig_skip_tls_verify_and_proxy_url_are_honoured(tmp_path: Path) -> None:
     cluster = {
         "server": "https://h:1",
         "insecure-skip-tls-verify": True,
@@ -103,7 +103,7 @@ def test_insecure_and_proxy(tmp_path: Path) -> None:
     assert access.tls_server_name is None
 
 
-def test_tls_server_name(tmp_path: Path) -> None:
+def test_kubeconfig_tls_server_name_overrides_the_name_checked(tmp_path: Path) -> None:
     cluster = {"server": "https://127.0.0.1:6443", "tls-server-name": "api.internal"}
     access = from_kubeconfig([kubeconfig(tmp_path / "k", user={"token": "t"}, cluster=cluster)])
     assert (access.server, access.tls_server_name) == ("https://127.0.0.1:6443", "api.internal")

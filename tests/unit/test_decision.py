@@ -196,7 +196,7 @@ CASES: list[tuple[str, Observed, WorkloadConfig, WorkloadStatus, Decision]] = [
     [c[1:] for c in CASES],
     ids=[c[0] for c in CASES],
 )
-def test_decide(
+def test_sleep_wake_or_nothing_is_decided_from_the_observed_state_config_and_now(
     observed: Observed, config: WorkloadConfig, status: WorkloadStatus, expected: Decision
 ) -> None:
     assert decide(observed, config, status, NOW) == expected
@@ -205,7 +205,9 @@ def test_decide(
 @pytest.mark.parametrize(
     ("wake", "restore", "expected"), [(None, None, 1), (None, 3, 3), (2, 3, 2), (7, None, 7)]
 )
-def test_wake_replicas(wake: int | None, restore: int | None, expected: int) -> None:
+def test_wake_replicas_wins_over_the_remembered_count_and_one_is_the_fallback(
+    wake: int | None, restore: int | None, expected: int
+) -> None:
     config = WorkloadConfig(wake_replicas=wake)
     assert wake_replicas(config, WorkloadStatus(restore_replicas=restore)) == expected
 
@@ -334,7 +336,7 @@ RELEASES: list[tuple[str, dict[str, str], int, bool, Release]] = [
     [c[1:] for c in RELEASES],
     ids=[c[0] for c in RELEASES],
 )
-def test_plan_release(
+def test_a_released_workload_is_woken_only_if_we_left_it_at_zero_and_our_keys_go(
     annotations: dict[str, str], replicas: int, injected: bool, expected: Release
 ) -> None:
     assert plan_release(annotations, replicas, injected=injected) == expected

@@ -19,7 +19,7 @@ def _pod(phase: str, node: str | None = None, deleting: bool = False) -> dict[st
     }
 
 
-def test_pod_states() -> None:
+def test_pod_states_read_as_kubectl_shows_them() -> None:
     assert pod_state(_pod("Pending")) == "Pending"
     assert pod_state(_pod("Pending", node="n")) == "ContainerCreating"
     assert pod_state(_pod("Running", node="n")) == "Running"

@@ -291,7 +291,7 @@ CASES: list[tuple[str, list[dict[str, Any]], tuple[str, ...], tuple[str, ...], t
 @pytest.mark.parametrize(
     ("objects", "watched", "owned", "namespaces"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
 )
-def test_inference_table(
+def test_watched_and_owned_kinds_and_namespaces_are_inferred_from_rbac(
     objects: list[dict[str, Any]],
     watched: tuple[str, ...],
     owned: tuple[str, ...],
@@ -546,7 +546,7 @@ def test_every_operator_has_an_expectation() -> None:
 
 
 @pytest.mark.parametrize("op", list(operators()), ids=lambda op: op.name)
-def test_real_operator_rbac(op: Any) -> None:
+def test_the_rbac_real_operators_ship_infers_the_kinds_they_use(op: Any) -> None:
     workload = op.workload
     account = service_account_of(workload)
     assert account is not None

@@ -83,7 +83,7 @@ def test_wake_of_one_we_slept_works_even_if_no_longer_managed() -> None:
         (AWAKE, 2, {}, "opted out", "no idle clock"),
     ],
 )
-def test_wake_refusals(
+def test_a_manual_wake_is_refused_when_paused_countless_or_unmanaged(
     status: WorkloadStatus, replicas: int, annotations: dict[str, str], unmanaged: str, refused: str
 ) -> None:
     with pytest.raises(Refused, match=refused):
@@ -104,7 +104,7 @@ def test_wake_refusals(
         ({}, {"zeroscaler.io/enabled": "true"}, "no idle timeout"),
     ],
 )
-def test_unmanaged_reason(
+def test_unmanaged_means_not_opted_in_opted_out_or_without_an_idle_timeout(
     annotations: dict[str, str], labels: dict[str, str] | None, reason: str
 ) -> None:
     config, _ = read_config(annotations)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+
+import pytest
 
 from localcluster import netns
 
@@ -12,7 +15,10 @@ PROBE = "from localcluster import netns; print(netns.in_isolation())"
 
 def test_a_command_wrapped_for_isolation_sees_only_loopback() -> None:
     argv = netns.isolated_argv([sys.executable, "-c", PROBE])
-    assert argv is not None, "this machine cannot make a network namespace (needs root and unshare)"
+    if argv is None:
+        # Where the system tests must be isolated, a machine that cannot isolate is a failure.
+        assert os.environ.get(netns.REQUIRE_ENV) != "1", "cannot make a network namespace here"
+        pytest.skip("this machine cannot make a network namespace (needs root or user namespaces)")
     out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "True"
 

@@ -46,7 +46,9 @@ from zeroscaler.kube import (
         ("3600", MAX_RETRY_AFTER),
     ],
 )
-def test_retry_after_header(header: str | None, seconds: float) -> None:
+def test_retry_after_is_read_as_seconds_capped_and_defaulted_when_unreadable(
+    header: str | None, seconds: float
+) -> None:
     assert parse_retry_after(header) == seconds
 
 

@@ -42,7 +42,7 @@ def example() -> Policy:
     return merge_policies([parse_policy(DESIGN_EXAMPLE, "zeroscaler/policy")])
 
 
-def test_design_example_parses() -> None:
+def test_the_policy_example_in_the_design_doc_parses_to_its_values() -> None:
     policy = example()
     assert policy.idle_timeout == 900
     assert (policy.min_idle_timeout, policy.max_idle_timeout) == (60, 86400)
@@ -211,7 +211,9 @@ def test_merge_rejects_duplicate_rule_names_and_crossed_bounds() -> None:
         (90000, 86400, "idle timeout 25h is above the policy maximum 24h; 24h applies"),
     ],
 )
-def test_clamp_to_bounds(seconds: float, clamped: float, message: str | None) -> None:
+def test_idle_timeouts_outside_the_bounds_are_clamped_with_a_warning(
+    seconds: float, clamped: float, message: str | None
+) -> None:
     assert clamp_idle_timeout(example(), seconds) == (clamped, message)
 
 
@@ -234,7 +236,7 @@ def test_rule_kinds_and_numeric_labels() -> None:
     assert got.owned_kinds == ("Deployment.apps",)
 
 
-def test_selector_errors() -> None:
+def test_a_malformed_selector_is_refused_naming_the_field_at_fault() -> None:
     with pytest.raises(SelectorError, match=r"s\.matchLabels: expected a map"):
         parse_selector({"matchLabels": ["a"]}, "s")
     with pytest.raises(

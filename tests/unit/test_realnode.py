@@ -23,7 +23,7 @@ def test_kubelet_config_runs_on_cgroup_v1_as_a_tainted_loopback_node(tmp_path: P
     assert config["authorization"] == {"mode": "Webhook"}
 
 
-def testcontainerd_config_restricts_oom_score_and_pins_the_local_sandbox_image(
+def test_containerd_config_restricts_oom_score_and_pins_the_local_sandbox_image(
     tmp_path: Path,
 ) -> None:
     binaries = {"runc": tmp_path / "runc", "cni-loopback": tmp_path / "cni" / "loopback"}

@@ -41,14 +41,14 @@ DISCOVERY = Discovery(
         ("0s", 0),
     ],
 )
-def test_parse_duration(text: str, seconds: float) -> None:
+def test_durations_parse_in_go_units_and_plain_seconds(text: str, seconds: float) -> None:
     assert parse_duration(text) == seconds
 
 
 @pytest.mark.parametrize(
     "text", ["", "ten minutes", "10 m", "m", "1d", "-5m", "5m-", "1h" * 40, "inf"]
 )
-def test_parse_duration_rejects(text: str) -> None:
+def test_anything_else_is_refused_as_not_a_duration(text: str) -> None:
     with pytest.raises(DurationError, match="is not a duration such as 90s, 15m, 1h30m"):
         parse_duration(text)
 
@@ -56,7 +56,7 @@ def test_parse_duration_rejects(text: str) -> None:
 @pytest.mark.parametrize(
     ("seconds", "text"), [(0, "0s"), (90, "1m30s"), (900, "15m"), (5400, "1h30m"), (86400, "24h")]
 )
-def test_format_duration(seconds: float, text: str) -> None:
+def test_durations_are_written_in_the_largest_whole_units(seconds: float, text: str) -> None:
     assert format_duration(seconds) == text
     assert parse_duration(text) == seconds
 
@@ -86,12 +86,12 @@ def test_format_duration(seconds: float, text: str) -> None:
         ("configmaps", KindRef("configmaps", resource="configmaps")),
     ],
 )
-def test_parse_kind_ref(text: str, ref: KindRef) -> None:
+def test_kind_references_parse_as_kind_group_version_or_resource(text: str, ref: KindRef) -> None:
     assert parse_kind_ref(text) == ref
 
 
 @pytest.mark.parametrize("text", ["", "Foo..bar", ".apps", "Deploy ment", "a/b", "-x"])
-def test_parse_kind_ref_rejects(text: str) -> None:
+def test_malformed_kind_references_are_refused(text: str) -> None:
     with pytest.raises(KindRefError, match="is not a kind reference"):
         parse_kind_ref(text)
 
@@ -120,7 +120,7 @@ def test_parse_kind_refs_keeps_the_good_ones() -> None:
         ("Redis", "Redis.redis.redis.opstreelabs.in"),
     ],
 )
-def test_resolve_through_discovery(text: str, canonical: str) -> None:
+def test_short_and_plural_references_resolve_to_the_served_kind(text: str, canonical: str) -> None:
     api = DISCOVERY.resolve(parse_kind_ref(text))
     assert api is not None
     assert api.canonical == canonical
@@ -152,7 +152,7 @@ def test_unserved_references_do_not_resolve(text: str) -> None:
         ({"controller-zero-scaler/watchedKinds": "{"}, None, (), "is not JSON (use [{"),
     ],
 )
-def test_read_config(
+def test_workload_annotations_are_read_and_each_problem_is_named(
     annotations: dict[str, str],
     timeout: float | None,
     watched: tuple[str, ...],

@@ -61,7 +61,7 @@ ALL = "in all namespaces (zeroscaler.io/watch-namespaces: *)"
         (False, None, {"home": True}, [""], ResolvedScope(False, denied=("(cluster-scoped)",))),
     ],
 )
-def test_scope_rules(
+def test_access_is_asked_per_wanted_namespace_and_once_for_cluster_scoped_kinds(
     namespaced: bool,
     wanted: tuple[str, ...] | None,
     allowed: Mapping[str, bool],

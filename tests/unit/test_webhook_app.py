@@ -350,7 +350,9 @@ def test_policy_keeper_rejects_conflicts_between_configmaps() -> None:
     assert keeper.sources == ("zeroscaler/a",)
 
 
-def test_cert_reloader(tmp_path: Path) -> None:
+def test_the_reloader_loads_a_changed_pair_only_once_key_and_certificate_match(
+    tmp_path: Path,
+) -> None:
     ca = new_ca()
     cert, key = new_serving_cert(ca, ["127.0.0.1"]).write(tmp_path, "tls")
     ctx = server_context(str(cert), str(key))
