@@ -12,7 +12,14 @@ from datetime import datetime
 
 from zeroscaler.controller.clock import Clock
 from zeroscaler.controller.metrics import Metrics
-from zeroscaler.controller.workload import Workload, WorkloadKey, essence, idle_since, is_newer
+from zeroscaler.controller.workload import (
+    Workload,
+    WorkloadKey,
+    essence,
+    idle_since,
+    is_newer,
+    settle_start,
+)
 from zeroscaler.core.activity import Activity, Change, find_activity
 from zeroscaler.core.kinds import APIResource
 from zeroscaler.kube import Obj
@@ -85,14 +92,22 @@ class ChangeFeed:
             return
         if w is None:
             start = idle_since(meta.get("annotations") or {}, self._clock.now())
-            self._workloads[key] = Workload(key, event.obj, last_activity=start)
+            w = Workload(key, event.obj, last_activity=start)
+            # Not Ready when first seen (just created, or woken before a restart): its clock
+            # waits for Ready, as after a wake.
+            w.starting = w.replicas > 0 and w.is_ready() is False
+            self._workloads[key] = w
             self._enqueue(key)
             return
         if not is_newer(event.obj, w.obj):
             return
         changed = essence(event.obj) != essence(w.obj) or w.deleted
         w.obj, w.deleted = event.obj, False
-        # Status-only updates (pods going away after a sleep) keep the precondition fresh, no more.
+        # Status-only updates (pods going away after a sleep) keep the precondition fresh, and
+        # readiness after a wake starts the idle clock.
+        if settle_start(w, self._clock.now()):
+            log.info("ready", extra={"workload": w.label, "replicas": w.ready_replicas})
+            changed = True
         if changed:
             self._enqueue(key)
 

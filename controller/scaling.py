@@ -173,6 +173,7 @@ class Scaling:
             w.activity_at = None  # still awake: no wake is owed
             self._enqueue(w.key)
             return
+        w.starting = False
         if w.last_activity > idle_since:  # activity while the write was on its way: wake it
             self._gate.due(w.key)
         else:
@@ -191,6 +192,7 @@ class Scaling:
         """Scale up now; recording the wake is left as a follow-up (`take_follow_up`)."""
         self._accounting.account(w, stop=True)
         await self._scale_up(w, replicas)
+        w.starting = True  # its idle clock starts again once it is Ready
         # The clock restarts once it is awake, not at the event: a wake may come long after it.
         w.last_activity = restart_clock(w.last_activity, self._clock.now())
         latency = None if w.activity_at is None else self._clock.monotonic() - w.activity_at
@@ -244,6 +246,7 @@ class Scaling:
 
     async def _mark_awake(self, w: Workload, decision: Decision, now: datetime) -> None:
         w.last_activity = now
+        w.starting = True
         self._accounting.account(w, stop=True)
         w.activity_at = None
         manager = w.replicas_manager
