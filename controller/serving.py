@@ -74,6 +74,9 @@ class ServingIndex:
             informer.add_handler(self.on_registration)
         self._crds = crds
         crds.add_handler(self.on_registration)
+        self._known = False
+        for informer in [*self.informers, crds]:
+            informer.add_sync_handler(self._on_synced)
 
     @property
     def informers(self) -> list[Informer]:
@@ -83,6 +86,13 @@ class ServingIndex:
     def is_synced(self) -> bool:
         """Whether every watch it reads has listed: until then nothing is known to serve nothing."""
         return all(i.synced.is_set() for i in [*self.informers, self._crds])
+
+    def _on_synced(self) -> None:
+        """Once all have listed, look at every workload again: none was put to sleep before."""
+        if not self._known and self.is_synced():
+            self._known = True
+            for key in list(self._workloads):
+                self._enqueue(key)
 
     def serving(self, w: Workload) -> Serving | None:
         """What `w` serves; None until every watch has listed."""

@@ -135,3 +135,17 @@ def test_readiness_after_a_wake_starts_the_idle_clock() -> None:
     assert not w.starting
     assert w.last_activity == later
     assert queued == [KEY]  # a status-only update, yet decided again
+
+
+def test_every_workload_is_looked_at_again_once_all_have_listed() -> None:
+    queued: list[WorkloadKey] = []
+    crds = Informer(NO_KUBE, "/crds")
+    found = ServingIndex(NO_KUBE, crds, WORKLOADS, queued.append)
+    for informer in found.informers:
+        informer.synced.set()
+        found._on_synced()  # as each list ends
+    assert queued == []  # the CRDs are not listed yet
+    crds.synced.set()
+    found._on_synced()
+    found._on_synced()  # a later re-list changes nothing
+    assert sorted(queued) == sorted(WORKLOADS)
