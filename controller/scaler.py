@@ -163,6 +163,7 @@ class Scaler:
             enqueue=self.queue.add,
             is_leader=self._leading,
             census=subscriptions.census,
+            keeps_awake=self._keeps_awake,
         )
         return Reconciler(
             self.workloads,
@@ -235,6 +236,11 @@ class Scaler:
         self._rbac_check = None
         for key in self.subscriptions.revoke(self.workloads):
             self.queue.add(key)
+
+    def _keeps_awake(self, w: Workload) -> bool:
+        """Whether what `w` serves forbids a sleep (or is not known)."""
+        serving = self.serving.serving(w)
+        return serving is None or serving.keeps_awake
 
     def _leading(self) -> bool:
         return self.is_leader

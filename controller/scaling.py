@@ -55,6 +55,7 @@ class Scaling:
         enqueue: Callable[[WorkloadKey], None],
         is_leader: Callable[[], bool],
         census: Callable[[Workload], Census],
+        keeps_awake: Callable[[Workload], bool] = lambda _: False,
     ) -> None:
         self._kube = kube
         self._reporter = reporter
@@ -66,6 +67,7 @@ class Scaling:
         self._enqueue = enqueue
         self._is_leader = is_leader
         self._census = census
+        self._keeps_awake = keeps_awake
         self._follow_ups: dict[WorkloadKey, FollowUp] = {}
 
     def _is_not_leader(self) -> bool:
@@ -166,6 +168,7 @@ class Scaling:
                     w.last_activity > idle_since
                     or w.resource_version != version
                     or self._is_not_leader()
+                    or self._keeps_awake(w)  # a link seen meanwhile
                 ),
             )
         except Withdrawn:
