@@ -18,6 +18,7 @@ from zeroscaler.controller.workload import (
     initial_last_activity,
     is_newer,
     reconcile_inputs,
+    settle_start,
 )
 from zeroscaler.core.activity import Activity, Change, find_activity
 from zeroscaler.core.kinds import APIResource
@@ -91,14 +92,22 @@ class ChangeFeed:
             return
         if w is None:
             start = initial_last_activity(meta.get("annotations") or {}, self._clock.now())
-            self._workloads[key] = Workload(key, event.obj, last_activity=start)
+            w = Workload(key, event.obj, last_activity=start)
+            # Not Ready when first seen (just created, or woken before a restart): its clock
+            # waits for Ready, as after a wake.
+            w.starting = w.replicas > 0 and w.is_ready() is False
+            self._workloads[key] = w
             self._enqueue(key)
             return
         if not is_newer(event.obj, w.obj):
             return
         changed = reconcile_inputs(event.obj) != reconcile_inputs(w.obj) or w.deleted
         w.obj, w.deleted = event.obj, False
-        # Status-only updates (pods going away after a sleep) keep the precondition fresh, no more.
+        # Status-only updates (pods going away after a sleep) keep the precondition fresh, and
+        # readiness after a wake starts the idle clock.
+        if settle_start(w, self._clock.now()):
+            log.info("ready", extra={"workload": w.label, "replicas": w.ready_replicas})
+            changed = True
         if changed:
             self._enqueue(key)
 

@@ -16,7 +16,7 @@ from zeroscaler.controller.reporting import Reporter
 from zeroscaler.controller.scaling import Scaling
 from zeroscaler.controller.subscription import Subscriptions
 from zeroscaler.controller.timers import TimerHeap
-from zeroscaler.controller.workload import EPOCH, Workload, WorkloadKey, owes_wake
+from zeroscaler.controller.workload import EPOCH, Workload, WorkloadKey, owes_wake, settle_start
 from zeroscaler.core.admission import annotate_from_policy
 from zeroscaler.core.annotations import (
     CENSUS,
@@ -32,9 +32,10 @@ from zeroscaler.core.annotations import (
     read_status,
 )
 from zeroscaler.core.census import parse_census
-from zeroscaler.core.decision import Decision, Observed, decide
+from zeroscaler.core.decision import Decision, Observed, decide, not_ready_notice
 from zeroscaler.core.pacing import wake_retry_after
 from zeroscaler.core.policy import Policy
+from zeroscaler.core.serving import Serving, serving_notices
 from zeroscaler.kube import Conflict, KubeError, NotFound, urgently
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,7 @@ class Reconciler:
         dry_run: bool,
         policy: Callable[[], Policy | None] = lambda: None,
         excluded: frozenset[str] = frozenset(),
+        serving: Callable[[Workload], Serving | None] = lambda _: Serving(),
     ) -> None:
         self._workloads = workloads
         self._cluster = cluster
@@ -81,6 +83,7 @@ class Reconciler:
         self._dry_run = dry_run
         self._policy = policy
         self._excluded = excluded
+        self._serving = serving
         self._wake_failures: dict[WorkloadKey, int] = {}  # failed wakes in a row, for backoff
 
     async def work(self, *, urgent_only: bool = False) -> None:
@@ -169,8 +172,8 @@ class Reconciler:
         self._subscriptions.check_census(w)
         hpa = self._hpa_names(key)
         warnings += w.kind_warnings + self._hpa_warnings(hpa, status)
-        self._reporter.warn(w, warnings)
-        decision, now = self._decide(w, config, status, bool(hpa))
+        decision, now, notices = self._decide(w, config, status, bool(hpa))
+        self._reporter.warn(w, warnings + notices)
         checks = [decision.next_check]
         if decision.action == "none":
             checks.append(await self._scaling.settle_flapping(w, now))
@@ -264,13 +267,16 @@ class Reconciler:
 
     def _decide(
         self, w: Workload, config: WorkloadConfig, status: WorkloadStatus, hpa_targeted: bool
-    ) -> tuple[Decision, datetime]:
+    ) -> tuple[Decision, datetime, list[Notice]]:
+        """The decision, when it was made, and the Warnings about what it serves and its start."""
         if self._dry_run and w.pretend is not None:
             status, replicas = w.pretend
         else:
             replicas = w.replicas
         self._subscriptions.set_interest(w, status)
         now = self._clock.now()
+        settle_start(w, now)
+        serving = self._serving(w)
         observed = Observed(
             replicas=replicas,
             last_activity=w.last_activity,
@@ -278,8 +284,15 @@ class Reconciler:
             can_wake=bool(w.scopes[0]) and not w.unseen,
             wake_reason=w.activity_reason,
             woken_to=None if w.own_wake is None else w.own_wake.replicas,
+            serving=serving,
+            starting=w.starting and not self._dry_run,
+            ready_replicas=w.ready_replicas,
         )
-        return decide(observed, config, status, now), now
+        notices = serving_notices(serving) if serving is not None else []
+        late = not_ready_notice(observed, config, status, now)
+        if late is not None:
+            notices.append(late)
+        return decide(observed, config, status, now), now, notices
 
     @staticmethod
     def _hpa_warnings(hpa: list[str], status: WorkloadStatus) -> list[Notice]:

@@ -21,6 +21,7 @@ from zeroscaler.controller.queue import KeyedQueue, WakeGate
 from zeroscaler.controller.reconcile import Reconciler
 from zeroscaler.controller.reporting import Reporter
 from zeroscaler.controller.scaling import Scaling
+from zeroscaler.controller.serving import ServingIndex
 from zeroscaler.controller.settings import Settings
 from zeroscaler.controller.subscription import Subscriptions
 from zeroscaler.controller.tasks import Tasks
@@ -108,6 +109,7 @@ class Scaler:
             on_rbac=self._on_rbac,
         )
         self.cluster.namespaces.add_handler(self.changes.on_namespace)
+        self.serving = ServingIndex(watcher, self.cluster.crds, self.workloads, self.queue.add)
         self.hpas = Informer(
             watcher, "/apis/autoscaling/v2/horizontalpodautoscalers", transform=trim_hpa
         )
@@ -161,6 +163,7 @@ class Scaler:
             enqueue=self.queue.add,
             is_leader=self._leading,
             census=subscriptions.census,
+            keeps_awake=self._keeps_awake,
         )
         return Reconciler(
             self.workloads,
@@ -179,6 +182,7 @@ class Scaler:
             dry_run=self.settings.dry_run,
             policy=self._policy,
             excluded=self.settings.excluded,
+            serving=self.serving.serving,
         )
 
     async def run(self) -> None:
@@ -187,6 +191,8 @@ class Scaler:
         # not grant them must not keep the controller from becoming ready).
         essential = [self.cluster.namespaces, self.hpas, *self.workload_informers.values()]
         self.tasks.spawn(self.cluster.run(), self.hpas.run(), self.policies.run())
+        # Not essential to start: until they have listed, nothing is put to sleep.
+        self.tasks.spawn(*(i.run() for i in self.serving.informers))
         self.tasks.spawn(*(i.run() for i in self.workload_informers.values()))
         self.tasks.spawn(self.timers.run(), self._housekeeping())
         await asyncio.gather(self.cluster.discovered.wait(), *(i.synced.wait() for i in essential))
@@ -230,6 +236,11 @@ class Scaler:
         self._rbac_check = None
         for key in self.subscriptions.revoke(self.workloads):
             self.queue.add(key)
+
+    def _keeps_awake(self, w: Workload) -> bool:
+        """Whether what `w` serves forbids a sleep (or is not known)."""
+        serving = self.serving.serving(w)
+        return serving is None or serving.keeps_awake
 
     def _leading(self) -> bool:
         return self.is_leader

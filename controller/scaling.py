@@ -55,6 +55,7 @@ class Scaling:
         enqueue: Callable[[WorkloadKey], None],
         is_leader: Callable[[], bool],
         census: Callable[[Workload], Census],
+        keeps_awake: Callable[[Workload], bool] = lambda _: False,
     ) -> None:
         self._kube = kube
         self._reporter = reporter
@@ -66,6 +67,7 @@ class Scaling:
         self._enqueue = enqueue
         self._is_leader = is_leader
         self._census = census
+        self._keeps_awake = keeps_awake
         self._follow_ups: dict[WorkloadKey, FollowUp] = {}
 
     def _is_not_leader(self) -> bool:
@@ -166,6 +168,7 @@ class Scaling:
                     w.last_activity > decided_on
                     or w.resource_version != version
                     or self._is_not_leader()
+                    or self._keeps_awake(w)  # a link seen meanwhile
                 ),
             )
         except Withdrawn:
@@ -173,6 +176,7 @@ class Scaling:
             w.activity_at = None  # still awake: no wake is owed
             self._enqueue(w.key)
             return
+        w.starting = False
         if w.last_activity > decided_on:  # activity while the write was on its way: wake it
             self._gate.due(w.key)
         else:
@@ -191,6 +195,7 @@ class Scaling:
         """Scale up now; recording the wake is left as a follow-up (`take_follow_up`)."""
         self._accounting.account(w, stop=True)
         await self._scale_up(w, replicas)
+        w.starting = True  # its idle clock starts again once it is Ready
         # The clock restarts once it is awake, not at the event: a wake may come long after it.
         w.last_activity = restart_clock(w.last_activity, self._clock.now())
         latency = None if w.activity_at is None else self._clock.monotonic() - w.activity_at
@@ -244,6 +249,7 @@ class Scaling:
 
     async def _mark_awake(self, w: Workload, decision: Decision, now: datetime) -> None:
         w.last_activity = now
+        w.starting = True
         self._accounting.account(w, stop=True)
         w.activity_at = None
         manager = w.replicas_manager

@@ -20,6 +20,7 @@ from zeroscaler.core.annotations import (
 )
 from zeroscaler.core.flapping import Streak, replicas_manager
 from zeroscaler.core.kinds import APIResource
+from zeroscaler.core.readiness import is_ready
 from zeroscaler.kube import Obj
 
 WORKLOAD_RESOURCES = {"Deployment": "deployments", "StatefulSet": "statefulsets"}
@@ -33,6 +34,7 @@ def trim_workload(obj: Obj) -> Obj:
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     pod_spec = (spec.get("template") or {}).get("spec") or {}
+    status = obj.get("status") or {}
     return {
         "metadata": {
             k: meta[k]
@@ -52,7 +54,13 @@ def trim_workload(obj: Obj) -> Obj:
             "serviceAccountName": pod_spec.get("serviceAccountName")
             or pod_spec.get("serviceAccount")
             or "default",
+            # What Services select it by, and whether it makes pods at all (readiness).
+            "podLabels": ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {},
+            "paused": bool(spec.get("paused")),
         },
+        "status": {k: status[k] for k in ("observedGeneration", "readyReplicas") if k in status}
+        if status
+        else None,
         # Who last set the replicas, to tell a manifest re-applied again and again (flapping).
         "replicasManager": replicas_manager(meta.get("managedFields")),
     }
@@ -121,6 +129,20 @@ class Workload:
     # Scaled up by us, still annotated asleep: in memory, so a failed record is not read as a
     # wake by someone else (only a crash before the record loses it).
     own_wake: OwnWake | None = None
+    starting: bool = False  # woken (or first seen) and not Ready since: the idle clock waits
+
+    @property
+    def pod_labels(self) -> dict[str, str]:
+        return dict((self.obj.get("spec") or {}).get("podLabels") or {})
+
+    @property
+    def ready_replicas(self) -> int:
+        return int((self.obj.get("status") or {}).get("readyReplicas") or 0)
+
+    def is_ready(self) -> bool | None:
+        """Ready replicas reach its replicas; None when it has no readiness to wait for."""
+        meta = self.obj.get("metadata") or {}
+        return is_ready(self.obj.get("spec") or {}, self.obj.get("status"), meta.get("generation"))
 
     @property
     def kind(self) -> str:
@@ -199,6 +221,20 @@ class Workload:
         """The watched and owned kinds resolved for it, as `Kind.group`."""
         for group, kind in (*self.scopes[0], *self.scopes[1]):
             yield f"{kind}.{group}" if group else kind
+
+
+def settle_start(w: Workload, now: datetime) -> bool:
+    """A starting workload seen Ready: its idle clock starts now. True when it stopped starting
+    (a workload with no readiness to wait for stops at once, its clock left as it is)."""
+    if not w.starting:
+        return False
+    ready = w.is_ready()
+    if ready is False:
+        return False
+    w.starting = False
+    if ready:
+        w.last_activity = max(w.last_activity, now)
+    return True
 
 
 def owes_wake(w: Workload) -> bool:

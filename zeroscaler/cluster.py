@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from zeroscaler.core.inference import RBACSnapshot
 from zeroscaler.core.kinds import APIResource, Discovery, api_resource_from_crd
+from zeroscaler.core.serving import links_of
 from zeroscaler.kube import Kube, KubeError, Obj
 from zeroscaler.watching import Informer, WatchEvent
 
@@ -51,7 +52,8 @@ def trim_rbac(kind: str) -> Callable[[Obj], Obj]:
 
 
 def trim_crd(obj: Obj) -> Obj:
-    """What defines a CRD's served type; schemas (often hundreds of KB) are dropped."""
+    """What defines a CRD's served type and who converts it; schemas (often hundreds of KB) are
+    dropped."""
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     versions = [
@@ -62,12 +64,17 @@ def trim_crd(obj: Obj) -> Obj:
         "metadata": {"name": meta.get("name"), "resourceVersion": meta.get("resourceVersion")},
         "spec": {"group": spec.get("group"), "names": spec.get("names"),
                  "scope": spec.get("scope"), "versions": versions},
+        "links": links_of("CustomResourceDefinition", obj),
     }  # fmt: skip
 
 
 def _trim_crd_name(obj: Obj) -> Obj:
+    """A CRD's name, and the Service its conversion webhook names (for what workloads serve)."""
     meta = obj.get("metadata") or {}
-    return {"metadata": {k: meta[k] for k in ("name", "resourceVersion") if k in meta}}
+    return {
+        "metadata": {k: meta[k] for k in ("name", "resourceVersion") if k in meta},
+        "links": links_of("CustomResourceDefinition", obj),
+    }
 
 
 def _nothing(*_: object) -> None:
@@ -98,12 +105,8 @@ class ClusterView:
         self.namespaces = Informer(
             kube, NAMESPACES_PATH, metadata_only=True, transform=trim_namespace
         )
-        self.crds = Informer(
-            kube,
-            CRD_PATH,
-            metadata_only=not crd_specs,
-            transform=trim_crd if crd_specs else _trim_crd_name,
-        )
+        # Whole objects, trimmed on arrival: a CRD's conversion webhook is in its spec.
+        self.crds = Informer(kube, CRD_PATH, transform=trim_crd if crd_specs else _trim_crd_name)
         self.rbac_informers = {
             kind: Informer(kube, path, transform=trim_rbac(kind))
             for kind, path in RBAC_PATHS.items()

@@ -564,6 +564,16 @@ def test_controller_watch_grant_can_be_narrowed_to_listed_resources(helm: Helm) 
     assert grants(rules, "", "namespaces", "watch")
     assert grants(rules, "apiextensions.k8s.io", "customresourcedefinitions", "watch")
     assert grants(rules, "autoscaling", "horizontalpodautoscalers", "watch")
+    # What workloads serve is known in the narrow mode too, read-only.
+    for group, resource in [
+        ("", "services"),
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
+        ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
+        ("apiregistration.k8s.io", "apiservices"),
+    ]:
+        assert grants(rules, group, resource, "list"), resource
+        assert grants(rules, group, resource, "watch"), resource
+        assert not grants(rules, group, resource, "patch"), resource
     # Inference from RBAC works in the narrow mode too.
     for resource in ("roles", "rolebindings", "clusterroles", "clusterrolebindings"):
         for verb in ("list", "watch"):

@@ -155,8 +155,14 @@ def test_trim_workload_keeps_what_the_scaler_reads() -> None:
                 }
             ],
         },
-        "spec": {"replicas": 3, "template": {"spec": {"serviceAccount": "legacy"}}},
-        "status": {"replicas": 3},
+        "spec": {
+            "replicas": 3,
+            "template": {
+                "metadata": {"labels": {"app": "op-pod"}},
+                "spec": {"serviceAccount": "legacy"},
+            },
+        },
+        "status": {"replicas": 3, "readyReplicas": 2, "observedGeneration": 4},
     }
     assert trim_workload(obj) == {
         "metadata": {
@@ -167,7 +173,13 @@ def test_trim_workload_keeps_what_the_scaler_reads() -> None:
             "annotations": {"a": "b"},
             "labels": {"app": "op"},
         },
-        "spec": {"replicas": 3, "serviceAccountName": "legacy"},
+        "spec": {
+            "replicas": 3,
+            "serviceAccountName": "legacy",
+            "podLabels": {"app": "op-pod"},
+            "paused": False,
+        },
+        "status": {"readyReplicas": 2, "observedGeneration": 4},
         "replicasManager": "argocd-controller",
     }
 

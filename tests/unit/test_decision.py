@@ -12,12 +12,14 @@ from zeroscaler.core.decision import (
     Observed,
     Release,
     decide,
+    not_ready_notice,
     plan_release,
     restart_clock,
     wake_replicas,
 )
 from zeroscaler.core.durations import parse_time
 from zeroscaler.core.kinds import KindRef
+from zeroscaler.core.serving import Link, Serving
 
 CM = (KindRef("ConfigMap", kind="ConfigMap"),)
 
@@ -32,6 +34,13 @@ AWAKE = WorkloadStatus(state="awake")
 PAUSED = WorkloadConfig(idle_timeout=60.0, watched=CM, paused=True)
 HELD = "zeroscaler.io/paused is true; held as it is"
 ASLEEP = WorkloadStatus(state="asleep", restore_replicas=3, asleep_since=t("2026-01-01T11:00:00Z"))
+
+HOOK = Serving((Link("ValidatingWebhookConfiguration", "op-hooks", ("ops", "op-webhook")),))
+API = Serving((Link("APIService", "v1.metrics.example.com", ("ops", "metrics")),))
+BACKS_API = "backs APIService v1.metrics.example.com (Service ops/metrics)"
+BACKS_HOOK = "backs ValidatingWebhookConfiguration op-hooks (Service ops/op-webhook)"
+NEVER = "; never put to sleep"
+STARTING = "woken, not Ready yet; its idle clock starts when it is"
 
 CASES: list[tuple[str, Observed, WorkloadConfig, WorkloadStatus, Decision]] = [
     (
@@ -188,6 +197,81 @@ CASES: list[tuple[str, Observed, WorkloadConfig, WorkloadStatus, Decision]] = [
         ASLEEP,
         Decision("none", reason=HELD),
     ),
+    (
+        "backs an APIService: idle for an hour, never put to sleep",
+        Observed(3, t("2026-01-01T11:00:00Z"), serving=API),
+        CONFIG,
+        AWAKE,
+        Decision("none", reason=BACKS_API + NEVER),
+    ),
+    (
+        "backs an admission webhook (no activator yet): never put to sleep",
+        Observed(3, t("2026-01-01T11:00:00Z"), serving=HOOK),
+        CONFIG,
+        AWAKE,
+        Decision("none", reason=BACKS_HOOK + NEVER),
+    ),
+    (
+        "what it serves is not listed yet: not put to sleep",
+        Observed(3, t("2026-01-01T11:00:00Z"), serving=None),
+        CONFIG,
+        AWAKE,
+        Decision("none", reason="what it serves is not known yet; not put to sleep"),
+    ),
+    (
+        "a sleeper that gains an APIService link is woken, without activity",
+        Observed(0, t("2026-01-01T10:59:00Z"), serving=API),
+        CONFIG,
+        ASLEEP,
+        Decision("wake", replicas=3, reason=BACKS_API),
+    ),
+    (
+        "a sleeper that gains a webhook link is woken, even with no kind to wake on",
+        Observed(0, t("2026-01-01T10:59:00Z"), serving=HOOK, can_wake=False),
+        CONFIG,
+        ASLEEP,
+        Decision("wake", replicas=3, reason=BACKS_HOOK),
+    ),
+    (
+        "a sleeper whose links are not listed yet stays asleep",
+        Observed(0, t("2026-01-01T10:59:00Z"), serving=None),
+        CONFIG,
+        ASLEEP,
+        Decision("none"),
+    ),
+    (
+        "paused wins over a link: held asleep",
+        Observed(0, t("2026-01-01T10:59:00Z"), serving=API),
+        PAUSED,
+        ASLEEP,
+        Decision("none", reason=HELD),
+    ),
+    (
+        "woken, not Ready, before its timeout: look again at the timeout",
+        Observed(3, t("2026-01-01T11:59:30Z"), starting=True),
+        CONFIG,
+        AWAKE,
+        Decision("none", next_check=t("2026-01-01T12:00:30Z"), reason=STARTING),
+    ),
+    (
+        "woken, not Ready, past its timeout: not put to sleep, look again at the bound",
+        Observed(3, t("2026-01-01T11:58:00Z"), starting=True),
+        CONFIG,
+        AWAKE,
+        Decision("none", next_check=t("2026-01-01T12:09:00Z"), reason=STARTING),
+    ),
+    (
+        "woken, never Ready, past timeout and bound: back to sleep",
+        Observed(3, t("2026-01-01T11:49:00Z"), starting=True, ready_replicas=1),
+        CONFIG,
+        AWAKE,
+        Decision(
+            "sleep",
+            replicas=3,
+            reason="not Ready 11m after its wake (1 of 3 replicas ready; "
+            "timeout 1m + 10m to start)",
+        ),
+    ),
 ]
 
 
@@ -340,3 +424,15 @@ def test_a_released_workload_is_woken_only_if_we_left_it_at_zero_and_our_keys_go
     annotations: dict[str, str], replicas: int, injected: bool, expected: Release
 ) -> None:
     assert plan_release(annotations, replicas, injected=injected) == expected
+
+
+def test_a_late_start_is_warned_of_once_past_the_timeout() -> None:
+    woken = t("2026-01-01T11:58:00Z")
+    starting = Observed(3, woken, starting=True, ready_replicas=0)
+    assert not_ready_notice(starting, CONFIG, AWAKE, t("2026-01-01T11:58:59Z")) is None
+    assert not_ready_notice(starting, CONFIG, AWAKE, NOW) == (
+        "NotReady",
+        "woken at 2026-01-01T11:58:00Z, not Ready after its idle timeout 1m (0 of 3 replicas "
+        "ready); put back to sleep at 2026-01-01T12:09:00Z unless it becomes Ready",
+    )
+    assert not_ready_notice(Observed(3, woken), CONFIG, AWAKE, NOW) is None

@@ -16,7 +16,9 @@ from zeroscaler.core.annotations import (
     read_status,
     status_keys,
 )
-from zeroscaler.core.durations import format_duration
+from zeroscaler.core.durations import format_duration, format_time
+from zeroscaler.core.readiness import start_bound
+from zeroscaler.core.serving import NOTHING_SERVED, Serving
 
 Action = Literal["sleep", "wake", "record-wake", "mark-awake", "none"]
 
@@ -36,6 +38,11 @@ class Observed:
     wake_reason: str = ""  # what the newest activity was, in an Event's words
     # Replicas our own wake scaled it to while its record is not yet written; None if no such wake.
     woken_to: int | None = None
+    # What it backs; None while the registrations are not all listed (then it is not put to sleep).
+    serving: Serving | None = NOTHING_SERVED
+    # Woken (or first seen) and not Ready since: its idle clock waits for Ready, up to a bound.
+    starting: bool = False
+    ready_replicas: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +65,10 @@ def decide(
         return _decide_asleep(observed, config, status)
     if observed.replicas == 0:
         return Decision("none", reason="scaled to zero by someone else; left alone")
+    if observed.serving is None:
+        return Decision("none", reason="what it serves is not known yet; not put to sleep")
+    if observed.serving.keeps_awake:
+        return Decision("none", reason=observed.serving.reason())
     if observed.hpa_targeted:
         return Decision("none", reason="targeted by a HorizontalPodAutoscaler; never put to sleep")
     if not observed.can_wake:
@@ -66,6 +77,8 @@ def decide(
         return Decision("none", reason="no idle timeout")
     timeout = max(config.idle_timeout, MIN_IDLE_TIMEOUT)
     deadline = observed.last_activity + timedelta(seconds=timeout)
+    if observed.starting:
+        return _decide_starting(observed, timeout, deadline, now)
     if now < deadline:
         return Decision("none", next_check=deadline)
     return Decision(
@@ -73,6 +86,47 @@ def decide(
         replicas=observed.replicas,
         reason=f"idle for {format_duration((now - observed.last_activity).total_seconds())} "
         f"(timeout {format_duration(timeout)})",
+    )
+
+
+def _decide_starting(
+    observed: Observed, timeout: float, deadline: datetime, now: datetime
+) -> Decision:
+    """Not Ready since its wake: the clock waits for Ready, but not past the start bound."""
+    given_up = deadline + timedelta(seconds=start_bound(timeout))
+    if now < given_up:
+        # At the timeout it is looked at again, to say it is late; then at the bound.
+        return Decision(
+            "none",
+            next_check=deadline if now < deadline else given_up,
+            reason="woken, not Ready yet; its idle clock starts when it is",
+        )
+    waited = format_duration((now - observed.last_activity).total_seconds())
+    return Decision(
+        "sleep",
+        replicas=observed.replicas,
+        reason=f"not Ready {waited} after its wake ({observed.ready_replicas} of "
+        f"{observed.replicas} replicas ready; timeout {format_duration(timeout)} + "
+        f"{format_duration(start_bound(timeout))} to start)",
+    )
+
+
+def not_ready_notice(
+    observed: Observed, config: WorkloadConfig, status: WorkloadStatus, now: datetime
+) -> tuple[str, str] | None:
+    """The Warning for a woken workload still not Ready at its idle timeout, or None."""
+    if not observed.starting or status.state == "asleep" or config.idle_timeout is None:
+        return None
+    timeout = max(config.idle_timeout, MIN_IDLE_TIMEOUT)
+    deadline = observed.last_activity + timedelta(seconds=timeout)
+    if now < deadline:
+        return None
+    given_up = deadline + timedelta(seconds=start_bound(timeout))
+    return (
+        "NotReady",
+        f"woken at {format_time(observed.last_activity)}, not Ready after its idle timeout "
+        f"{format_duration(timeout)} ({observed.ready_replicas} of {observed.replicas} replicas "
+        f"ready); put back to sleep at {format_time(given_up)} unless it becomes Ready",
     )
 
 
@@ -113,6 +167,9 @@ def _decide_asleep(observed: Observed, config: WorkloadConfig, status: WorkloadS
         return Decision(
             "mark-awake", replicas=observed.replicas, reason="scaled up while asleep; now awake"
         )
+    if observed.serving is not None and observed.serving.keeps_awake:
+        why = observed.serving.reason().removesuffix("; never put to sleep")
+        return Decision("wake", replicas=wake_replicas(config, status), reason=why)
     since = status.asleep_since
     if since is None or observed.last_activity > since:
         return Decision("wake", replicas=wake_replicas(config, status), reason=observed.wake_reason)

@@ -1,0 +1,145 @@
+"""What each workload serves, kept live: Services, webhook configurations, APIServices and CRDs.
+
+Watches keep only what `zeroscaler.core.serving` reads: a Service's selector, the Services a
+registration names. A change enqueues the workloads whose pods the Services involved select, so a
+link that appears later is decided on at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+from zeroscaler.controller.workload import Workload, WorkloadKey
+from zeroscaler.core.serving import (
+    Link,
+    LinkKind,
+    ServiceRef,
+    Serving,
+    find_serving,
+    links_of,
+    selects,
+)
+from zeroscaler.kube import Kube, Obj
+from zeroscaler.watching import Informer, WatchEvent
+
+SERVICES_PATH = "/api/v1/services"
+_ADMISSION = "/apis/admissionregistration.k8s.io/v1"
+REGISTRATION_PATHS: dict[LinkKind, str] = {
+    "MutatingWebhookConfiguration": f"{_ADMISSION}/mutatingwebhookconfigurations",
+    "ValidatingWebhookConfiguration": f"{_ADMISSION}/validatingwebhookconfigurations",
+    "APIService": "/apis/apiregistration.k8s.io/v1/apiservices",
+}
+
+
+def _meta(obj: Obj) -> dict[str, object]:
+    meta = obj.get("metadata") or {}
+    return {k: meta[k] for k in ("name", "namespace", "resourceVersion") if k in meta}
+
+
+def trim_service(obj: Obj) -> Obj:
+    """Keep a Service's name and selector."""
+    return {"metadata": _meta(obj), "selector": dict((obj.get("spec") or {}).get("selector") or {})}
+
+
+def trim_registration(kind: LinkKind) -> Callable[[Obj], Obj]:
+    """Keep a registration's name and the Services it names."""
+
+    def trim(obj: Obj) -> Obj:
+        return {"metadata": _meta(obj), "links": links_of(kind, obj)}
+
+    return trim
+
+
+class ServingIndex:
+    """Services by namespace and links by Service, from watches; `serving` answers per workload."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        crds: Informer,
+        workloads: Mapping[WorkloadKey, Workload],
+        enqueue: Callable[[WorkloadKey], None],
+    ) -> None:
+        self._workloads = workloads
+        self._enqueue = enqueue
+        self._services: dict[str, dict[str, dict[str, str]]] = {}  # namespace: name: selector
+        self._links: dict[ServiceRef, set[Link]] = {}
+        self.services = Informer(kube, SERVICES_PATH, transform=trim_service)
+        self.services.add_handler(self.on_service)
+        self.registrations = {
+            kind: Informer(kube, path, transform=trim_registration(kind))
+            for kind, path in REGISTRATION_PATHS.items()
+        }
+        for informer in self.registrations.values():
+            informer.add_handler(self.on_registration)
+        self._crds = crds
+        crds.add_handler(self.on_registration)
+        self._known = False
+        for informer in [*self.informers, crds]:
+            informer.add_sync_handler(self._on_synced)
+
+    @property
+    def informers(self) -> list[Informer]:
+        """The watches this index runs (the CRD watch is the cluster view's)."""
+        return [self.services, *self.registrations.values()]
+
+    def is_synced(self) -> bool:
+        """Whether every watch it reads has listed: until then nothing is known to serve nothing."""
+        return all(i.synced.is_set() for i in [*self.informers, self._crds])
+
+    def _on_synced(self) -> None:
+        """Once all have listed, look at every workload again: none was put to sleep before."""
+        if not self._known and self.is_synced():
+            self._known = True
+            for key in list(self._workloads):
+                self._enqueue(key)
+
+    def serving(self, w: Workload) -> Serving | None:
+        """What `w` serves; None until every watch has listed."""
+        if not self.is_synced():
+            return None
+        services = self._services.get(w.namespace, {})
+        return find_serving(w.namespace, w.pod_labels, services.items(), self._links)
+
+    def on_service(self, event: WatchEvent) -> None:
+        meta = event.obj["metadata"]
+        namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
+        in_ns = self._services.setdefault(namespace, {})
+        old = in_ns.get(name)
+        if event.type == "DELETED":
+            in_ns.pop(name, None)
+            if not in_ns:
+                del self._services[namespace]
+        else:
+            in_ns[name] = event.obj["selector"]
+        if event.initial:
+            return
+        selectors = [s for s in (old, event.obj["selector"]) if s]
+        if (namespace, name) in self._links:  # only a Service something calls changes anything
+            self._enqueue_selected(namespace, selectors)
+
+    def on_registration(self, event: WatchEvent) -> None:
+        old: Iterable[Link] = (event.old or {}).get("links") or ()
+        new: Iterable[Link] = () if event.type == "DELETED" else event.obj.get("links") or ()
+        old, new = set(old), set(new)
+        if old == new:
+            return
+        for link in old - new:
+            linked = self._links.get(link.service)
+            if linked is not None:
+                linked.discard(link)
+                if not linked:
+                    del self._links[link.service]
+        for link in new - old:
+            self._links.setdefault(link.service, set()).add(link)
+        if event.initial:
+            return
+        for namespace, name in {link.service for link in old ^ new}:
+            selector = self._services.get(namespace, {}).get(name)
+            if selector:
+                self._enqueue_selected(namespace, [selector])
+
+    def _enqueue_selected(self, namespace: str, selectors: list[dict[str, str]]) -> None:
+        for key, w in self._workloads.items():
+            if key[1] == namespace and any(selects(s, w.pod_labels) for s in selectors):
+                self._enqueue(key)

@@ -1,0 +1,151 @@
+"""The live index of what workloads serve: watch events in, the workloads they concern enqueued."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from zeroscaler.controller.changes import ChangeFeed
+from zeroscaler.controller.metrics import Metrics
+from zeroscaler.controller.serving import ServingIndex, trim_registration, trim_service
+from zeroscaler.controller.workload import Workload, WorkloadKey, trim_workload
+from zeroscaler.core.serving import Link, Serving
+from zeroscaler.kube import Kube
+from zeroscaler.watching import Informer, WatchEvent
+
+NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
+KEY: WorkloadKey = ("Deployment", "ops", "op")
+NEIGHBOUR: WorkloadKey = ("Deployment", "ops", "neighbour")
+HOOK = Link("ValidatingWebhookConfiguration", "op-hooks", ("ops", "op-webhook"))
+NO_KUBE: Kube = None  # type: ignore[assignment]  # nothing is listed: events are fed by hand
+
+
+def deployment(name: str, labels: dict[str, str], **extra: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "ops", "resourceVersion": "1", "generation": 2},
+        "spec": {"replicas": 1, "template": {"metadata": {"labels": labels}}},
+        **extra,
+    }
+
+
+class SetClock:
+    """A clock that shows what the test sets."""
+
+    def __init__(self, now: datetime) -> None:
+        self.at = now
+
+    def now(self) -> datetime:
+        return self.at
+
+    def monotonic(self) -> float:
+        return self.at.timestamp()
+
+
+def service(name: str, selector: dict[str, str]) -> dict[str, Any]:
+    meta = {"name": name, "namespace": "ops"}
+    return trim_service({"metadata": meta, "spec": {"selector": selector}})
+
+
+def hooks(*services: str) -> dict[str, Any]:
+    webhooks = [
+        {"name": f"{s}.example.com", "clientConfig": {"service": {"namespace": "ops", "name": s}}}
+        for s in services
+    ]
+    raw = {"metadata": {"name": "op-hooks"}, "webhooks": webhooks}
+    return trim_registration("ValidatingWebhookConfiguration")(raw)
+
+
+WORKLOADS = {
+    KEY: Workload(KEY, trim_workload(deployment("op", {"app": "op"})), NOW),
+    NEIGHBOUR: Workload(NEIGHBOUR, trim_workload(deployment("n", {"app": "n"})), NOW),
+}
+
+
+def index() -> tuple[ServingIndex, list[WorkloadKey]]:
+    queued: list[WorkloadKey] = []
+    crds = Informer(NO_KUBE, "/crds")
+    found = ServingIndex(NO_KUBE, crds, WORKLOADS, queued.append)
+    for informer in [*found.informers, crds]:
+        informer.synced.set()
+    return found, queued
+
+
+def serving(found: ServingIndex, key: WorkloadKey) -> Serving | None:
+    return found.serving(WORKLOADS[key])
+
+
+def test_a_webhook_registered_later_enqueues_only_the_workload_behind_it() -> None:
+    found, queued = index()
+    found.on_service(WatchEvent("ADDED", service("op-webhook", {"app": "op"}), initial=True))
+    assert serving(found, KEY) == Serving()
+    found.on_registration(WatchEvent("ADDED", hooks("op-webhook")))
+    assert queued == [KEY]
+    assert serving(found, KEY) == Serving((HOOK,))
+    assert serving(found, NEIGHBOUR) == Serving()
+    queued.clear()
+    found.on_registration(WatchEvent("DELETED", hooks("op-webhook"), old=hooks("op-webhook")))
+    assert queued == [KEY]
+    assert serving(found, KEY) == Serving()
+
+
+def test_a_service_that_comes_to_select_a_workload_links_it() -> None:
+    found, queued = index()
+    found.on_registration(WatchEvent("ADDED", hooks("op-webhook"), initial=True))
+    before = service("op-webhook", {"app": "n"})
+    after = service("op-webhook", {"app": "op"})
+    found.on_service(WatchEvent("ADDED", before, initial=True))
+    assert serving(found, NEIGHBOUR) == Serving((HOOK,))
+    assert queued == []  # what was listed first is no news
+    found.on_service(WatchEvent("MODIFIED", after, old=before))
+    assert sorted(queued) == sorted([KEY, NEIGHBOUR])  # the one it left and the one it took
+    assert serving(found, KEY) == Serving((HOOK,))
+    assert serving(found, NEIGHBOUR) == Serving()
+
+
+def test_nothing_is_known_to_serve_nothing_until_every_watch_has_listed() -> None:
+    found, _ = index()
+    found.registrations["APIService"].synced.clear()
+    assert serving(found, KEY) is None
+
+
+def test_readiness_after_a_wake_starts_the_idle_clock() -> None:
+    workloads: dict[WorkloadKey, Workload] = {}
+    queued: list[WorkloadKey] = []
+    later = datetime(2026, 1, 1, 12, 5, tzinfo=UTC)
+    clock = SetClock(NOW)
+    feed = ChangeFeed(
+        workloads,
+        clock=clock,
+        metrics=Metrics(dict, lambda: 0, lambda: True),
+        enqueue=queued.append,
+        is_running=lambda _: False,
+        wake_due=lambda _: None,
+        users=lambda _: (),
+    )
+    starting = deployment("op", {"app": "op"}, status={"observedGeneration": 2})
+    feed.on_workload("Deployment", WatchEvent("ADDED", trim_workload(starting)))
+    w = workloads[KEY]
+    assert w.starting  # first seen with no replica Ready
+    assert w.last_activity == NOW
+    queued.clear()
+    clock.at = later  # five minutes on
+    ready = deployment("op", {"app": "op"}, status={"observedGeneration": 2, "readyReplicas": 1})
+    ready["metadata"]["resourceVersion"] = "2"
+    feed.on_workload("Deployment", WatchEvent("MODIFIED", trim_workload(ready)))
+    assert not w.starting
+    assert w.last_activity == later
+    assert queued == [KEY]  # a status-only update, yet decided again
+
+
+def test_every_workload_is_looked_at_again_once_all_have_listed() -> None:
+    queued: list[WorkloadKey] = []
+    crds = Informer(NO_KUBE, "/crds")
+    found = ServingIndex(NO_KUBE, crds, WORKLOADS, queued.append)
+    for informer in found.informers:
+        informer.synced.set()
+        found._on_synced()  # as each list ends
+    assert queued == []  # the CRDs are not listed yet
+    crds.synced.set()
+    found._on_synced()
+    found._on_synced()  # a later re-list changes nothing
+    assert sorted(queued) == sorted(WORKLOADS)
