@@ -39,6 +39,7 @@ from localcluster.cluster import Cluster
 from localcluster.processes import free_port
 from tests.support.real_chart import real_node_values
 from tests.support.waiting import wait_for
+from tests.system.controller_kit import create_workload, grant_watch
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "zeroscaler"
 ARCHIVE = Path(os.environ.get("ZEROSCALER_IMAGE", image_build.REPO / "dist/zeroscaler-image.tar"))
@@ -263,48 +264,9 @@ def test_the_second_controller_replica_waits_for_a_node_with_free_ports(
 
 def _operator(api: k8s.ApiClient, namespace: str, *deployments: tuple[str, int]) -> None:
     """Operators whose ServiceAccount may watch ConfigMaps: Deployments of (name, replicas)."""
-    core, rbac = k8s.CoreV1Api(api), k8s.RbacAuthorizationV1Api(api)
-    core.create_namespaced_service_account(
-        namespace, k8s.V1ServiceAccount(metadata=k8s.V1ObjectMeta(name="op"))
-    )
-    rbac.create_namespaced_role(
-        namespace,
-        k8s.V1Role(
-            metadata=k8s.V1ObjectMeta(name="op"),
-            rules=[
-                k8s.V1PolicyRule(api_groups=[""], resources=["configmaps"], verbs=["list", "watch"])
-            ],
-        ),
-    )
-    rbac.create_namespaced_role_binding(
-        namespace,
-        k8s.V1RoleBinding(
-            metadata=k8s.V1ObjectMeta(name="op"),
-            role_ref=k8s.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name="op"),
-            subjects=[k8s.RbacV1Subject(kind="ServiceAccount", name="op", namespace=namespace)],
-        ),
-    )
+    grant_watch(api, namespace, [("", ["configmaps"])], sa="op", name="op")
     for name, replicas in deployments or (("op", 1),):
-        labels = {"app": name}
-        k8s.AppsV1Api(api).create_namespaced_deployment(
-            namespace,
-            k8s.V1Deployment(
-                metadata=k8s.V1ObjectMeta(name=name),
-                spec=k8s.V1DeploymentSpec(
-                    replicas=replicas,
-                    selector=k8s.V1LabelSelector(match_labels=labels),
-                    template=k8s.V1PodTemplateSpec(
-                        metadata=k8s.V1ObjectMeta(labels=labels),
-                        spec=k8s.V1PodSpec(
-                            service_account_name="op",
-                            containers=[
-                                k8s.V1Container(name="op", image="registry.k8s.io/pause:3.10")
-                            ],
-                        ),
-                    ),
-                ),
-            ),
-        )
+        create_workload(api, namespace, name, {}, replicas=replicas, sa="op")
 
 
 def _replicas(api: k8s.ApiClient, namespace: str, name: str = "op") -> int:

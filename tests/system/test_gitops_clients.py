@@ -70,13 +70,19 @@ def assert_left_asleep(api: k8s.ApiClient, ref: Ref, restore: int) -> None:
     assert woken_by(api, ref, ARGOCD) == before
 
 
+def synced_asleep(api: k8s.ApiClient, cluster: Cluster, ns: str, name: str) -> Ref:
+    """The first sync creates it with Git's 2 replicas; then it is left idle until asleep."""
+    grant_watch(api, ns, [("", ["configmaps"])])
+    ref = Ref(ns, name)
+    client_side_apply(cluster, manifest(ns, name, 2, "r1"))
+    wait_asleep(api, ref, 2)
+    return ref
+
+
 def test_argocd_client_side_sync_of_git_replicas_wakes_a_sleeper(
     api: k8s.ApiClient, cluster: Cluster, opted_ns: str, controller: ControllerProcess
 ) -> None:
-    grant_watch(api, opted_ns, [("", ["configmaps"])])
-    ref = Ref(opted_ns, "csa-git")
-    client_side_apply(cluster, manifest(opted_ns, ref.name, 2, "r1"))
-    wait_asleep(api, ref, 2)
+    ref = synced_asleep(api, cluster, opted_ns, "csa-git")
     # kubectl compares Git with the live object, not with what it applied last: replicas 0 != 2.
     client_side_apply(cluster, manifest(opted_ns, ref.name, 2, "r1"))
     assert state_of(api, ref)[0] == 2
@@ -87,10 +93,7 @@ def test_argocd_client_side_sync_of_git_replicas_wakes_a_sleeper(
 def test_argocd_respecting_ignored_replicas_leaves_a_sleeper_asleep(
     api: k8s.ApiClient, cluster: Cluster, opted_ns: str, controller: ControllerProcess
 ) -> None:
-    grant_watch(api, opted_ns, [("", ["configmaps"])])
-    ref = Ref(opted_ns, "csa-respect")
-    client_side_apply(cluster, manifest(opted_ns, ref.name, 2, "r1"))
-    wait_asleep(api, ref, 2)
+    ref = synced_asleep(api, cluster, opted_ns, "csa-respect")
     # RespectIgnoreDifferences=true: Argo CD puts the live replicas into what it applies.
     client_side_apply(cluster, manifest(opted_ns, ref.name, 0, "r2"))
     assert_left_asleep(api, ref, 2)
@@ -99,10 +102,7 @@ def test_argocd_respecting_ignored_replicas_leaves_a_sleeper_asleep(
 def test_replicas_dropped_from_git_reset_once_then_never(
     api: k8s.ApiClient, cluster: Cluster, opted_ns: str, controller: ControllerProcess
 ) -> None:
-    grant_watch(api, opted_ns, [("", ["configmaps"])])
-    ref = Ref(opted_ns, "csa-dropped")
-    client_side_apply(cluster, manifest(opted_ns, ref.name, 2, "r1"))
-    wait_asleep(api, ref, 2)
+    ref = synced_asleep(api, cluster, opted_ns, "csa-dropped")
     # The last apply had replicas and this one has not: kubectl deletes the field, and the API
     # server defaults it to 1, which is a wake.
     client_side_apply(cluster, manifest(opted_ns, ref.name, None, "r2"))

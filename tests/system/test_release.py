@@ -35,6 +35,7 @@ from localcluster.cluster import Cluster
 from localcluster.processes import free_port
 from tests.support.real_chart import real_node_values
 from tests.support.waiting import wait_for
+from tests.system.controller_kit import create_workload, grant_watch
 
 RELEASE = Path(os.environ.get("ZEROSCALER_RELEASE", image_build.REPO / "dist" / "release"))
 CHART = image_build.REPO / "charts" / "zeroscaler"
@@ -284,43 +285,9 @@ def test_upgrade_to_the_release_keeps_sleepers_asleep_and_the_awake_awake(
 def _operators(api: k8s.ApiClient, namespace: str) -> None:
     """Two operators whose ServiceAccount may watch ConfigMaps (on kwok nodes): one left idle, one
     whose person-set idle timeout of an hour keeps it awake through the test."""
-    core, rbac = k8s.CoreV1Api(api), k8s.RbacAuthorizationV1Api(api)
-    core.create_namespaced_service_account(
-        namespace, k8s.V1ServiceAccount(metadata=k8s.V1ObjectMeta(name="op"))
-    )
-    rule = k8s.V1PolicyRule(api_groups=[""], resources=["configmaps"], verbs=["list", "watch"])
-    rbac.create_namespaced_role(
-        namespace, k8s.V1Role(metadata=k8s.V1ObjectMeta(name="op"), rules=[rule])
-    )
-    rbac.create_namespaced_role_binding(
-        namespace,
-        k8s.V1RoleBinding(
-            metadata=k8s.V1ObjectMeta(name="op"),
-            role_ref=k8s.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name="op"),
-            subjects=[k8s.RbacV1Subject(kind="ServiceAccount", name="op", namespace=namespace)],
-        ),
-    )
+    grant_watch(api, namespace, [("", ["configmaps"])], sa="op", name="op")
     for name, notes in (("sleeper", {}), ("awake", {"zeroscaler.io/idle-timeout": "1h"})):
-        labels = {"app": name}
-        k8s.AppsV1Api(api).create_namespaced_deployment(
-            namespace,
-            k8s.V1Deployment(
-                metadata=k8s.V1ObjectMeta(name=name, annotations=notes),
-                spec=k8s.V1DeploymentSpec(
-                    replicas=1,
-                    selector=k8s.V1LabelSelector(match_labels=labels),
-                    template=k8s.V1PodTemplateSpec(
-                        metadata=k8s.V1ObjectMeta(labels=labels),
-                        spec=k8s.V1PodSpec(
-                            service_account_name="op",
-                            containers=[
-                                k8s.V1Container(name="op", image="registry.k8s.io/pause:3.10")
-                            ],
-                        ),
-                    ),
-                ),
-            ),
-        )
+        create_workload(api, namespace, name, notes, replicas=1, sa="op")
 
 
 def _state(api: k8s.ApiClient, namespace: str, name: str) -> tuple[int, dict[str, str]]:
