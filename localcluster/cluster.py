@@ -389,6 +389,9 @@ def _apiserver_args(cluster: Cluster, pki: dict[str, Path], port: int, etcd_url:
         f"--secure-port={port}",
         "--advertise-address=127.0.0.1",
         "--endpoint-reconciler-type=none",
+        # Webhooks, conversions and APIServices given by `service` are called at a ready endpoint
+        # of the Service, not its ClusterIP: host-network pods on the real node are on loopback.
+        "--enable-aggregator-routing=true",
         f"--tls-cert-file={pki['apiserver.crt']}",
         f"--tls-private-key-file={pki['apiserver.key']}",
         f"--client-ca-file={pki['ca.crt']}",

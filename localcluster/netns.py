@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 REQUIRE_ENV = "ZEROSCALER_REQUIRE_NETNS"
-_INNER = 'ip link set lo up && exec "$@"'
+# A second address on the namespace's loopback interface, for the real node: the API server refuses
+# loopback addresses in EndpointSlices, so host-network pods on 127.0.0.1 could never be a Service's
+# endpoints. A documentation address (TEST-NET-1, RFC 5737) on `lo` routes nowhere else.
+NODE_ADDRESS = "192.0.2.10"
+_INNER = f'ip link set lo up && ip addr add {NODE_ADDRESS}/32 dev lo && exec "$@"'
 
 
 def isolated_argv(argv: list[str]) -> list[str] | None:
@@ -23,6 +28,16 @@ def isolated_argv(argv: list[str]) -> list[str] | None:
     if probe.returncode != 0:
         return None
     return [unshare, "--net", "--", "sh", "-c", _INNER, "sh", *argv]
+
+
+def has_node_address() -> bool:
+    """Whether NODE_ADDRESS is this namespace's own (only inside the isolation made here)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((NODE_ADDRESS, 0))
+        except OSError:
+            return False
+    return True
 
 
 def in_isolation() -> bool:

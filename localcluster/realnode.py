@@ -4,8 +4,9 @@ Both run in the cluster's network namespace, with directories of the cluster's o
 /run, /var/lib and /var/log, so none of their state lands on the host. The pause program is PID 1 of
 the node's PID namespace: when it stops, the kernel ends every shim and container with it. Pod
 cgroups live under a cgroup root of the node's own, removed on stop. There is no pod network: only
-hostNetwork pods run, all on 127.0.0.1. A label and a NoSchedule taint keep every pod that does not
-ask for the node (toleration and nodeSelector) on the kwok nodes.
+hostNetwork pods run, on loopback (the node's address is a second one on `lo`, see `netns`). A
+label and a NoSchedule taint keep every pod that does not ask for the node (toleration and
+nodeSelector) on the kwok nodes.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from localcluster import netns
 from localcluster.processes import free_port
 from zeroscaler.certs.issue import CertPair, new_serving_cert
 
@@ -323,6 +325,12 @@ def containerd_env(binaries: Mapping[str, Path]) -> dict[str, str]:
     return {**os.environ, "PATH": f"{binaries['containerd'].parent}:{os.environ.get('PATH', '')}"}
 
 
+def node_ip() -> str:
+    """The node's address: the isolation's second loopback address, so that its host-network pods
+    can be a Service's endpoints (a webhook by `service`); else 127.0.0.1."""
+    return netns.NODE_ADDRESS if netns.has_node_address() else "127.0.0.1"
+
+
 def kubelet_argv(node: RealNode, binaries: Mapping[str, Path]) -> list[str]:
     etc = node.directory / "etc"
     return [
@@ -330,6 +338,7 @@ def kubelet_argv(node: RealNode, binaries: Mapping[str, Path]) -> list[str]:
         f"--config={etc / 'kubelet.json'}",
         f"--kubeconfig={etc / 'kubeconfig'}",
         f"--hostname-override={NODE_NAME}",
+        f"--node-ip={node_ip()}",
         f"--node-labels={LABEL}=true",
     ]
 
