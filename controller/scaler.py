@@ -12,6 +12,7 @@ import logging
 
 from zeroscaler.cluster import ClusterView
 from zeroscaler.controller.accounting import Accounting
+from zeroscaler.controller.activator import Activator
 from zeroscaler.controller.changes import ChangeFeed, trim_hpa
 from zeroscaler.controller.clock import Clock, LoopClock
 from zeroscaler.controller.memory import release_free_memory
@@ -35,6 +36,7 @@ from zeroscaler.controller.workload import (
     count_pending_wakes,
     trim_workload,
 )
+from zeroscaler.core.activator import Hook
 from zeroscaler.core.annotations import is_namespace_enabled
 from zeroscaler.core.inference import RBACSnapshot
 from zeroscaler.core.policy import Policy
@@ -109,7 +111,33 @@ class Scaler:
             on_rbac=self._on_rbac,
         )
         self.cluster.namespaces.add_handler(self.changes.on_namespace)
-        self.serving = ServingIndex(watcher, self.cluster.crds, self.workloads, self.queue.add)
+        self.serving = ServingIndex(
+            watcher,
+            self.cluster.crds,
+            self.workloads,
+            self.queue.add,
+            activation=self._activation,
+            on_hooks=self._hooks_changed,
+        )
+        self.activator = Activator(
+            kube,
+            self.serving,
+            self.workloads,
+            configuration=settings.activator_configuration,
+            webhook_configuration=settings.webhook_configuration,
+            namespace=settings.lease_namespace,
+            requests=settings.activator_requests,
+            timeout=settings.activator_timeout,
+            probe_interval=settings.activator_probe_interval,
+            clock=clock,
+            is_leader=self._leading,
+            enqueue=self.queue.add,
+            on_activity=self.changes.note_activity,
+        )
+        if self.activator.enabled:
+            self.serving.registrations["MutatingWebhookConfiguration"].add_handler(
+                self.activator.on_configuration
+            )
         self.hpas = Informer(
             watcher, "/apis/autoscaling/v2/horizontalpodautoscalers", transform=trim_hpa
         )
@@ -164,6 +192,8 @@ class Scaler:
             is_leader=self._leading,
             census=subscriptions.census,
             keeps_awake=self._keeps_awake,
+            cover=self.activator.cover,
+            covered_done=self.activator.covered_done,
         )
         return Reconciler(
             self.workloads,
@@ -182,7 +212,7 @@ class Scaler:
             dry_run=self.settings.dry_run,
             policy=self._policy,
             excluded=self.settings.excluded,
-            serving=self.serving.serving,
+            serving=self.activator.serving,
         )
 
     async def run(self) -> None:
@@ -193,6 +223,8 @@ class Scaler:
         self.tasks.spawn(self.cluster.run(), self.hpas.run(), self.policies.run())
         # Not essential to start: until they have listed, nothing is put to sleep.
         self.tasks.spawn(*(i.run() for i in self.serving.informers))
+        if self.activator.enabled:
+            self.tasks.spawn(self.activator.run(), self.activator.requests.run())
         self.tasks.spawn(*(i.run() for i in self.workload_informers.values()))
         self.tasks.spawn(self.timers.run(), self._housekeeping())
         await asyncio.gather(self.cluster.discovered.wait(), *(i.synced.wait() for i in essential))
@@ -241,6 +273,12 @@ class Scaler:
         """Whether what `w` serves forbids a sleep (or is not known)."""
         serving = self.serving.serving(w)
         return serving is None or serving.keeps_awake
+
+    def _activation(self, hooks: tuple[Hook, ...]) -> str | None:
+        return self.activator.activation(hooks)
+
+    def _hooks_changed(self) -> None:
+        self.activator.changed()
 
     def _leading(self) -> bool:
         return self.is_leader

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -39,6 +39,11 @@ log = logging.getLogger(__name__)
 FollowUp = Coroutine[Any, Any, None]
 
 
+async def _covered(_: Workload) -> bool:
+    """Without an activator, nothing needs covering before a sleep."""
+    return True
+
+
 class Scaling:
     """Carries out decisions through the `scale` subresource; a 409 means "look again"."""
 
@@ -56,6 +61,8 @@ class Scaling:
         is_leader: Callable[[], bool],
         census: Callable[[Workload], Census],
         keeps_awake: Callable[[Workload], bool] = lambda _: False,
+        cover: Callable[[Workload], Awaitable[bool]] = _covered,
+        covered_done: Callable[[Workload], None] = lambda _: None,
     ) -> None:
         self._kube = kube
         self._reporter = reporter
@@ -68,6 +75,8 @@ class Scaling:
         self._is_leader = is_leader
         self._census = census
         self._keeps_awake = keeps_awake
+        self._cover = cover  # the activator answers for its webhooks before it sleeps
+        self._covered_done = covered_done
         self._follow_ups: dict[WorkloadKey, FollowUp] = {}
 
     def _is_not_leader(self) -> bool:
@@ -148,11 +157,31 @@ class Scaling:
         self, w: Workload, decision: Decision, now: datetime, seen: tuple[datetime, str]
     ) -> None:
         replicas = decision.replicas or w.replicas
+        try:
+            await self._sleep_covered(w, decision, now, replicas, seen)
+        finally:
+            self._covered_done(w)
+
+    async def _sleep_covered(
+        self,
+        w: Workload,
+        decision: Decision,
+        now: datetime,
+        replicas: int,
+        seen: tuple[datetime, str],
+    ) -> None:
+        decided_on, version = seen
+        if not await self._cover(w):  # the API server must already call the activator
+            log.warning(
+                "not put to sleep: the activator is unanswered", extra={"workload": w.label}
+            )
+            w.activity_at = None
+            self._enqueue(w.key)
+            return
         # One write, status and scale together: a crash never leaves a workload at zero without
         # the count to restore. On the workload itself rather than its `scale` subresource, so
         # managedFields name zeroscaler as the owner of spec.replicas while it sleeps (a scale
         # write records no owner), and GitOps tools can be told to leave it (docs/gitops.md).
-        decided_on, version = seen
         status = asleep_annotations(replicas, now, decided_on)
         # What is in scope now, so a restart can tell what was deleted while nobody watched.
         status[CENSUS] = format_census(self._census(w))

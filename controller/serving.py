@@ -7,10 +7,15 @@ link that appears later is decided on at once.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping
+from typing import TypeVar
 
 from zeroscaler.controller.workload import Workload, WorkloadKey
+from zeroscaler.core.activator import Hook, hooks_of
 from zeroscaler.core.serving import (
+    ACTIVATOR_OFF,
+    ADMISSION_KINDS,
     Link,
     LinkKind,
     ServiceRef,
@@ -22,6 +27,7 @@ from zeroscaler.core.serving import (
 from zeroscaler.kube import Kube, Obj
 from zeroscaler.watching import Informer, WatchEvent
 
+_Ref = TypeVar("_Ref", Link, Hook)
 SERVICES_PATH = "/api/v1/services"
 _ADMISSION = "/apis/admissionregistration.k8s.io/v1"
 REGISTRATION_PATHS: dict[LinkKind, str] = {
@@ -42,10 +48,15 @@ def trim_service(obj: Obj) -> Obj:
 
 
 def trim_registration(kind: LinkKind) -> Callable[[Obj], Obj]:
-    """Keep a registration's name and the Services it names."""
+    """Keep a registration's name and the Services it names (and, for admission, which
+    requests each webhook is sent, for the activator to copy)."""
+    mutating = kind == "MutatingWebhookConfiguration"
 
     def trim(obj: Obj) -> Obj:
-        return {"metadata": _meta(obj), "links": links_of(kind, obj)}
+        trimmed = {"metadata": _meta(obj), "links": links_of(kind, obj)}
+        if kind in ADMISSION_KINDS:
+            trimmed["hooks"] = hooks_of(mutating, obj)
+        return trimmed
 
     return trim
 
@@ -59,11 +70,17 @@ class ServingIndex:
         crds: Informer,
         workloads: Mapping[WorkloadKey, Workload],
         enqueue: Callable[[WorkloadKey], None],
+        *,
+        activation: Callable[[tuple[Hook, ...]], str | None] = lambda _: ACTIVATOR_OFF,
+        on_hooks: Callable[[], None] = lambda: None,
     ) -> None:
         self._workloads = workloads
         self._enqueue = enqueue
+        self._activation = activation  # why no activator answers for these webhooks, or None
+        self._on_hooks = on_hooks  # told when any admission webhook's rules change
         self._services: dict[str, dict[str, dict[str, str]]] = {}  # namespace: name: selector
         self._links: dict[ServiceRef, set[Link]] = {}
+        self._hooks: dict[ServiceRef, set[Hook]] = {}
         self.services = Informer(kube, SERVICES_PATH, transform=trim_service)
         self.services.add_handler(self.on_service)
         self.registrations = {
@@ -99,7 +116,10 @@ class ServingIndex:
         if not self.is_synced():
             return None
         services = self._services.get(w.namespace, {})
-        return find_serving(w.namespace, w.pod_labels, services.items(), self._links)
+        found = find_serving(w.namespace, w.pod_labels, services.items(), self._links, self._hooks)
+        if not found.hooks:
+            return found
+        return dataclasses.replace(found, unanswered=self._activation(found.hooks))
 
     def on_service(self, event: WatchEvent) -> None:
         meta = event.obj["metadata"]
@@ -119,19 +139,17 @@ class ServingIndex:
             self._enqueue_selected(namespace, selectors)
 
     def on_registration(self, event: WatchEvent) -> None:
+        old_hooks: set[Hook] = set((event.old or {}).get("hooks") or ())
+        new_hooks: set[Hook] = set(() if event.type == "DELETED" else event.obj.get("hooks") or ())
+        if old_hooks != new_hooks:
+            _move(self._hooks, old_hooks - new_hooks, new_hooks - old_hooks)
+            self._on_hooks()
         old: Iterable[Link] = (event.old or {}).get("links") or ()
         new: Iterable[Link] = () if event.type == "DELETED" else event.obj.get("links") or ()
         old, new = set(old), set(new)
         if old == new:
             return
-        for link in old - new:
-            linked = self._links.get(link.service)
-            if linked is not None:
-                linked.discard(link)
-                if not linked:
-                    del self._links[link.service]
-        for link in new - old:
-            self._links.setdefault(link.service, set()).add(link)
+        _move(self._links, old - new, new - old)
         if event.initial:
             return
         for namespace, name in {link.service for link in old ^ new}:
@@ -143,3 +161,15 @@ class ServingIndex:
         for key, w in self._workloads.items():
             if key[1] == namespace and any(selects(s, w.pod_labels) for s in selectors):
                 self._enqueue(key)
+
+
+def _move(index: dict[ServiceRef, set[_Ref]], gone: Iterable[_Ref], came: Iterable[_Ref]) -> None:
+    """Take `gone` out of an index by Service and put `came` in."""
+    for item in gone:
+        linked = index.get(item.service)
+        if linked is not None:
+            linked.discard(item)
+            if not linked:
+                del index[item.service]
+    for item in came:
+        index.setdefault(item.service, set()).add(item)

@@ -49,6 +49,13 @@ class Settings:
     api_burst: int = 1000
     log_level: LogLevel = "info"
     log_format: LogFormat = "text"  # text: logfmt
+    # The activator (docs/DESIGN.md): its MutatingWebhookConfiguration, made by the chart; empty:
+    # off, and workloads that serve admission webhooks are never put to sleep.
+    activator_configuration: str = ""
+    webhook_configuration: str = "zeroscaler"  # zeroscaler's own, whose client settings it copies
+    activator_requests: str = "zeroscaler-activator-requests"  # ConfigMap the webhook writes
+    activator_timeout: int = 10  # seconds the API server waits for it (and it for a wake)
+    activator_probe_interval: float = 10.0
 
     @property
     def policy_source(self) -> str:
@@ -82,6 +89,8 @@ _BOUNDS: tuple[tuple[str, float, float], ...] = (
     ("request_connections", 1, 16),
     ("api_qps", 0, 100_000),
     ("api_burst", 1, 1_000_000),
+    ("activator_timeout", 2, 30),
+    ("activator_probe_interval", 0.1, 3600),
 )
 
 
@@ -176,6 +185,24 @@ def parse_settings(
     )
     parser.add_argument(
         "--api-burst", type=int, help="requests sent at once before --api-qps applies"
+    )
+    parser.add_argument(
+        "--activator-configuration",
+        help="the activator's MutatingWebhookConfiguration (empty: no activator, and workloads "
+        "serving admission webhooks are never put to sleep)",
+    )
+    parser.add_argument(
+        "--webhook-configuration",
+        help="zeroscaler's own MutatingWebhookConfiguration, whose client settings it copies",
+    )
+    parser.add_argument("--activator-requests", help="the ConfigMap the webhook asks for wakes in")
+    parser.add_argument(
+        "--activator-timeout", type=int, help="seconds the API server waits for the activator"
+    )
+    parser.add_argument(
+        "--activator-probe-interval",
+        type=float,
+        help="seconds between probes of the activator while it covers anything",
     )
     parser.add_argument("--log-level", choices=LOG_LEVELS)
     parser.add_argument(

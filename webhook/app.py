@@ -25,6 +25,7 @@ from zeroscaler.core.admission import decide_patch
 from zeroscaler.credentials import load_access
 from zeroscaler.kube import Kube
 from zeroscaler.metrics import APIErrors, register_process_collectors
+from zeroscaler.webhook.activation import Activation
 from zeroscaler.webhook.caches import LiveSource
 from zeroscaler.webhook.review import BadReview, build_response, parse_review
 from zeroscaler.webhook.settings import Settings
@@ -72,6 +73,15 @@ def create_app(
     )
     app.state.api_clients = clients
     app.post("/mutate")(admission.mutate)
+    activation = Activation(
+        live.kube if isinstance(live, LiveSource) else None,
+        settings.namespace,
+        settings.activator_requests,
+        settings.max_body_bytes,
+        registry,
+    )
+    app.post("/activate/probe")(activation.probe)
+    app.post("/activate/{rest:path}")(activation.activate)
 
     @app.get("/healthz")
     async def healthz() -> PlainTextResponse:

@@ -52,6 +52,10 @@ class Settings(BaseSettings):
         default=True,
         description="once caches are loaded, keep long-lived objects out of garbage collection",
     )
+    activator_requests: str = Field(
+        default="zeroscaler-activator-requests",
+        description="ConfigMap (in --namespace) where the activator asks the controller for wakes",
+    )
     cert_secret: str = Field(
         default="",
         description="TLS Secret (in --namespace) to serve from and renew; empty: only the files",

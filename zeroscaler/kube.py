@@ -386,6 +386,18 @@ class Kube:
         params: dict[str, str | int | bool] = {"fieldManager": field_manager, **_dry(dry_run)}
         return await self.request("POST", path, body=body, params=params)
 
+    async def create_warnings(self, path: str, body: Obj) -> list[str]:
+        """Create `body` as a dry run and return the warnings admission gave (the `Warning`
+        headers' texts): how the activator's probe learns that its webhook was called."""
+        params: dict[str, str | int | bool] = {"fieldManager": FIELD_MANAGER, **_dry(True)}
+        content = json.dumps(body, separators=(",", ":")).encode()
+        headers = {"Accept": "application/json", "Content-Type": "application/json"}
+        resp = await self._send("POST", path, params=params, content=content, headers=headers)
+        if resp.status_code >= 300:
+            self.errors[("POST", resp.status_code)] += 1
+            raise error_for(resp.status_code, resp.content)
+        return [_warning_text(h) for h in resp.headers.get_list("warning")]
+
     async def patch(
         self,
         path: str,
@@ -603,6 +615,15 @@ def _listed_resources(group: str, version: str, listing: Obj) -> list[APIResourc
         for r in entries
         if "/" not in str(r["name"]) and r.get("kind")
     ]
+
+
+def _warning_text(header: str) -> str:
+    """The text of one `Warning: 299 - "text"` header (RFC 7234), or the header as it is."""
+    code, _, rest = header.partition(" ")
+    agent, _, text = rest.partition(" ")
+    if code.isdigit() and agent and text.startswith('"') and text.endswith('"'):
+        return text[1:-1].replace('\\"', '"')
+    return header
 
 
 def _params(params: Mapping[str, str | int | bool] | None) -> dict[str, str] | None:

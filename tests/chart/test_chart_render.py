@@ -88,8 +88,20 @@ def container(dep: Obj) -> Obj:
     return result
 
 
+def webhook_configuration(objs: list[Obj]) -> Obj:
+    """zeroscaler's own MutatingWebhookConfiguration (not the activator's)."""
+    found = [
+        o
+        for o in objs
+        if o["kind"] == "MutatingWebhookConfiguration"
+        and o["metadata"]["labels"].get("app.kubernetes.io/component") != "activator"
+    ]
+    assert len(found) == 1, f"expected zeroscaler's own configuration, found {len(found)}"
+    return found[0]
+
+
 def webhook_entry(objs: list[Obj]) -> Obj:
-    config = only(objs, "MutatingWebhookConfiguration")
+    config = webhook_configuration(objs)
     assert len(config["webhooks"]) == 1
     entry: Obj = config["webhooks"][0]
     return entry
@@ -153,9 +165,11 @@ def test_split_mode_renders_both_components_and_everything_around_them(helm: Hel
             "ClusterRoleBinding",
             "ClusterRoleBinding",
             "ConfigMap",
+            "ConfigMap",  # the activator's wake requests
             "Deployment",
             "Deployment",
             "MutatingWebhookConfiguration",
+            "MutatingWebhookConfiguration",  # the activator's
             "PodDisruptionBudget",
             "PodDisruptionBudget",
             "Role",
@@ -315,7 +329,7 @@ def test_certs_job_writes_the_mounted_secret_and_patches_this_configuration(
     args = job["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[0] == "certs"
     assert f"--secret={_tls_secret_of_webhook(objs)}" in args
-    config_name = only(objs, "MutatingWebhookConfiguration")["metadata"]["name"]
+    config_name = webhook_configuration(objs)["metadata"]["name"]
     assert f"--webhook-configuration={config_name}" in args
     assert f"--host={RELEASE}-zeroscaler-webhook.{NAMESPACE}.svc" in args
     # The Job patches the caBundle; the chart leaves it out so upgrades keep it.
@@ -332,7 +346,7 @@ def test_certs_job_writes_the_mounted_secret_and_patches_this_configuration(
 def test_cert_manager_mode_issues_the_secret_and_injects_the_ca(helm: Helm) -> None:
     objs = render(helm, "--set", "certificates.mode=certManager")
     assert not any(o["kind"] == "Job" and o["metadata"]["name"].endswith("-certs") for o in objs)
-    config = only(objs, "MutatingWebhookConfiguration")
+    config = webhook_configuration(objs)
     injected = config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
     namespace, certificate = injected.split("/")
     assert namespace == NAMESPACE
@@ -468,7 +482,16 @@ def test_write_access_is_exactly_what_each_part_needs(helm: Helm) -> None:
         ("authorization.k8s.io", "subjectaccessreviews", "create"),
         ("", "events", "create"),
         ("", "events", "patch"),
+        # The activator's configuration, by name (below).
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch"),
     }
+    controller_rules = by_name[f"ClusterRole/{prefix}-controller"]
+    activator = f"0-{RELEASE}-zeroscaler-activator"
+    assert grants(controller_rules, "admissionregistration.k8s.io", "mutatingwebhookconfigurations",
+                  "patch", activator)  # fmt: skip
+    for other in (f"{RELEASE}-zeroscaler", "someone-elses"):
+        assert not grants(controller_rules, "admissionregistration.k8s.io",
+                          "mutatingwebhookconfigurations", "patch", other)  # fmt: skip
     assert write_grants(by_name[f"Role/{prefix}-controller"]) == {
         ("coordination.k8s.io", "leases", "create"),
         ("coordination.k8s.io", "leases", "patch"),
@@ -487,7 +510,11 @@ def test_write_access_is_exactly_what_each_part_needs(helm: Helm) -> None:
         ("", "events", "create"),
         ("", "events", "patch"),
         ("", "secrets", "update"),
+        ("", "configmaps", "patch"),  # the activator's wake requests, by name
     }
+    webhook_role = by_name[f"Role/{prefix}-webhook"]
+    assert grants(webhook_role, "", "configmaps", "patch", f"{prefix}-activator-requests")
+    assert not grants(webhook_role, "", "configmaps", "patch", "policy")
     assert write_grants(by_name[f"ClusterRole/{prefix}-certs"]) == {
         ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch")
     }
@@ -754,13 +781,13 @@ def test_configuration_annotations_reach_the_webhook_configuration(helm: Helm, m
         "--set", f"certificates.mode={mode}",
         "--set", "webhook.configurationAnnotations.admissions\\.enforcer/disabled=true",
     )  # fmt: skip
-    annotations = only(objs, "MutatingWebhookConfiguration")["metadata"]["annotations"]
+    annotations = webhook_configuration(objs)["metadata"]["annotations"]
     assert annotations["admissions.enforcer/disabled"] == "true"  # a string, as annotations are
     assert ("cert-manager.io/inject-ca-from" in annotations) is (mode == "certManager")
 
 
 def test_the_webhook_configuration_has_no_annotations_by_default(helm: Helm) -> None:
-    assert "annotations" not in only(render(helm), "MutatingWebhookConfiguration")["metadata"]
+    assert "annotations" not in webhook_configuration(render(helm))["metadata"]
 
 
 def test_real_node_scheduling_reaches_every_pod(helm: Helm, tmp_path: Path) -> None:
@@ -909,9 +936,7 @@ def test_certs_job_flags_are_understood_by_zeroscaler_certs(helm: Helm) -> None:
     assert args.command == "certs"
     assert args.namespace == NAMESPACE
     assert args.secret == _tls_secret_of_webhook(objs)
-    assert (
-        args.webhook_configuration == only(objs, "MutatingWebhookConfiguration")["metadata"]["name"]
-    )
+    assert args.webhook_configuration == webhook_configuration(objs)["metadata"]["name"]
     service = webhook_entry(objs)["clientConfig"]["service"]["name"]
     assert args.service == service
     assert args.renew_before == "48h"
@@ -939,9 +964,7 @@ def test_uninstall_hook_flags_are_understood_by_zeroscaler_uninstall(
         if a.startswith("--lease-name=")
     )
     assert args.lease == lease
-    assert (
-        args.webhook_configuration == only(objs, "MutatingWebhookConfiguration")["metadata"]["name"]
-    )
+    assert args.webhook_configuration == webhook_configuration(objs)["metadata"]["name"]
     # The TLS Secret goes only where zeroscaler wrote it; cert-manager's and yours stay.
     assert args.secret == (_tls_secret_of_webhook(objs) if secret else None)
     # Its RBAC exists before it runs.
@@ -1023,7 +1046,10 @@ def test_policy_rules_from_values_reach_the_configmap(helm: Helm, tmp_path: Path
 
 
 def test_policy_configmap_can_be_left_out(helm: Helm) -> None:
-    assert not any(o["kind"] == "ConfigMap" for o in render(helm, "--set", "policy.create=false"))
+    objs = render(helm, "--set", "policy.create=false")
+    assert [o["metadata"]["name"] for o in objs if o["kind"] == "ConfigMap"] == [
+        f"{RELEASE}-zeroscaler-activator-requests"
+    ]
 
 
 # --- monitoring, network policies, priority -----------------------------------------------------
@@ -1296,8 +1322,10 @@ def test_defaults_are_combined_one_deployment_that_serves_the_webhook_too(helm: 
             "ClusterRoleBinding",
             "ClusterRoleBinding",
             "ConfigMap",
+            "ConfigMap",  # the activator's wake requests
             "Deployment",
             "MutatingWebhookConfiguration",
+            "MutatingWebhookConfiguration",  # the activator's
             "PodDisruptionBudget",
             "Role",
             "Role",
@@ -1417,3 +1445,48 @@ def test_combined_mode_has_one_service_monitor_as_one_scrape_carries_both_halves
     objs = render(helm, *MONITORING, mode="combined")
     monitors = [o["metadata"]["name"] for o in objs if o["kind"] == "ServiceMonitor"]
     assert monitors == [f"{RELEASE}-zeroscaler-controller"]
+
+
+# --- the activator -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["split", "combined"])
+def test_the_activator_is_made_empty_for_the_controller_to_fill(helm: Helm, mode: str) -> None:
+    objs = render(helm, mode=mode)
+    activator = only(objs, "MutatingWebhookConfiguration", f"0-{RELEASE}-zeroscaler-activator")
+    # No `webhooks`: the chart does not own them, so an upgrade never uncovers a sleeper.
+    assert "webhooks" not in activator
+    requests = only(objs, "ConfigMap", f"{RELEASE}-zeroscaler-activator-requests")
+    assert "data" not in requests
+    flags = _args(objs, "controller")
+    args = parse_controller_flags(flags[: flags.index("--")] if "--" in flags else flags)
+    assert args.activator_configuration == activator["metadata"]["name"]
+    assert args.activator_requests == requests["metadata"]["name"]
+    assert args.activator_timeout == 10
+    assert args.webhook_configuration == webhook_configuration(objs)["metadata"]["name"]
+    # Its name sorts before any configuration whose name starts with a letter.
+    assert activator["metadata"]["name"] < "a"
+
+
+def test_the_activator_can_be_turned_off_or_renamed(helm: Helm) -> None:
+    off = render(helm, "--set", "activator.enabled=false")
+    assert [o["metadata"]["name"] for o in off if o["kind"] == "MutatingWebhookConfiguration"] == [
+        f"{RELEASE}-zeroscaler"
+    ]
+    assert not [a for a in _args(off, "controller") if a.startswith("--activator")]
+    rules = roles(off)[f"ClusterRole/{RELEASE}-zeroscaler-controller"]
+    assert ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch") not in (
+        write_grants(rules)
+    )
+    renamed = render(
+        helm,
+        "--set",
+        "activator.configurationName=00-first",
+        "--set",
+        "activator.timeoutSeconds=20",
+    )
+    only(renamed, "MutatingWebhookConfiguration", "00-first")
+    assert "--activator-timeout=20" in _args(renamed, "controller")
+    bad = helm.template("--set", "activator.timeoutSeconds=40")
+    assert bad.returncode != 0
+    assert "timeoutSeconds" in bad.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 
 import pytest
@@ -36,10 +37,12 @@ HELD = "zeroscaler.io/paused is true; held as it is"
 ASLEEP = WorkloadStatus(state="asleep", restore_replicas=3, asleep_since=t("2026-01-01T11:00:00Z"))
 
 HOOK = Serving((Link("ValidatingWebhookConfiguration", "op-hooks", ("ops", "op-webhook")),))
+ANSWERED = dataclasses.replace(HOOK, unanswered=None)  # the activator answers for its webhook
 API = Serving((Link("APIService", "v1.metrics.example.com", ("ops", "metrics")),))
 BACKS_API = "backs APIService v1.metrics.example.com (Service ops/metrics)"
 BACKS_HOOK = "backs ValidatingWebhookConfiguration op-hooks (Service ops/op-webhook)"
 NEVER = "; never put to sleep"
+UNANSWERED = ", and no activator answers for it (the activator is off)"
 STARTING = "woken, not Ready yet; its idle clock starts when it is"
 
 CASES: list[tuple[str, Observed, WorkloadConfig, WorkloadStatus, Decision]] = [
@@ -205,11 +208,25 @@ CASES: list[tuple[str, Observed, WorkloadConfig, WorkloadStatus, Decision]] = [
         Decision("none", reason=BACKS_API + NEVER),
     ),
     (
-        "backs an admission webhook (no activator yet): never put to sleep",
+        "backs an admission webhook, the activator off: not put to sleep",
         Observed(3, t("2026-01-01T11:00:00Z"), serving=HOOK),
         CONFIG,
         AWAKE,
-        Decision("none", reason=BACKS_HOOK + NEVER),
+        Decision("none", reason=BACKS_HOOK + UNANSWERED + "; not put to sleep"),
+    ),
+    (
+        "backs an admission webhook the activator answers for: sleeps when idle",
+        Observed(3, t("2026-01-01T10:00:00Z"), serving=ANSWERED),
+        CONFIG,
+        AWAKE,
+        Decision("sleep", replicas=3, reason="idle for 2h (timeout 1m)"),
+    ),
+    (
+        "an asleep backend the activator answers for stays asleep",
+        Observed(0, t("2026-01-01T10:59:00Z"), serving=ANSWERED),
+        CONFIG,
+        ASLEEP,
+        Decision("none"),
     ),
     (
         "what it serves is not listed yet: not put to sleep",
@@ -230,7 +247,7 @@ CASES: list[tuple[str, Observed, WorkloadConfig, WorkloadStatus, Decision]] = [
         Observed(0, t("2026-01-01T10:59:00Z"), serving=HOOK, can_wake=False),
         CONFIG,
         ASLEEP,
-        Decision("wake", replicas=3, reason=BACKS_HOOK),
+        Decision("wake", replicas=3, reason=BACKS_HOOK + UNANSWERED),
     ),
     (
         "a sleeper whose links are not listed yet stays asleep",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -192,10 +193,15 @@ def test_what_is_served_says_why_it_stays_awake() -> None:
         (
             "BacksWebhook",
             "backs ValidatingWebhookConfiguration op-validating (Service ops/op-webhook): the "
-            "API server calls it on admission, and no activator answers for it while it "
-            "sleeps; never put to sleep",
+            "API server calls it on admission, and no activator can answer for it while it "
+            "sleeps (the activator is off); not put to sleep while that lasts",
         ),
     ]
+    answered = dataclasses.replace(both, unanswered=None)
+    assert answered.keeps_awake  # a conversion still keeps it awake
+    assert [reason for reason, _ in serving_notices(answered)] == ["BacksAPI"]
+    webhook_only = dataclasses.replace(Serving((HOOK,)), unanswered=None)
+    assert not webhook_only.keeps_awake
 
 
 READY_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, int, bool | None]] = [

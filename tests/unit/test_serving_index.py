@@ -9,7 +9,7 @@ from zeroscaler.controller.changes import ChangeFeed
 from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.serving import ServingIndex, trim_registration, trim_service
 from zeroscaler.controller.workload import Workload, WorkloadKey, trim_workload
-from zeroscaler.core.serving import Link, Serving
+from zeroscaler.core.serving import ACTIVATOR_OFF, Link, Serving
 from zeroscaler.kube import Kube
 from zeroscaler.watching import Informer, WatchEvent
 
@@ -74,18 +74,28 @@ def serving(found: ServingIndex, key: WorkloadKey) -> Serving | None:
     return found.serving(WORKLOADS[key])
 
 
+def links(found: ServingIndex, key: WorkloadKey) -> tuple[Link, ...]:
+    served = serving(found, key)
+    assert served is not None
+    return served.links
+
+
 def test_a_webhook_registered_later_enqueues_only_the_workload_behind_it() -> None:
     found, queued = index()
     found.on_service(WatchEvent("ADDED", service("op-webhook", {"app": "op"}), initial=True))
-    assert serving(found, KEY) == Serving()
+    assert links(found, KEY) == ()
     found.on_registration(WatchEvent("ADDED", hooks("op-webhook")))
     assert queued == [KEY]
-    assert serving(found, KEY) == Serving((HOOK,))
-    assert serving(found, NEIGHBOUR) == Serving()
+    assert links(found, KEY) == (HOOK,)
+    served = serving(found, KEY)
+    assert served is not None
+    assert [h.service for h in served.hooks] == [("ops", "op-webhook")]
+    assert served.unanswered == ACTIVATOR_OFF  # no activator here
+    assert links(found, NEIGHBOUR) == ()
     queued.clear()
     found.on_registration(WatchEvent("DELETED", hooks("op-webhook"), old=hooks("op-webhook")))
     assert queued == [KEY]
-    assert serving(found, KEY) == Serving()
+    assert links(found, KEY) == ()
 
 
 def test_a_service_that_comes_to_select_a_workload_links_it() -> None:
@@ -94,12 +104,12 @@ def test_a_service_that_comes_to_select_a_workload_links_it() -> None:
     before = service("op-webhook", {"app": "n"})
     after = service("op-webhook", {"app": "op"})
     found.on_service(WatchEvent("ADDED", before, initial=True))
-    assert serving(found, NEIGHBOUR) == Serving((HOOK,))
+    assert links(found, NEIGHBOUR) == (HOOK,)
     assert queued == []  # what was listed first is no news
     found.on_service(WatchEvent("MODIFIED", after, old=before))
     assert sorted(queued) == sorted([KEY, NEIGHBOUR])  # the one it left and the one it took
-    assert serving(found, KEY) == Serving((HOOK,))
-    assert serving(found, NEIGHBOUR) == Serving()
+    assert links(found, KEY) == (HOOK,)
+    assert links(found, NEIGHBOUR) == ()
 
 
 def test_nothing_is_known_to_serve_nothing_until_every_watch_has_listed() -> None:

@@ -383,3 +383,38 @@ def test_combined_arguments_split_at_the_first_double_dash() -> None:
         ["--port", "1", "--", "x"],
     )
     assert split_arguments(["--id", "a"]) == (["--id", "a"], [])
+
+
+def _lease_review(labels: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "u-probe",
+            "operation": "CREATE",
+            "namespace": "zeroscaler",
+            "object": {"metadata": {"generateName": "probe-", "labels": labels}},
+        },
+    }
+
+
+def test_the_activator_probe_is_answered_with_its_token(client: TestClient) -> None:
+    review = _lease_review({"zeroscaler.io/activator-probe": "abc123"})
+    answer = client.post("/activate/probe", json=review).json()["response"]
+    assert answer == {
+        "uid": "u-probe",
+        "allowed": True,
+        "warnings": ["zeroscaler activator probe abc123"],
+    }
+    assert 'zeroscaler_activator_requests_total{outcome="probe"} 1.0' in client.get("/metrics").text
+
+
+def test_an_activation_never_refuses_even_when_it_cannot_wake(client: TestClient) -> None:
+    # No cluster behind this app: it cannot ask for the wake, and still admits (failurePolicy
+    # Ignore would too), so that the backend's own webhook decides.
+    review = _lease_review({})
+    answer = client.post("/activate/9/deployment/ops/op/op-webhook", json=review).json()
+    assert answer["response"] == {"uid": "u-probe", "allowed": True}
+    assert client.post("/activate/9/deployment/ops/op/op-webhook", content=b"{").status_code == 400
+    metrics = client.get("/metrics").text
+    assert 'zeroscaler_activator_requests_total{outcome="failed"} 1.0' in metrics

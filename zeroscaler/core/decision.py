@@ -168,7 +168,7 @@ def _decide_asleep(observed: Observed, config: WorkloadConfig, status: WorkloadS
             "mark-awake", replicas=observed.replicas, reason="scaled up while asleep; now awake"
         )
     if observed.serving is not None and observed.serving.keeps_awake:
-        why = observed.serving.reason().removesuffix("; never put to sleep")
+        why = observed.serving.reason().rsplit("; ", 1)[0]  # without "(never) put to sleep"
         return Decision("wake", replicas=wake_replicas(config, status), reason=why)
     since = status.asleep_since
     if since is None or observed.last_activity > since:

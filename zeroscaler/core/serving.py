@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from zeroscaler.core.activator import Hook
 from zeroscaler.core.annotations import Notice
 
 LinkKind = Literal[
@@ -43,11 +44,17 @@ class Link:
         return f"{self.kind} {self.name} (Service {self.service[0]}/{self.service[1]})"
 
 
+ACTIVATOR_OFF = "the activator is off"
+
+
 @dataclass(frozen=True, slots=True)
 class Serving:
     """The registrations a workload backs, sorted; empty when it serves none of them."""
 
     links: tuple[Link, ...] = ()
+    hooks: tuple[Hook, ...] = ()  # its admission webhooks, for the activator to cover
+    # Why no activator answers for its admission webhooks while it sleeps; None: one does.
+    unanswered: str | None = ACTIVATOR_OFF
 
     @property
     def api(self) -> tuple[Link, ...]:
@@ -60,13 +67,17 @@ class Serving:
 
     @property
     def keeps_awake(self) -> bool:
-        """Whether it must never be put to sleep (no activator answers for it yet)."""
-        return bool(self.links)
+        """Whether it must not be put to sleep: it backs an API, or webhooks nobody answers for."""
+        return bool(self.api) or (bool(self.admission) and self.unanswered is not None)
 
     def reason(self) -> str:
         """Why it is not put to sleep, naming the first registration of the strongest kind."""
-        first = (self.api or self.admission)[0]
-        return f"backs {first}; never put to sleep"
+        if self.api:
+            return f"backs {self.api[0]}; never put to sleep"
+        return (
+            f"backs {self.admission[0]}, and no activator answers for it ({self.unanswered}); "
+            "not put to sleep"
+        )
 
 
 NOTHING_SERVED = Serving()
@@ -112,14 +123,17 @@ def find_serving(
     pod_labels: Mapping[str, str],
     services: Iterable[tuple[str, Mapping[str, str] | None]],
     links: Mapping[ServiceRef, Iterable[Link]],
+    hooks: Mapping[ServiceRef, Iterable[Hook]] | None = None,
 ) -> Serving:
     """What a workload whose pods carry `pod_labels` serves, from the Services of its namespace
-    (name and selector) and the links by the Service they name."""
+    (name and selector), the links and the admission webhooks by the Service they name."""
     found: set[Link] = set()
+    found_hooks: set[Hook] = set()
     for name, selector in services:
         if selects(selector, pod_labels):
             found.update(links.get((namespace, name), ()))
-    return Serving(tuple(sorted(found)))
+            found_hooks.update((hooks or {}).get((namespace, name), ()))
+    return Serving(tuple(sorted(found)), tuple(sorted(found_hooks)))
 
 
 def serving_notices(serving: Serving) -> list[Notice]:
@@ -132,12 +146,14 @@ def serving_notices(serving: Serving) -> list[Notice]:
             else "discovery of its API group fails and namespace deletion stalls"
         )
         notices.append(("BacksAPI", f"backs {link}: {what} while it sleeps; never put to sleep"))
+    if serving.unanswered is None:
+        return notices
     for link in serving.admission:
         notices.append(
             (
                 "BacksWebhook",
-                f"backs {link}: the API server calls it on admission, and no activator answers "
-                "for it while it sleeps; never put to sleep",
+                f"backs {link}: the API server calls it on admission, and no activator can answer "
+                f"for it while it sleeps ({serving.unanswered}); not put to sleep while that lasts",
             )
         )
     return notices

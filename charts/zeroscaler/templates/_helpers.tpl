@@ -103,6 +103,16 @@ app.kubernetes.io/component: {{ .component }}
 {{- include "zeroscaler.fullname" . -}}
 {{- end -}}
 
+{{/* The activator's MutatingWebhookConfiguration: "0-" sorts it before names that start with a
+letter, so that it is called before the backends' own mutating configurations. */}}
+{{- define "zeroscaler.activator.configurationName" -}}
+{{- .Values.activator.configurationName | default (printf "0-%s-activator" (include "zeroscaler.fullname" .)) | trunc 253 -}}
+{{- end -}}
+
+{{- define "zeroscaler.activator.requestsName" -}}
+{{- printf "%s-activator-requests" (include "zeroscaler.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "zeroscaler.tlsSecretName" -}}
 {{- default (printf "%s-tls" (include "zeroscaler.webhook.fullname" .)) .Values.certificates.secretName -}}
 {{- end -}}
@@ -305,6 +315,12 @@ check against the programs' --help.
 - --metrics-port={{ .Values.controller.metricsPort }}
 - --log-level={{ .Values.logLevel }}
 - --log-format={{ .Values.logFormat }}
+{{- if .Values.activator.enabled }}
+- --activator-configuration={{ include "zeroscaler.activator.configurationName" . }}
+- --activator-requests={{ include "zeroscaler.activator.requestsName" . }}
+- --activator-timeout={{ .Values.activator.timeoutSeconds }}
+- --webhook-configuration={{ include "zeroscaler.webhook.configurationName" . }}
+{{- end }}
 {{- if .Values.controller.dryRun }}
 - --dry-run
 {{- end }}
@@ -341,6 +357,7 @@ check against the programs' --help.
 - --key-file=/etc/zeroscaler/tls/tls.key
 {{- end }}
 - --exclude-namespaces={{ .Values.webhook.excludeNamespaces | toJson }}
+- --activator-requests={{ include "zeroscaler.activator.requestsName" . }}
 - --log-level={{ .Values.logLevel }}
 - --log-format={{ .Values.logFormat }}
 {{- range .Values.webhook.extraArgs }}

@@ -1,0 +1,238 @@
+"""The activator's cost on admission, through a real API server on loopback, and a sleeper's wake.
+
+Part 1: ConfigMap creates at a fixed rate, open loop, each request timed from send to answer.
+  - plain: no webhook matches them;
+  - no-op: a no-op TLS webhook (the webhook benchmark's) matches them;
+  - no-op, activator idle: the same, with the activator's configuration installed while nothing
+    sleeps (it holds only its probe, so the API server never calls it for these);
+  - no-op, activator covering an awake backend: the activator also covers these creates, for a
+    backend whose Service has a ready endpoint, so it answers at once (the moments after a wake).
+  Phase one sends plain and no-op interleaved; phase two no-op (activator idle) and covered
+  interleaved, so drift in the machine's load hits both ways of a comparison alike.
+  Target: p99 of both activator ways within 1 ms of the no-op way at 200 requests a second.
+Part 2, with a real node: a covered create while its backend sleeps, from send to admission, split
+into the wake (request to scale-up), the pod's start (to its container running) and the backend's
+own start (to Ready, and the answer).
+
+    python -m bench.bench_activator             # 200 requests/s, 5 s a phase; 3 sleeper wakes
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.bench_webhook import _quantile, _start, _wait_up
+from bench.saved import RESULTS
+from localcluster import build
+from localcluster.cluster import Cluster, start
+from localcluster.processes import free_port, stop
+from zeroscaler.certs.issue import new_ca, new_serving_cert
+from zeroscaler.core.activator import Covered, hooks_of, render
+from zeroscaler.credentials import load_access
+from zeroscaler.kube import Kube
+
+MAX_REQUESTS = 5_000  # per phase, whatever the rate and seconds asked
+PLAIN, NOOP, IDLE, COVERED = "plain", "no-op", "no-op, activator idle", "no-op, activator covering"
+NAMESPACES = {PLAIN: "bench-plain", NOOP: "bench-noop", IDLE: "bench-noop", COVERED: "bench-awake"}
+TARGET_MS = 1.0
+
+
+@dataclass
+class Way:
+    name: str
+    requests: int
+    errors: int
+    p50_ms: float
+    p99_ms: float
+
+
+async def _load(kube: Kube, ways: list[str], rate: int, seconds: float) -> dict[str, Way]:
+    """Creates at `rate` a second in all, round robin over `ways`, none waiting for another."""
+    count = min(int(rate * seconds), MAX_REQUESTS)
+    timings: dict[str, list[float]] = {w: [] for w in ways}
+    errors = dict.fromkeys(ways, 0)
+    body = {"metadata": {"generateName": "bench-"}, "data": {"k": "v"}}
+
+    async def one(way: str) -> None:
+        began = time.perf_counter()
+        try:
+            await kube.create(f"/api/v1/namespaces/{NAMESPACES[way]}/configmaps", body)
+        except Exception:
+            errors[way] += 1
+            return
+        timings[way].append(time.perf_counter() - began)
+
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    tasks = []
+    for i in range(count):
+        delay = t0 + i / rate - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(one(ways[i % len(ways)])))
+    await asyncio.gather(*tasks)
+    result = {}
+    for way, values in timings.items():
+        values.sort()
+        if not values:
+            raise SystemExit(f"{way}: no request succeeded ({errors[way]} errors)")
+        result[way] = Way(
+            way,
+            len(values),
+            errors[way],
+            _quantile(values, 0.5) * 1e3,
+            _quantile(values, 0.99) * 1e3,
+        )
+    return result
+
+
+def _configuration(name: str, webhooks: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": webhooks,
+    }
+
+
+def _noop_webhook(url: str, ca: bytes, namespaces: list[str]) -> dict[str, Any]:
+    return {
+        "name": "noop.bench.zeroscaler.io",
+        "clientConfig": {"url": url, "caBundle": base64.b64encode(ca).decode()},
+        "rules": [
+            {
+                "apiGroups": [""],
+                "apiVersions": ["v1"],
+                "operations": ["CREATE"],
+                "resources": ["configmaps"],
+                "scope": "Namespaced",
+            }
+        ],
+        "namespaceSelector": {
+            "matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": namespaces}
+            ]
+        },
+        "failurePolicy": "Fail",
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+        "timeoutSeconds": 5,
+    }
+
+
+async def _until_called(kube: Kube, namespace: str, way: str) -> None:
+    """Until the API server calls what was just registered (a create comes back through it)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            await kube.create(f"/api/v1/namespaces/{namespace}/configmaps", {"metadata": {
+                "generateName": "warm-"}})  # fmt: skip
+            return
+        except Exception:
+            await asyncio.sleep(0.2)
+    raise SystemExit(f"{way}: the API server never admitted a create")
+
+
+async def _part_one(cluster: Cluster, rate: int, seconds: float) -> list[Way]:
+    from tests.system.webhook_kit import Webhook
+
+    work = Path(tempfile.mkdtemp(prefix="bench-activator-"))
+    ca = new_ca("bench-ca")
+    pair = new_serving_cert(ca, ["127.0.0.1"])
+    (work / "tls.crt").write_bytes(pair.cert_pem)
+    (work / "tls.key").write_bytes(pair.key_pem)
+    (work / "ca.crt").write_bytes(ca.cert_pem)
+    port = free_port()
+    noop = _start("noop", port, str(work / "tls.crt"), str(work / "tls.key"))
+    hook = Webhook(cluster, work, "bench-zeroscaler")
+    kube = Kube(load_access(str(cluster.kubeconfig)), max_connections=64)
+    try:
+        _wait_up(f"https://127.0.0.1:{port}/", str(work / "ca.crt"), noop)
+        for name in {*NAMESPACES.values(), "bench-zeroscaler"}:
+            cluster.kubectl("create", "namespace", name)
+        hook.start(extra=["--log-level", "warning"])
+        url = f"https://127.0.0.1:{port}/mutate"
+        noop_hooks = [_noop_webhook(url, ca.cert_pem, ["bench-noop", "bench-awake"])]
+        admission = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+        await kube.create(admission, _configuration("bench-noop", noop_hooks))
+        await _until_called(kube, "bench-noop", NOOP)
+        await _load(kube, [PLAIN, NOOP], rate, 1.0)  # warm connections and caches
+        first = await _load(kube, [PLAIN, NOOP], rate, seconds)
+
+        # The awake backend: a ready endpoint of its Service, kept by hand.
+        slice_ = {
+            "metadata": {"name": "guard-1", "labels": {"kubernetes.io/service-name": "guard"}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": True}}],
+            "ports": [{"port": 9443, "protocol": "TCP"}],
+        }
+        await kube.create("/apis/discovery.k8s.io/v1/namespaces/bench-awake/endpointslices", slice_)
+        backend = _configuration("guard", [{**noop_hooks[0], "name": "guard.bench.zeroscaler.io",
+            "clientConfig": {"service": {"namespace": "bench-awake", "name": "guard"}},
+            "namespaceSelector": {"matchLabels": {
+                "kubernetes.io/metadata.name": "bench-awake"}}}])  # fmt: skip
+        covered = Covered("Deployment", "bench-awake", "guard", hooks_of(True, backend))
+        base = {"url": f"https://127.0.0.1:{hook.port}/mutate",
+                "caBundle": base64.b64encode(hook.ca.cert_pem).decode()}  # fmt: skip
+        webhooks, _ = render([covered], base, 10, "bench-zeroscaler")
+        await kube.create(admission, _configuration("0-bench-activator", webhooks))
+        await _until_called(kube, "bench-awake", COVERED)
+        await _load(kube, [IDLE, COVERED], rate, 1.0)
+        second = await _load(kube, [IDLE, COVERED], rate, seconds)
+    finally:
+        await kube.aclose()
+        hook.stop()
+        stop(noop)
+    return [first[PLAIN], first[NOOP], second[IDLE], second[COVERED]]
+
+
+def _report(ways: list[Way], rate: int) -> int:
+    print(f"\nadmission through the API server, ConfigMap creates at {rate}/s (open loop)")
+    print(f"{'way':<30} {'requests':>8} {'errors':>6} {'p50 ms':>8} {'p99 ms':>8}")
+    for w in ways:
+        print(f"{w.name:<30} {w.requests:>8} {w.errors:>6} {w.p50_ms:>8.2f} {w.p99_ms:>8.2f}")
+    by = {w.name: w for w in ways}
+    failed = 0
+    for way, against in ((IDLE, NOOP), (COVERED, IDLE)):
+        over = by[way].p99_ms - by[against].p99_ms
+        verdict = "ok" if over <= TARGET_MS else "OVER TARGET"
+        print(f"p99 of {way!r} - {against!r}: {over:+.2f} ms (target <= {TARGET_MS} ms) {verdict}")
+        failed += over > TARGET_MS
+    return failed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rate", type=int, default=200, help="requests a second, all ways")
+    parser.add_argument("--seconds", type=float, default=5.0, help="seconds a phase (max 30)")
+    args = parser.parse_args(argv)
+    binaries = build.find_binaries(build.load_versions())
+    if any(name not in binaries for name in ("kube-apiserver", "etcd", "kubectl")):
+        print("control plane not built (make controlplane)", file=sys.stderr)
+        return 1
+    print("[bench activator] starting a control plane", flush=True)
+    cluster = start(binaries, nodes=1)
+    try:
+        print(f"[bench activator] {args.rate}/s, {args.seconds:g} s a phase", flush=True)
+        ways = asyncio.run(_part_one(cluster, args.rate, min(args.seconds, 30.0)))
+    finally:
+        cluster.stop()
+    failed = _report(ways, args.rate)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / "activator.json"
+    out.write_text(json.dumps({"rate": args.rate, "ways": [asdict(w) for w in ways]}, indent=2))
+    print(f"written {out}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

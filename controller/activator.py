@@ -1,0 +1,300 @@
+"""The activator's controller side: keep its webhook configuration covering the sleeping backends.
+
+`zeroscaler.core.activator` decides what the configuration holds; this keeps it written (by the
+leader only, and only the one configuration the chart made), proves the API server calls it with a
+dry-run probe before a backend is put to sleep, and turns the webhook's wake requests (in a
+ConfigMap the webhook may write, one key a workload) into activity. A probe that goes unanswered
+makes every backend it covers wake, until the activator answers again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from zeroscaler.controller.clock import Clock
+from zeroscaler.controller.serving import ServingIndex
+from zeroscaler.controller.workload import Workload, WorkloadKey
+from zeroscaler.core.activator import (
+    ActivatorState,
+    Covered,
+    Health,
+    Hook,
+    activation_block,
+    needs_cover,
+    parse_request_key,
+    probe_answered,
+    probe_lease,
+    render,
+)
+from zeroscaler.core.activity import Activity
+from zeroscaler.core.durations import parse_time
+from zeroscaler.core.serving import Serving
+from zeroscaler.kube import Kube, KubeError, NotFound, Obj
+from zeroscaler.watching import Informer, WatchEvent
+
+log = logging.getLogger(__name__)
+
+CONFIGURATIONS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+PROBE_ATTEMPTS = 50  # the API server's configuration cache follows a write within moments
+PROBE_PAUSE = 0.1
+
+
+class Activator:
+    """Covers the webhooks of backends from before their sleep until they are Ready again."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        index: ServingIndex,
+        workloads: Mapping[WorkloadKey, Workload],
+        *,
+        configuration: str,
+        webhook_configuration: str,
+        namespace: str,
+        requests: str,
+        timeout: int,
+        probe_interval: float,
+        clock: Clock,
+        is_leader: Callable[[], bool],
+        enqueue: Callable[[WorkloadKey], None],
+        on_activity: Callable[[Workload, Activity, datetime], None],
+    ) -> None:
+        self._kube = kube
+        self._index = index
+        self._workloads = workloads
+        self._webhook_configuration = webhook_configuration
+        self._namespace = namespace
+        self._timeout = timeout
+        self._probe_interval = probe_interval
+        self._clock = clock
+        self._is_leader = is_leader
+        self._enqueue = enqueue
+        self._on_activity = on_activity
+        self.state = ActivatorState(configuration)
+        self._backends: set[WorkloadKey] = set()  # workloads seen serving admission webhooks
+        self._going_to_sleep: set[WorkloadKey] = set()
+        self._written: list[dict[str, Any]] | None = None  # what we last wrote, and its token
+        self._token = ""
+        self._version = ""  # the configuration's resourceVersion after our write
+        self._seen_version = ""  # ... and as last watched
+        self._dirty = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self._requests: dict[str, str] = {}  # key: value last seen
+        self._base: Obj | None = None  # zeroscaler's own client settings, read when they change
+        self.requests = Informer(
+            kube,
+            f"/api/v1/namespaces/{namespace}/configmaps",
+            params={"fieldSelector": f"metadata.name={requests}"},
+        )
+        self.requests.add_handler(self.on_requests)
+
+    @property
+    def enabled(self) -> bool:
+        return self.state.enabled
+
+    def activation(self, hooks: tuple[Hook, ...]) -> str | None:
+        """Why the activator cannot answer for these webhooks while they sleep, or None."""
+        return activation_block(hooks, self.state)
+
+    def serving(self, w: Workload) -> Serving | None:
+        """What `w` serves (the index's answer), noting the backends whose cover may change."""
+        found = self._index.serving(w)
+        if found is not None and found.hooks:
+            self._backends.add(w.key)
+            self.changed()
+        elif w.key in self._backends:
+            self._backends.discard(w.key)
+            self.changed()
+        return found
+
+    def changed(self) -> None:
+        """Coverage may differ: the run loop writes the configuration again if it does."""
+        self._dirty.set()
+
+    def on_configuration(self, event: WatchEvent) -> None:
+        """A MutatingWebhookConfiguration changed: ours (someone else wrote it) or zeroscaler's
+        own (its caBundle, which the copies carry)."""
+        name = str(event.obj["metadata"].get("name", ""))
+        if name == self.state.configuration:
+            self._seen_version = str(event.obj["metadata"].get("resourceVersion", ""))
+            if event.type == "DELETED" or self._seen_version != self._version:
+                self.changed()
+        elif name == self._webhook_configuration:
+            self._base = None  # read again, and written with the new client settings
+            self.changed()
+
+    def _covered(self) -> list[Covered]:
+        found: list[Covered] = []
+        for key in list(self._backends):
+            w = self._workloads.get(key)
+            serving = self._index.serving(w) if w is not None and not w.deleted else None
+            if w is None or serving is None or not serving.hooks or not w.managed:
+                if w is None or w.deleted:
+                    self._backends.discard(key)
+                continue
+            if serving.unanswered is not None:
+                continue  # it is not put to sleep, and an asleep one is being woken
+            if needs_cover(
+                asleep=w.shown_status.state == "asleep" or w.replicas == 0,
+                starting=w.starting,
+                going_to_sleep=key in self._going_to_sleep,
+            ):
+                found.append(Covered(key[0], key[1], key[2], serving.hooks))
+        return found
+
+    async def _client_config(self) -> Obj:
+        """zeroscaler's webhook as its own configuration reaches it (service or url, caBundle)."""
+        if self._base is not None:
+            return self._base
+        obj = await self._kube.get(f"{CONFIGURATIONS}/{self._webhook_configuration}")
+        for webhook in obj.get("webhooks") or []:
+            client = webhook.get("clientConfig")
+            if isinstance(client, Mapping):
+                self._base = dict(client)
+                return self._base
+        raise NotFound(404, "NotFound", f"{self._webhook_configuration} has no webhook")
+
+    async def sync(self) -> str:
+        """Write the configuration if what it must hold changed; returns the probe token."""
+        async with self._lock:
+            if not self._is_leader() or not self._index.is_synced():
+                return self._token
+            covered = self._covered()
+            base = await self._client_config()
+            webhooks, token = render(covered, base, self._timeout, self._namespace)
+            if webhooks == self._written and self._seen_version in ("", self._version):
+                return token
+            answer = await self._kube.patch(
+                f"{CONFIGURATIONS}/{self.state.configuration}", {"webhooks": webhooks}
+            )
+            self._written, self._token = webhooks, token
+            self._version = str((answer.get("metadata") or {}).get("resourceVersion", ""))
+            log.info(
+                "activator configuration written",
+                extra={"covered": ",".join("/".join(b[1:3]) for b in _keys(covered))},
+            )
+            return token
+
+    async def probe(self, token: str, attempts: int = PROBE_ATTEMPTS) -> bool:
+        """Whether the API server calls the activator with the content `token`: a dry-run
+        Lease create it covers must come back with the activator's warning."""
+        path = f"/apis/coordination.k8s.io/v1/namespaces/{self._namespace}/leases"
+        for attempt in range(attempts):
+            try:
+                warnings = await self._kube.create_warnings(path, probe_lease(token))
+            except KubeError as e:
+                log.warning("activator probe failed: %s", e)
+                warnings = []
+            if probe_answered(warnings, token):
+                return True
+            if attempt + 1 < attempts:
+                await asyncio.sleep(PROBE_PAUSE)
+        return False
+
+    async def cover(self, w: Workload) -> bool:
+        """Before `w` is put to sleep: cover its webhooks and prove the API server calls the
+        activator. False (and the activator marked failed) when it cannot be proven."""
+        serving = self._index.serving(w)
+        if serving is None or not serving.hooks:
+            return True
+        self._going_to_sleep.add(w.key)
+        try:
+            token = await self.sync()
+            answered = await self.probe(token)
+        except KubeError as e:
+            log.warning("covering failed: %s", e, extra={"workload": w.label})
+            answered = False
+        self._set_health("serving" if answered else "failed")
+        return answered
+
+    def covered_done(self, w: Workload) -> None:
+        """Its sleep was written or called off: from now its state says whether it is covered."""
+        if self._going_to_sleep:
+            self._going_to_sleep.discard(w.key)
+            self.changed()
+
+    def _set_health(self, health: Health) -> None:
+        if health == self.state.health:
+            return
+        was = self.state.health
+        self.state = ActivatorState(self.state.configuration, health)
+        log.log(
+            logging.WARNING if health == "failed" else logging.INFO,
+            "activator %s",
+            "unanswered: its backends are woken" if health == "failed" else "answers",
+            extra={"was": was},
+        )
+        for key in self._backends:  # what it serves decides differently now
+            self._enqueue(key)
+
+    async def run(self) -> None:
+        """Write the configuration when coverage changes; probe it now and then while it
+        covers anything, and keep the backends awake while it goes unanswered."""
+        if not self.enabled:
+            return
+        loop = asyncio.get_running_loop()
+        next_probe = loop.time()
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._probe_interval):
+                    await self._dirty.wait()
+            self._dirty.clear()
+            try:
+                token = await self.sync()
+                if self._is_leader() and loop.time() >= next_probe and self._worth_probing():
+                    next_probe = loop.time() + self._probe_interval
+                    self._set_health("serving" if await self.probe(token, 20) else "failed")
+            except KubeError as e:
+                log.warning("activator configuration not written: %s", e)
+                await asyncio.sleep(1.0)
+                self.changed()
+
+    def _worth_probing(self) -> bool:
+        """While it covers anything, or is marked failed (to see it answer again)."""
+        return bool(self._written and len(self._written) > 1) or self.state.health == "failed"
+
+    def on_requests(self, event: WatchEvent) -> None:
+        """The webhook asked for wakes: each changed key is activity for its workload."""
+        if event.type == "DELETED":
+            self._requests.clear()
+            return
+        data: Mapping[str, str] = event.obj.get("data") or {}
+        now = self._clock.now()
+        for key, value in data.items():
+            if self._requests.get(key) == value:
+                continue
+            self._requests[key] = value
+            target = parse_request_key(key)
+            w = None if target is None else self._workloads.get(target)
+            if w is None:
+                continue
+            at, what = _parse_request(value)
+            since = w.shown_status.asleep_since
+            if event.initial and (at is None or since is None or at <= since):
+                continue  # asked for before its sleep: not news
+            reason = f"admission request: {what}" if what else "admission request"
+            self._on_activity(w, Activity(w.kind, w.namespace, w.name, reason), now)
+
+
+def _parse_request(value: str) -> tuple[datetime | None, str]:
+    """(when, what) of one wake request, as the webhook writes it."""
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return None, ""
+    if not isinstance(parsed, dict):
+        return None, ""
+    at: datetime | None = None
+    with contextlib.suppress(ValueError, TypeError):
+        at = parse_time(str(parsed.get("at")))
+    return at, str(parsed.get("what") or "")
+
+
+def _keys(covered: Iterable[Covered]) -> list[tuple[str, str, str]]:
+    return [(c.kind, c.namespace, c.name) for c in covered]

@@ -1,0 +1,203 @@
+"""The activator's controller side over a real client: what it writes, when it may sleep a backend,
+and which wake requests count. The API server is a function (`httpx.MockTransport`)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.unit.mock_api import kube_served_by
+from zeroscaler.controller.activator import Activator
+from zeroscaler.controller.clock import ManualClock
+from zeroscaler.controller.serving import ServingIndex, trim_registration, trim_service
+from zeroscaler.controller.workload import Workload, WorkloadKey, trim_workload
+from zeroscaler.core.activator import PROBE_LABEL, PROBE_WEBHOOK, request_key
+from zeroscaler.core.activity import Activity
+from zeroscaler.core.annotations import asleep_annotations, read_status
+from zeroscaler.watching import Informer, WatchEvent
+
+NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
+KEY: WorkloadKey = ("Deployment", "ops", "op")
+ACTIVATOR = "0-zeroscaler-activator"
+OWN = "zeroscaler"
+CONFIGURATIONS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+
+
+class API:
+    """The API server's side: zeroscaler's own configuration, the activator's, the probe."""
+
+    def __init__(self, *, answers: bool = True) -> None:
+        self.answers = answers  # whether the activator answers the probe
+        self.written: list[dict[str, Any]] = []
+        self.probes: list[dict[str, Any]] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if request.method == "GET" and path == f"{CONFIGURATIONS}/{OWN}":
+            client = {"url": "https://127.0.0.1:8443/mutate", "caBundle": "Q0E="}
+            return httpx.Response(200, json={"webhooks": [{"clientConfig": client}]})
+        if request.method == "PATCH" and path == f"{CONFIGURATIONS}/{ACTIVATOR}":
+            self.written.append(json.loads(request.content))
+            version = str(len(self.written))
+            return httpx.Response(200, json={"metadata": {"resourceVersion": version}})
+        if request.method == "POST" and path.endswith("/leases"):
+            assert request.url.params["dryRun"] == "All"
+            lease = json.loads(request.content)
+            self.probes.append(lease)
+            token = lease["metadata"]["labels"][PROBE_LABEL]
+            headers = {"Warning": f'299 - "zeroscaler activator probe {token}"'}
+            return httpx.Response(201, json=lease, headers=headers if self.answers else {})
+        return httpx.Response(404, json={"reason": "NotFound", "message": path})
+
+
+def backend(asleep: bool) -> Workload:
+    meta: dict[str, Any] = {
+        "name": "op",
+        "namespace": "ops",
+        "resourceVersion": "1",
+        "annotations": asleep_annotations(2, NOW, NOW) if asleep else {},
+    }
+    obj = {"metadata": meta, "spec": {"replicas": 0 if asleep else 2, "template": {
+        "metadata": {"labels": {"app": "op"}}}}}  # fmt: skip
+    w = Workload(KEY, trim_workload(obj), NOW)
+    w.managed = True
+    w.status, _ = read_status(w.annotations)  # as a reconcile reads it
+    return w
+
+
+def webhooks() -> dict[str, Any]:
+    raw = {
+        "metadata": {"name": "op-hooks"},
+        "webhooks": [
+            {
+                "name": "check.example.com",
+                "clientConfig": {"service": {"namespace": "ops", "name": "op-webhook"}},
+                "rules": [{"operations": ["CREATE"], "resources": ["widgets"]}],
+            }
+        ],
+    }
+    return trim_registration("ValidatingWebhookConfiguration")(raw)
+
+
+class Rig:
+    """An activator over a serving index that knows one backend and its webhook."""
+
+    def __init__(self, api: API, w: Workload, *, leader: bool = True) -> None:
+        self.api = api
+        self.workloads = {KEY: w}
+        self.enqueued: list[WorkloadKey] = []
+        self.activity: list[tuple[WorkloadKey, str]] = []
+        kube = kube_served_by(api)
+        crds = Informer(kube, "/crds")
+        self.index = ServingIndex(
+            kube, crds, self.workloads, self.enqueued.append, activation=self._activation
+        )
+        for informer in [*self.index.informers, crds]:
+            informer.synced.set()
+        service = {"metadata": {"name": "op-webhook", "namespace": "ops"},
+                   "spec": {"selector": {"app": "op"}}}  # fmt: skip
+        self.index.on_service(WatchEvent("ADDED", trim_service(service), initial=True))
+        self.index.on_registration(WatchEvent("ADDED", webhooks(), initial=True))
+        self.activator = Activator(
+            kube,
+            self.index,
+            self.workloads,
+            configuration=ACTIVATOR,
+            webhook_configuration=OWN,
+            namespace="zeroscaler",
+            requests="requests",
+            timeout=10,
+            probe_interval=10.0,
+            clock=ManualClock(NOW),
+            is_leader=lambda: leader,
+            enqueue=self.enqueued.append,
+            on_activity=self._on_activity,
+        )
+
+    def _activation(self, hooks: Any) -> str | None:
+        return self.activator.activation(hooks)
+
+    def _on_activity(self, w: Workload, found: Activity, _: datetime) -> None:
+        self.activity.append((w.key, found.reason))
+
+
+def test_a_backend_is_covered_and_the_probe_answered_before_it_may_sleep() -> None:
+    api = API()
+    rig = Rig(api, backend(asleep=False))
+    w = rig.workloads[KEY]
+    served = rig.activator.serving(w)
+    assert served is not None
+    assert served.unanswered is None  # the activator may answer: it may sleep
+    assert asyncio.run(rig.activator.cover(w))
+    written = api.written[-1]["webhooks"]
+    assert written[0]["name"] == PROBE_WEBHOOK
+    assert len(written) == 2  # the probe, and the copy of its one webhook
+    assert written[1]["rules"] == [{"operations": ["CREATE"], "resources": ["widgets"]}]
+    # The probe named the content just written.
+    token = written[0]["objectSelector"]["matchLabels"][PROBE_LABEL]
+    assert api.probes[-1]["metadata"]["labels"][PROBE_LABEL] == token
+    # The sleep is written (here: called off); from now its state says whether it is covered.
+    rig.activator.covered_done(w)
+    asyncio.run(rig.activator.sync())
+    assert [h["name"] for h in api.written[-1]["webhooks"]] == [PROBE_WEBHOOK]
+
+
+def test_an_unanswered_probe_calls_the_sleep_off_and_wakes_what_it_covers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("zeroscaler.controller.activator.PROBE_PAUSE", 0.0)
+    api = API(answers=False)
+    rig = Rig(api, backend(asleep=True))
+    w = rig.workloads[KEY]
+    rig.activator.serving(w)
+    assert not asyncio.run(rig.activator.cover(w))
+    assert rig.activator.state.health == "failed"
+    assert KEY in rig.enqueued  # looked at again: an asleep backend is woken
+    served = rig.activator.serving(w)
+    assert served is not None
+    assert served.keeps_awake
+    assert served.unanswered is not None
+    assert "cannot serve" in served.unanswered
+
+
+def test_only_the_leader_writes_the_configuration() -> None:
+    api = API()
+    rig = Rig(api, backend(asleep=True), leader=False)
+    asyncio.run(rig.activator.sync())
+    assert api.written == []
+
+
+def test_an_asleep_backend_stays_covered_and_is_written_once() -> None:
+    api = API()
+    rig = Rig(api, backend(asleep=True))
+    rig.activator.serving(rig.workloads[KEY])
+    asyncio.run(rig.activator.sync())
+    asyncio.run(rig.activator.sync())
+    assert len(api.written) == 1
+    assert len(api.written[0]["webhooks"]) == 2
+
+
+def requests(data: dict[str, str], *, initial: bool = False) -> WatchEvent:
+    return WatchEvent("ADDED" if initial else "MODIFIED", {"data": data}, initial=initial)
+
+
+def test_a_changed_wake_request_is_activity_and_an_old_one_is_not() -> None:
+    rig = Rig(API(), backend(asleep=True))
+    key = request_key(*KEY)
+    before = json.dumps({"at": "2026-01-01T11:00:00Z", "what": "CREATE widgets ops/a"})
+    after = json.dumps(
+        {"at": (NOW + timedelta(seconds=5)).strftime("%Y-%m-%dT%H:%M:%SZ"), "what": "CREATE b"}
+    )
+    rig.activator.on_requests(requests({key: before}, initial=True))
+    assert rig.activity == []  # asked before its sleep: not news after a restart
+    rig.activator.on_requests(requests({key: after}, initial=True))
+    assert rig.activity == [(KEY, "admission request: CREATE b")]
+    rig.activator.on_requests(requests({key: after}))
+    assert len(rig.activity) == 1  # the same request seen again
+    rig.activator.on_requests(requests({key: before, "pod_ops_x": after, "junk": "{"}))
+    assert len(rig.activity) == 2  # changed (live): activity, whatever its time says

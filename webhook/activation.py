@@ -1,0 +1,168 @@
+"""The activator's endpoints: a covered admission request wakes its sleeping backend and waits.
+
+The webhook scales nothing itself (one writer): it asks the leading controller for the wake by
+writing the request into a ConfigMap the controller watches, then answers once the backend's
+Service has a ready endpoint, or when its time is up. Either way the request is allowed: the
+backend's own webhook is called next by the API server and decides. The probe endpoint only
+answers with a warning naming the configuration's content, which the controller reads back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+from fastapi import Request, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from zeroscaler.core.activator import (
+    PROBE_LABEL,
+    PROBE_WARNING,
+    describe_request,
+    has_ready_endpoint,
+    parse_activate_path,
+    request_key,
+)
+from zeroscaler.core.admission import AdmissionRequest
+from zeroscaler.core.durations import format_time
+from zeroscaler.kube import Kube, KubeError, Obj
+from zeroscaler.webhook.review import BadReview, build_response, parse_review
+
+log = logging.getLogger(__name__)
+
+ASK_AGAIN_AFTER = 1.0  # seconds: a burst of requests for one sleeper writes one wake request
+WAIT_BUCKETS = (0.001, 0.01, 0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+
+
+class Activation:
+    """`/activate/...`: wake, wait for a ready endpoint, allow; `/activate/probe`: say so."""
+
+    def __init__(
+        self,
+        kube: Kube | None,
+        namespace: str,
+        requests: str,
+        max_body: int,
+        registry: CollectorRegistry,
+    ) -> None:
+        self._kube = kube
+        self._requests_path = f"/api/v1/namespaces/{namespace}/configmaps/{requests}"
+        self._max_body = max_body
+        self._asked: dict[str, float] = {}  # request key: loop time it was last written
+        self._answers = Counter(
+            "zeroscaler_activator_requests_total",
+            "Requests the activator answered, by outcome (ready, timeout, failed, probe)",
+            ["outcome"],
+            registry=registry,
+        )
+        self._waits = Histogram(
+            "zeroscaler_activator_wait_seconds",
+            "Time from a covered request to its answer (its backend's wake and start)",
+            buckets=WAIT_BUCKETS,
+            registry=registry,
+        )
+
+    async def probe(self, request: Request) -> Response:
+        review = await self._review(request)
+        if isinstance(review, Response):
+            return review
+        labels = ((review.get("object") or {}).get("metadata") or {}).get("labels") or {}
+        self._answers.labels("probe").inc()
+        warning = f"{PROBE_WARNING} {labels.get(PROBE_LABEL, '')}"
+        return JSONResponse(build_response(review, [], [warning]))
+
+    async def activate(self, request: Request, rest: str) -> Response:
+        review = await self._review(request)
+        if isinstance(review, Response):
+            return review
+        target = parse_activate_path(f"/activate/{rest}")
+        if target is None or self._kube is None:
+            self._answers.labels("failed").inc()
+            log.warning("activator called at an unknown path", extra={"path": rest})
+            return JSONResponse(build_response(review, [], []))
+        wait, kind, namespace, name, service = target
+        started = time.perf_counter()
+        outcome = "failed"
+        try:
+            async with asyncio.timeout(max(wait, 0.5)):
+                if not await self._ready(namespace, service):
+                    await self._ask(self._kube, kind, namespace, name, review)
+                    await self._wait_ready(self._kube, namespace, service)
+                outcome = "ready"
+        except TimeoutError:
+            outcome = "timeout"
+        except KubeError as e:
+            log.warning("activation failed: %s", e, extra={"workload": f"{namespace}/{name}"})
+        self._answers.labels(outcome).inc()
+        self._waits.observe(time.perf_counter() - started)
+        return JSONResponse(build_response(review, [], []))
+
+    async def _review(self, request: Request) -> AdmissionRequest | Response:
+        body = await request.body()
+        try:
+            if len(body) > self._max_body:
+                raise BadReview(f"body is over {self._max_body} bytes")
+            review = parse_review(body)
+        except BadReview as e:
+            return JSONResponse({"message": f"malformed AdmissionReview: {e}"}, status_code=400)
+        return review["request"]
+
+    async def _ask(
+        self, kube: Kube, kind: str, namespace: str, name: str, req: AdmissionRequest
+    ) -> None:
+        """Ask the controller for the wake, once a second at most for one workload."""
+        key = request_key(kind, namespace, name)
+        now = asyncio.get_running_loop().time()
+        if now - self._asked.get(key, -ASK_AGAIN_AFTER) < ASK_AGAIN_AFTER:
+            return
+        self._asked[key] = now
+        value = json.dumps(
+            {"at": format_time(datetime.now(UTC)), "what": describe_request(req)},
+            separators=(",", ":"),
+        )
+        await kube.patch(self._requests_path, {"data": {key: value}})
+        log.info("wake asked", extra={"workload": f"{namespace}/{name}"})
+
+    def _slices_path(self, namespace: str) -> str:
+        return f"/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices"
+
+    async def _ready(self, namespace: str, service: str) -> bool:
+        if self._kube is None:
+            return False
+        listing = await self._kube.get(self._slices_path(namespace), params=_selector(service))
+        return has_ready_endpoint(listing.get("items") or [])
+
+    async def _wait_ready(self, kube: Kube, namespace: str, service: str) -> None:
+        """Until the Service's EndpointSlices hold a ready endpoint (cancelled by the caller's
+        timeout)."""
+        while True:
+            listing = await kube.get(self._slices_path(namespace), params=_selector(service))
+            slices: dict[str, Obj] = {
+                str(s["metadata"]["name"]): s for s in listing.get("items") or []
+            }
+            if has_ready_endpoint(slices.values()):
+                return
+            version = str((listing.get("metadata") or {}).get("resourceVersion", ""))
+            async for event in kube.watch(
+                self._slices_path(namespace),
+                resource_version=version,
+                params=_selector(service),
+                timeout_seconds=30,
+            ):
+                obj = event.get("object") or {}
+                name = str((obj.get("metadata") or {}).get("name", ""))
+                if event.get("type") == "DELETED":
+                    slices.pop(name, None)
+                elif event.get("type") in ("ADDED", "MODIFIED"):
+                    slices[name] = obj
+                if has_ready_endpoint(slices.values()):
+                    return
+
+
+def _selector(service: str) -> Mapping[str, str]:
+    return {"labelSelector": f"kubernetes.io/service-name={service}"}
