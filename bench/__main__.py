@@ -9,6 +9,7 @@ import time
 BENCHMARKS = (
     "bench.bench_cluster",
     "bench.bench_webhook",
+    "bench.bench_activator",
     "bench.bench_controller",
     "bench.bench_masswake",
     "bench.bench_memory",

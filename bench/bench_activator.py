@@ -23,8 +23,10 @@ import argparse
 import asyncio
 import base64
 import json
+import statistics
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -195,6 +197,102 @@ async def _part_one(cluster: Cluster, rate: int, seconds: float) -> list[Way]:
     return [first[PLAIN], first[NOOP], second[IDLE], second[COVERED]]
 
 
+@dataclass
+class Wake:
+    """One covered create while the backend slept, split where it spent its time (seconds)."""
+
+    total: float  # the create sent to its answer
+    wake: float  # to the scale-up written (the activator's request, the leader's wake)
+    pod_start: float  # to the container running (scheduling, kubelet, containerd)
+    backend_start: float  # to a ready endpoint (the backend's own start and readiness probe)
+    answer: float  # to the answer (the activator sees the endpoint, then the backend reviews)
+
+
+class _Firsts:
+    """When each stage was first seen, by polling the API every few milliseconds meanwhile."""
+
+    def __init__(self, api: Any, namespace: str) -> None:
+        self.api, self.namespace = api, namespace
+        self.seen: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def __enter__(self) -> _Firsts:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _poll(self) -> None:
+        from kubernetes import client as k8s
+
+        from tests.system.activator_kit import serving
+
+        apps, core = k8s.AppsV1Api(self.api), k8s.CoreV1Api(self.api)
+        while not self._stop.is_set():
+            now = time.perf_counter()
+            if "scaled" not in self.seen:
+                if apps.read_namespaced_deployment("guard", self.namespace).spec.replicas:
+                    self.seen["scaled"] = now
+            elif "running" not in self.seen:
+                for pod in core.list_namespaced_pod(self.namespace).items:
+                    statuses = pod.status.container_statuses or []
+                    if any(c.state and c.state.running for c in statuses):
+                        self.seen["running"] = now
+            elif "ready" not in self.seen and serving(self.api, self.namespace):
+                self.seen["ready"] = now
+            time.sleep(0.005)
+
+
+def _part_two(binaries: dict[str, Path], wakes: int) -> list[Wake]:
+    from kubernetes import config as k8s_config
+
+    from image import build as image_build
+    from tests.support.crds import create_crd
+    from tests.system.activator_kit import deployed_guard, start_zeroscaler, stop_zeroscaler
+    from tests.system.controller_kit import WIDGET_GROUP, Ref, create_widget, wait_asleep
+
+    archive = image_build.REPO / "dist" / "zeroscaler-image.tar"
+    cluster = start(binaries, nodes=1, real_node=True)
+    results: list[Wake] = []
+    try:
+        if cluster.real_node is None:
+            raise SystemExit(f"no real node, so no sleeper to wake: {cluster.real_node_absent}")
+        cluster.import_image(archive)
+        api = k8s_config.new_client_from_config(config_file=str(cluster.kubeconfig))
+        create_crd(api, WIDGET_GROUP, "Widget", "widgets")
+        cluster.kubectl("create", "namespace", "bench-zs")
+        cluster.kubectl("create", "namespace", "bench-guard")
+        cluster.kubectl("label", "namespace", "bench-guard", "zeroscaler.io/enabled=true")
+        work = Path(tempfile.mkdtemp(prefix="bench-activator-"))
+        zs = start_zeroscaler(cluster, api, "bench-zs", work)
+        try:
+            with deployed_guard(api, "bench-guard", work, image_build.default_name(), "2s"):
+                for i in range(wakes):
+                    wait_asleep(api, Ref("bench-guard", "guard"), 1, timeout=60)
+                    with _Firsts(api, "bench-guard") as firsts:
+                        began = time.perf_counter()
+                        create_widget(api, "bench-guard", f"w-{i}")
+                        done = time.perf_counter()
+                    seen = firsts.seen
+                    if set(seen) != {"scaled", "running", "ready"}:
+                        raise SystemExit(f"wake {i}: stages seen {sorted(seen)}, not all three")
+                    results.append(
+                        Wake(done - began, seen["scaled"] - began,
+                             seen["running"] - seen["scaled"], seen["ready"] - seen["running"],
+                             done - seen["ready"])
+                    )  # fmt: skip
+                    print(f"[bench activator] wake {i + 1}/{wakes}: {done - began:.2f} s")
+        finally:
+            stop_zeroscaler(api, zs)
+            api.close()
+    finally:
+        cluster.stop()
+    return results
+
+
 def _report(ways: list[Way], rate: int) -> int:
     print(f"\nadmission through the API server, ConfigMap creates at {rate}/s (open loop)")
     print(f"{'way':<30} {'requests':>8} {'errors':>6} {'p50 ms':>8} {'p99 ms':>8}")
@@ -210,10 +308,24 @@ def _report(ways: list[Way], rate: int) -> int:
     return failed
 
 
+def _report_wakes(wakes: list[Wake]) -> None:
+    print(f"\na covered create while its backend sleeps, {len(wakes)} wakes (seconds)")
+    print(f"{'':<8} {'total':>7} {'wake':>7} {'pod':>7} {'backend':>8} {'answer':>7}")
+    for i, w in enumerate(wakes, 1):
+        print(f"{i:<8} {w.total:>7.2f} {w.wake:>7.2f} {w.pod_start:>7.2f} "
+              f"{w.backend_start:>8.2f} {w.answer:>7.2f}")  # fmt: skip
+    median = Wake(*(statistics.median(getattr(w, f) for w in wakes) for f in Wake.__annotations__))
+    print(f"{'median':<8} {median.total:>7.2f} {median.wake:>7.2f} {median.pod_start:>7.2f} "
+          f"{median.backend_start:>8.2f} {median.answer:>7.2f}")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rate", type=int, default=200, help="requests a second, all ways")
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds a phase (max 30)")
+    parser.add_argument(
+        "--wakes", type=int, default=3, help="covered creates while asleep (max 10)"
+    )
     args = parser.parse_args(argv)
     binaries = build.find_binaries(build.load_versions())
     if any(name not in binaries for name in ("kube-apiserver", "etcd", "kubectl")):
@@ -227,9 +339,16 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         cluster.stop()
     failed = _report(ways, args.rate)
+    wakes: list[Wake] = []
+    if args.wakes > 0:
+        print("[bench activator] a sleeping backend on the real node", flush=True)
+        wakes = _part_two(binaries, min(args.wakes, 10))
+        _report_wakes(wakes)
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / "activator.json"
-    out.write_text(json.dumps({"rate": args.rate, "ways": [asdict(w) for w in ways]}, indent=2))
+    saved = {"rate": args.rate, "ways": [asdict(w) for w in ways],
+             "wakes": [asdict(w) for w in wakes]}  # fmt: skip
+    out.write_text(json.dumps(saved, indent=2))
     print(f"written {out}")
     return 1 if failed else 0
 

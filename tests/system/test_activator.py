@@ -9,10 +9,8 @@ run as processes here, with the activator's configuration made as the chart make
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -22,46 +20,29 @@ from kubernetes.client.exceptions import ApiException
 from image import build as image_build
 from localcluster import realnode
 from localcluster.cluster import Cluster
-from localcluster.processes import free_port
-from tests.support.admission_backend import (
-    Guard,
-    guard_deployment,
-    guard_service,
-    new_guard,
-    register_guard,
-    unregister,
-)
+from tests.support.admission_backend import Guard
 from tests.support.waiting import wait_for
+from tests.system.activator_kit import (
+    Zeroscaler,
+    deployed_guard,
+    serving,
+    start_zeroscaler,
+    stop_zeroscaler,
+)
 from tests.system.controller_kit import (
-    WIDGET_GROUP,
-    ControllerProcess,
     Ref,
-    config_for,
     create_widget,
-    grant_watch,
     reasons,
-    start_controller,
     state_of,
     wait_asleep,
     wait_event,
 )
 from tests.system.test_chart_real_node import ARCHIVE
-from tests.system.webhook_kit import Webhook
-from zeroscaler.core.activator import PROBE_WEBHOOK, has_ready_endpoint
+from zeroscaler.core.activator import PROBE_WEBHOOK
 
 pytestmark = pytest.mark.cluster
 
-REQUESTS = "zeroscaler-activator-requests"
 CONTROLLER_COULD_ACT = 12.0  # three of the backend's 4 s idle timeouts: a sleep would have come
-
-
-@dataclass
-class Zeroscaler:
-    """zeroscaler's webhook and controller, and the activator's configuration name."""
-
-    webhook: Webhook
-    controller: ControllerProcess
-    activator: str
 
 
 @pytest.fixture
@@ -71,49 +52,22 @@ def guard_image(cluster: Cluster, real_node: realnode.RealNode) -> str:
     return image_build.default_name()
 
 
-def _start(
-    cluster: Cluster, api: k8s.ApiClient, home: str, tmp_path: Path, *, activator: bool
-) -> Zeroscaler:
-    hook = Webhook(cluster, tmp_path, home)
-    hook.start(extra=["--activator-requests", REQUESTS])
-    hook.register(api)
-    name = f"0-zs-activator-{hook.run}"
-    extra = ["--webhook-configuration", hook.config_name, "--activator-requests", REQUESTS]
-    if activator:  # made as the chart makes them: no webhooks, no data
-        k8s.AdmissionregistrationV1Api(api).create_mutating_webhook_configuration(
-            {"metadata": {"name": name}}
-        )
-        k8s.CoreV1Api(api).create_namespaced_config_map(home, {"metadata": {"name": REQUESTS}})
-        extra += ["--activator-configuration", name, "--activator-probe-interval", "2"]
-    ctl = start_controller(cluster, home, tmp_path, extra=extra)
-    return Zeroscaler(hook, ctl, name if activator else "")
-
-
-def _stop(api: k8s.ApiClient, zs: Zeroscaler) -> None:
-    zs.controller.stop()
-    zs.webhook.unregister(api)
-    zs.webhook.stop()
-    if zs.activator:
-        k8s.AdmissionregistrationV1Api(api).delete_mutating_webhook_configuration(zs.activator)
-    print(zs.controller.log_tail(80))  # shown by pytest when the test failed
-
-
 @pytest.fixture
 def zeroscaler(
     cluster: Cluster, api: k8s.ApiClient, policy_ns: str, tmp_path: Path
 ) -> Iterator[Zeroscaler]:
-    zs = _start(cluster, api, policy_ns, tmp_path, activator=True)
+    zs = start_zeroscaler(cluster, api, policy_ns, tmp_path)
     yield zs
-    _stop(api, zs)
+    stop_zeroscaler(api, zs)
 
 
 @pytest.fixture
 def zeroscaler_without_activator(
     cluster: Cluster, api: k8s.ApiClient, policy_ns: str, tmp_path: Path
 ) -> Iterator[Zeroscaler]:
-    zs = _start(cluster, api, policy_ns, tmp_path, activator=False)
+    zs = start_zeroscaler(cluster, api, policy_ns, tmp_path, activator=False)
     yield zs
-    _stop(api, zs)
+    stop_zeroscaler(api, zs)
 
 
 @pytest.fixture
@@ -121,39 +75,8 @@ def guard(
     api: k8s.ApiClient, opted_ns: str, tmp_path: Path, guard_image: str, widgets: None
 ) -> Iterator[Guard]:
     """The backend, awake and Ready, its webhooks registered for Widgets in its namespace."""
-    grant_watch(api, opted_ns, [("", ["configmaps"])])
-    backend = new_guard(opted_ns, "guard", free_port(), tmp_path)
-    config = config_for("4s", "ConfigMap", watch_namespaces=opted_ns)
-    k8s.AppsV1Api(api).create_namespaced_deployment(
-        opted_ns, guard_deployment(backend, guard_image, config)
-    )
-    k8s.CoreV1Api(api).create_namespaced_service(opted_ns, guard_service(backend))
-    registrations = register_guard(api, backend, WIDGET_GROUP, "widgets", secrets.token_hex(3))
-    try:
-        try:
-            wait_for(lambda: _serving(api, opted_ns), "the guard Ready, its endpoint too", 90)
-        except AssertionError:
-            _describe(api, opted_ns)
-            raise
+    with deployed_guard(api, opted_ns, tmp_path, guard_image) as backend:
         yield backend
-    finally:
-        unregister(api, registrations)
-
-
-def _describe(api: k8s.ApiClient, ns: str) -> None:
-    """What the pods and EndpointSlices say, for a failed test's output."""
-    for pod in k8s.CoreV1Api(api).list_namespaced_pod(ns).items:
-        print("pod", pod.metadata.name, pod.status.phase, pod.status.container_statuses)
-    for e in k8s.CoreV1Api(api).list_namespaced_event(ns).items:
-        print("event", e.involved_object.kind, e.involved_object.name, e.reason, e.message)
-
-
-def _serving(api: k8s.ApiClient, ns: str) -> bool:
-    """Whether the API server would reach the guard: a ready endpoint of its Service."""
-    slices = k8s.DiscoveryV1Api(api).list_namespaced_endpoint_slice(
-        ns, label_selector="kubernetes.io/service-name=guard"
-    )
-    return has_ready_endpoint(api.sanitize_for_serialization(s) for s in slices.items)
 
 
 def _refused(api: k8s.ApiClient, ns: str, name: str) -> str:
@@ -220,7 +143,7 @@ def test_a_backend_is_woken_when_the_activator_stops_answering(
     zeroscaler.webhook.stop()  # no activator to answer: its probe goes unanswered
     wait_for(lambda: state_of(api, ref)[0] == 1, "the backend woken", 60)
     wait_event(api, ref, "BacksWebhook", "the activator cannot serve")
-    wait_for(lambda: _serving(api, guard.namespace), "the guard Ready", timeout=90)
+    wait_for(lambda: serving(api, guard.namespace), "the guard Ready", timeout=90)
     time.sleep(CONTROLLER_COULD_ACT)
     assert state_of(api, ref)[0] == 1  # kept awake while the activator is unanswered
 
