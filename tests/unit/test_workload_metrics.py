@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.unit.held_events import workload
@@ -194,3 +195,20 @@ def test_workload_metrics_are_on_unless_turned_off() -> None:
     assert parse_settings(["--no-workload-metrics"], {}).workload_metrics is False
     off = {"ZEROSCALER_WORKLOAD_METRICS": "false"}
     assert parse_settings([], off).workload_metrics is False
+
+
+def test_the_series_written_directly_are_what_prometheus_client_would_write() -> None:
+    fleet = Fleet()
+    states: tuple[State, ...] = ("asleep", "awake", "asleep")
+    for i, state in enumerate(states):
+        w = fleet.add(f"op-{i}", state)
+        fleet.metrics.slept(w, "idle")
+        fleet.metrics.woke(w, "activity", 0.25 * (i + 1))
+        fleet.metrics.saved(w, 1e17)  # large values keep the client's float format
+    fleet.metrics.woke(w, "external")
+    series = fleet.metrics.workload_series
+    assert series is not None
+    registry = CollectorRegistry()
+    registry.register(series)
+    assert series.text() == generate_latest(registry)
+    assert series.text() in fleet.metrics.render()
