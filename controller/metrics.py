@@ -56,12 +56,6 @@ class _StateCollector(Collector):
         )
 
 
-# Why a workload woke or slept: a closed set, so each workload has a few series at most. A
-# released workload is no longer managed when it wakes: that wake is in the total only.
-WAKE_REASONS = ("activity", "serving", "external", "released")
-SLEEP_REASONS = ("idle", "not-ready")
-
-
 # The families of each workload's own series, in exposition order: name, type, help.
 WORKLOAD_FAMILIES = (
     ("zeroscaler_workload_asleep", "gauge", "1 while a managed workload is asleep, 0 while awake"),
@@ -250,7 +244,8 @@ class Metrics:
         )
 
     def woke(self, w: Workload, reason: str, latency: float | None = None) -> None:
-        """A wake of `w` (reason: one of WAKE_REASONS); `latency` from its waking event."""
+        """A wake of `w`; `latency` from its waking event. Reasons: `activity`, `serving`,
+        `external`, and `released` (no longer managed by then: counted in the total only)."""
         if reason != "external":  # the total counts zeroscaler's own wakes
             self.wakes.inc()
         if latency is not None:
@@ -263,7 +258,7 @@ class Metrics:
                 tally.latency_count += 1
 
     def slept(self, w: Workload, reason: str) -> None:
-        """A sleep of `w` (reason: one of SLEEP_REASONS)."""
+        """A sleep of `w`. Reasons: `idle`, `not-ready`."""
         self.sleeps.inc()
         tally = self._tally(w)
         if tally is not None:
