@@ -16,6 +16,7 @@ from tests.system.controller_kit import (
     create_configmap,
     create_workload,
     grant_watch,
+    patch_workload,
     start_controller,
     wait_asleep,
     wait_woken,
@@ -71,10 +72,22 @@ def test_a_workloads_series_appear_while_it_is_managed_and_go_when_it_is_deleted
     # Asleep a few seconds at two replicas.
     assert seen["zeroscaler_workload_saved_replica_seconds_total"] > 0
     assert series_of(controller, "left-alone") == {}  # not managed: no series
+    # Asleep again; scaled up by someone else: a wake of its own reason.
+    wait_asleep(api, ref, 2)
+    patch_workload(api, ref, {"spec": {"replicas": 2}})
+    wait_for(
+        lambda: (
+            series_of(controller, "measured").get("zeroscaler_workload_wakes_total{external}") == 1
+        ),
+        "the wake by someone else counted as external",
+    )
+    again = series_of(controller, "measured")
+    assert again["zeroscaler_workload_sleeps_total{idle}"] == 2
+    assert again["zeroscaler_workload_wakes_total{activity}"] == 1
     k8s.AppsV1Api(api).delete_namespaced_deployment("measured", opted_ns)
     wait_for(lambda: series_of(controller, "measured") == {}, "the deleted workload's series gone")
-    # The cluster totals keep what it did.
-    assert controller.metric("zeroscaler_sleeps_total") == 1
+    # The cluster totals keep what it did (zeroscaler's own wakes: not the external one).
+    assert controller.metric("zeroscaler_sleeps_total") == 2
     assert controller.metric("zeroscaler_wakes_total") == 1
 
 
