@@ -15,7 +15,7 @@ ifdef KUBERNETES
 export ZEROSCALER_KUBERNETES := $(KUBERNETES)
 endif
 
-.PHONY: help install controlplane image release push release-tools lint format test unit chart compat demo bench chaos cluster cluster-down clean package-check
+.PHONY: help install controlplane promtool image release push release-tools lint format test unit chart compat demo bench chaos cluster cluster-down clean package-check
 
 help:
 	@echo "make demo          a kopf operator on a local Kubernetes: sleeps, wakes on a Backup, reconciles"
@@ -46,6 +46,10 @@ install: $(STAMP)
 # Builds need the Go module proxy, so they run outside the loopback-only namespace.
 controlplane: install
 	@$(PY) -m localcluster build
+
+# promtool from the Prometheus module (cached like helm): the chart tests check PromQL with it.
+promtool: install
+	@$(PY) -m localcluster promtool >/dev/null
 
 # Debian packages and PyPI: outside the loopback-only namespace too. No Docker daemon needed.
 # Rebuilt when the pins or the code in it change.
@@ -105,7 +109,7 @@ format: install
 # Every marker runs by default, the short fault scenarios (chaos) too; `make chaos` runs them in
 # full. TEST_MARKERS="not chaos" leaves them out.
 TEST_MARKERS ?=
-test: install controlplane release-tools $(IMAGE_TAR) $(OPERATOR_TAR) $(RELEASE_SUMS)
+test: install controlplane promtool release-tools $(IMAGE_TAR) $(OPERATOR_TAR) $(RELEASE_SUMS)
 	$(ISOLATE) $(PY) -m pytest -m "$(TEST_MARKERS)" $(PYTEST_ARGS)
 
 # The compatibility run: what a Kubernetes release can break for a user, on that release. The
@@ -125,7 +129,7 @@ unit: install
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 # `helm template` with the pinned helm, which the control-plane build provides.
-chart: install controlplane
+chart: install controlplane promtool
 	$(PY) -m pytest tests/chart $(PYTEST_ARGS)
 
 # Images and binaries are built first, outside the loopback-only namespace.

@@ -14,6 +14,7 @@ BENCHMARKS = (
     "bench.bench_masswake",
     "bench.bench_memory",
     "bench.bench_chart",
+    "bench.bench_metrics",
 )
 
 

@@ -25,19 +25,25 @@ class Accounting:
         saved = self._take(w, self._clock.monotonic(), stop)
         if saved:
             self._metrics.replica_seconds_saved.inc(saved)
+            self._metrics.saved(w, saved)
 
     def account_all(self, workloads: Iterable[Workload]) -> None:
         """The periodic count over every managed workload, added to the counter once (at 10,000
-        workloads, once each was a third of a percent of a core at idle)."""
+        workloads, once each was a third of a percent of a core at idle). A workload no longer
+        managed loses its own series' counts here."""
         now = self._clock.monotonic()
         saved = 0.0
         for w in workloads:
             if not w.managed:
+                w.tally = None
                 continue
             if w.accounted_at is None:
                 w.accounted_at = now
             else:
-                saved += self._take(w, now, stop=False)
+                taken = self._take(w, now, stop=False)
+                if taken:
+                    saved += taken
+                    self._metrics.saved(w, taken)
         if saved:
             self._metrics.replica_seconds_saved.inc(saved)
 

@@ -7,9 +7,11 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
+from zeroscaler.controller.workload import Tally, Workload
 from zeroscaler.metrics import APIErrors, ErrorCounts, register_process_collectors
 
 log = logging.getLogger(__name__)
@@ -54,8 +56,125 @@ class _StateCollector(Collector):
         )
 
 
+# The families of each workload's own series, in exposition order: name, type, help.
+WORKLOAD_FAMILIES = (
+    ("zeroscaler_workload_asleep", "gauge", "1 while a managed workload is asleep, 0 while awake"),
+    (
+        "zeroscaler_workload_saved_replica_seconds_total",
+        "counter",
+        "Replica-seconds a managed workload did not run because it was asleep",
+    ),
+    (
+        "zeroscaler_workload_wakes_total",
+        "counter",
+        "Wakes of a managed workload by reason: activity, serving (it came to back the API "
+        "server), external (scaled up by someone else)",
+    ),
+    (
+        "zeroscaler_workload_sleeps_total",
+        "counter",
+        "Sleeps of a managed workload by reason: idle, not-ready (not Ready after its wake)",
+    ),
+    (
+        "zeroscaler_workload_wake_latency_seconds",
+        "summary",
+        "From the watch event that carried the waking change to the scale-up's answer",
+    ),
+)
+# Values as the text format writes them (1.0, +Inf): prometheus_client's own formatting.
+_format: Callable[[float], str] = floatToGoString
+# (sample name, labels as exposed, value) of one family
+Samples = list[tuple[str, str, float]]
+
+
+class WorkloadSeries(Collector):
+    """Each managed workload's own series, read from the records at scrape time: a workload
+    deleted or no longer managed has none from the next scrape on, so they never pile up.
+
+    Only the leader reports them (a standby sleeps and wakes nothing), so a sum over replicas
+    counts each workload once. `/metrics` writes them as text itself (`text`): prometheus_client's
+    exposition checks and escapes every label of every sample, which at 10,000 workloads held the
+    event loop for most of a second per scrape; namespaces, names, kinds and reasons need no
+    escaping. `collect` gives the same series as metric families, for readers in process.
+    """
+
+    def __init__(self, workloads: Callable[[], Iterable[Workload]], is_leader: Callable[[], bool]):
+        self._workloads = workloads
+        self._is_leader = is_leader
+
+    def _samples(self) -> list[Samples]:
+        asleep: Samples = []
+        saved: Samples = []
+        wakes: Samples = []
+        sleeps: Samples = []
+        latency: Samples = []
+        if self._is_leader():
+            for w in self._workloads():
+                if not w.managed:
+                    continue
+                # In name order, as the client writes them: kind, namespace, reason, workload.
+                head, tail = f'kind="{w.kind}",namespace="{w.namespace}"', f'workload="{w.name}"'
+                labels = f"{head},{tail}"
+                asleep.append(
+                    ("zeroscaler_workload_asleep", labels, float(w.shown_status.state == "asleep"))
+                )
+                tally = w.tally or _EMPTY
+                saved.append(
+                    ("zeroscaler_workload_saved_replica_seconds_total", labels, tally.saved)
+                )
+                for reason, count in tally.wakes.items():
+                    wakes.append(
+                        (
+                            "zeroscaler_workload_wakes_total",
+                            f'{head},reason="{reason}",{tail}',
+                            count,
+                        )
+                    )
+                for reason, count in tally.sleeps.items():
+                    sleeps.append(
+                        (
+                            "zeroscaler_workload_sleeps_total",
+                            f'{head},reason="{reason}",{tail}',
+                            count,
+                        )
+                    )
+                if tally.latency_count:
+                    name = "zeroscaler_workload_wake_latency_seconds"
+                    latency.append((f"{name}_count", labels, tally.latency_count))
+                    latency.append((f"{name}_sum", labels, tally.latency_sum))
+        return [asleep, saved, wakes, sleeps, latency]
+
+    def text(self) -> bytes:
+        """The series in Prometheus' text format, as generate_latest writes them."""
+        lines: list[str] = []
+        for (name, kind, help_text), samples in zip(
+            WORKLOAD_FAMILIES, self._samples(), strict=True
+        ):
+            lines.append(f"# HELP {name} {help_text}\n# TYPE {name} {kind}\n")
+            lines.extend(f"{sample}{{{labels}}} {_format(v)}\n" for sample, labels, v in samples)
+        return "".join(lines).encode()
+
+    def collect(self) -> Iterator[Metric]:
+        for (name, kind, help_text), samples in zip(
+            WORKLOAD_FAMILIES, self._samples(), strict=True
+        ):
+            # A counter family is named without its samples' _total.
+            family = Metric(name.removesuffix("_total"), help_text, kind)
+            for sample, labels, value in samples:
+                pairs = (pair.split("=", 1) for pair in labels.split(","))
+                family.add_sample(sample, {k: v.strip('"') for k, v in pairs}, value)
+            yield family
+
+
+_EMPTY = Tally()
+
+
 class Metrics:
-    """The controller's metrics, in their own registry."""
+    """The controller's metrics, in their own registry.
+
+    With `workloads`, each managed workload also has series of its own (`_WorkloadCollector`);
+    without, only the cluster totals.
+    """
 
     def __init__(
         self,
@@ -64,12 +183,15 @@ class Metrics:
         is_leader: Callable[[], bool],
         count_pending: Callable[[], int] = lambda: 0,
         api_errors: Callable[[], Iterable[ErrorCounts]] = lambda: (),
+        workloads: Callable[[], Iterable[Workload]] | None = None,
     ) -> None:
         self.registry = CollectorRegistry()
         register_process_collectors(self.registry)
         self.registry.register(
             _StateCollector(count_by_state, count_watches, is_leader, count_pending)
         )
+        self.workload_series = None if workloads is None else WorkloadSeries(workloads, is_leader)
+        self.per_workload = workloads is not None
         self.registry.register(APIErrors("zeroscaler_api_errors", api_errors))
         self.watch_events = Counter(
             "zeroscaler_watch_events_total",
@@ -121,8 +243,45 @@ class Metrics:
             registry=self.registry,
         )
 
+    def woke(self, w: Workload, reason: str, latency: float | None = None) -> None:
+        """A wake of `w`; `latency` from its waking event. Reasons: `activity`, `serving`,
+        `external`, and `released` (no longer managed by then: counted in the total only)."""
+        if reason != "external":  # the total counts zeroscaler's own wakes
+            self.wakes.inc()
+        if latency is not None:
+            self.wake_latency.observe(latency)
+        tally = self._tally(w)
+        if tally is not None:
+            tally.wakes[reason] = tally.wakes.get(reason, 0) + 1
+            if latency is not None:
+                tally.latency_sum += latency
+                tally.latency_count += 1
+
+    def slept(self, w: Workload, reason: str) -> None:
+        """A sleep of `w`. Reasons: `idle`, `not-ready`."""
+        self.sleeps.inc()
+        tally = self._tally(w)
+        if tally is not None:
+            tally.sleeps[reason] = tally.sleeps.get(reason, 0) + 1
+
+    def saved(self, w: Workload, replica_seconds: float) -> None:
+        """Replica-seconds `w` saved, for its own series (the total is counted by the caller)."""
+        tally = self._tally(w)
+        if tally is not None:
+            tally.saved += replica_seconds
+
+    def _tally(self, w: Workload) -> Tally | None:
+        if not self.per_workload or not w.managed:
+            return None
+        if w.tally is None:
+            w.tally = Tally()
+        return w.tally
+
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        text = generate_latest(self.registry)
+        if self.workload_series is not None:
+            text += self.workload_series.text()
+        return text
 
 
 Route = Callable[[], tuple[int, str, bytes]]

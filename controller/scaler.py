@@ -89,6 +89,7 @@ class Scaler:
             self._leading,
             count_pending=lambda: count_pending_wakes(self.workloads.values()),
             api_errors=lambda: [k.errors for k in clients],
+            workloads=self.workloads.values if settings.workload_metrics else None,
         )
         for client in {id(kube): kube, id(watcher): watcher}.values():
             client.on_throttled = self.metrics.throttled.inc

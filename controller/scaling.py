@@ -100,8 +100,9 @@ class Scaling:
             w.activity_at = None  # activity so far is in `seen`; only later activity is owed a wake
             self._follow_ups[w.key] = self._guarded(w, self._sleep(w, decision, now, seen))
         elif decision.action == "wake":
+            cause = "serving" if self._keeps_awake(w) else "activity"
             await self._guarded(
-                w, self.wake(w, decision.replicas or 1, decision.reason or "activity")
+                w, self.wake(w, decision.replicas or 1, decision.reason or "activity", cause)
             )
         elif decision.action == "record-wake":
             await self._guarded(w, self._record_wake(w))
@@ -125,7 +126,8 @@ class Scaling:
         if self._dry_run:
             return
         try:
-            await self.wake(w, wake_replicas(w.config, w.status), f"no longer managed ({why})")
+            reason = f"no longer managed ({why})"
+            await self.wake(w, wake_replicas(w.config, w.status), reason, "released")
         except Conflict:
             await self.refresh(w)
             self._enqueue(w.key)
@@ -139,7 +141,7 @@ class Scaling:
             if plan.wake_to is not None:
                 self._accounting.account(w, stop=True)
                 await self._scale_up(w, plan.wake_to)
-                self._metrics.wakes.inc()
+                self._metrics.woke(w, "released")
                 message = f"{why}: scaled from 0 to {plan.wake_to} replicas"
                 log.info("woken", extra={"workload": w.label, "reason": why})
                 self._reporter.event(w, "Normal", "Woken", message)
@@ -205,13 +207,14 @@ class Scaling:
             w.activity_at = None  # still awake: no wake is owed
             self._enqueue(w.key)
             return
+        cause = "not-ready" if w.starting else "idle"
         w.starting = False
         if w.last_activity > decided_on:  # activity while the write was on its way: wake it
             self._gate.due(w.key)
         else:
             w.activity_at = None
         self._accounting.start(w)
-        self._metrics.sleeps.inc()
+        self._metrics.slept(w, cause)
         kinds = ", ".join(sorted(w.kind_names()))
         message = (
             f"{decision.reason}: scaled from {replicas} to 0 replicas; wakes on a change to {kinds}"
@@ -220,7 +223,7 @@ class Scaling:
         self._reporter.event(w, "Normal", "Sleeping", message)
         self._enqueue(w.key)
 
-    async def wake(self, w: Workload, replicas: int, reason: str) -> None:
+    async def wake(self, w: Workload, replicas: int, reason: str, cause: str) -> None:
         """Scale up now; recording the wake is left as a follow-up (`take_follow_up`)."""
         self._accounting.account(w, stop=True)
         await self._scale_up(w, replicas)
@@ -228,9 +231,7 @@ class Scaling:
         # The clock restarts once it is awake, not at the event: a wake may come long after it.
         w.last_activity = restart_clock(w.last_activity, self._clock.now())
         latency = None if w.activity_at is None else self._clock.monotonic() - w.activity_at
-        if latency is not None:
-            self._metrics.wake_latency.observe(latency)
-        self._metrics.wakes.inc()
+        self._metrics.woke(w, cause, latency)
         w.activity_at = None
         self._gate.done(w.key)
         # Recording the wake can wait for other scale writes. Until it lands the wake is
@@ -293,6 +294,7 @@ class Scaling:
             annotations[FLAPPING] = flapping
         await self._patch_annotations(w, annotations)
         w.streak = streak  # only once recorded: a write that lost a race is decided again
+        self._metrics.woke(w, "external")
         by = f" (field manager {manager})" if manager else ""
         message = (
             f"scaled to {replicas} replicas by someone else{by} while asleep; "

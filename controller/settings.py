@@ -33,6 +33,7 @@ class Settings:
     dry_run: bool = False
     metrics_host: str = "0.0.0.0"
     metrics_port: int = 8080  # 0: no HTTP endpoints
+    workload_metrics: bool = True  # off: cluster totals only, no series per workload
     lease_namespace: str = "zeroscaler"
     policy_namespace: str = ""  # empty: the lease namespace (the chart's release namespace)
     exclude_namespaces: str = "kube-system"  # comma-separated; policy is never applied there
@@ -150,6 +151,13 @@ def parse_settings(
     )
     parser.add_argument("--metrics-host", help="address for /metrics, /healthz, /readyz")
     parser.add_argument("--metrics-port", type=int, help="port for /metrics etc. (0: none)")
+    parser.add_argument(
+        "--workload-metrics",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="each managed workload's own series on /metrics (default: on; turn off on "
+        "huge clusters to keep only the cluster totals)",
+    )
     parser.add_argument("--lease-namespace", help="namespace of the leader-election Lease")
     parser.add_argument("--lease-name", help="name of the leader-election Lease")
     parser.add_argument(

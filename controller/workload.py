@@ -98,6 +98,17 @@ class OwnWake:
     latency: float | None  # seconds from the waking event to the scale write's answer
 
 
+@dataclass(slots=True)
+class Tally:
+    """What one workload's own metric series count (only while per-workload metrics are on)."""
+
+    wakes: dict[str, int] = field(default_factory=dict)  # by reason
+    sleeps: dict[str, int] = field(default_factory=dict)  # by reason
+    saved: float = 0.0  # replica-seconds
+    latency_sum: float = 0.0  # seconds, over the wakes that had a waking event
+    latency_count: int = 0
+
+
 @dataclass
 class Workload:
     """One Deployment or StatefulSet as the scaler knows it."""
@@ -130,6 +141,7 @@ class Workload:
     # wake by someone else (only a crash before the record loses it).
     own_wake: OwnWake | None = None
     starting: bool = False  # woken (or first seen) and not Ready since: the idle clock waits
+    tally: Tally | None = None  # its own metric series; kept only while it is managed
 
     @property
     def pod_labels(self) -> dict[str, str]:

@@ -8,6 +8,8 @@
   its `image.digest` the index's, so an install pulls exactly the released image;
 - `zeroscaler-VERSION.yaml`: the chart rendered with its defaults, for `kubectl apply`;
 - `zeroscaler-VERSION.cdx.json`: a CycloneDX SBOM of each platform's image, from the locks;
+- `kubectl-zeroscaler-VERSION.tar.gz` and `zeroscaler-VERSION.krew.yaml`: the kubectl plugin
+  (`kubectl zeroscaler`) and the krew manifest that installs it from the GitHub release;
 - `release.json`: digests, sizes and timings; `SHA256SUMS`: `sha256sum -c` checks every file.
 
 Before writing the sums, every foreign platform's interpreter is started under qemu on the
@@ -32,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from image import archive, build, debian, sbom
+from image import archive, build, debian, krew, sbom
 from image.platform import Platform
 
 CHART = build.REPO / "charts" / "zeroscaler"
@@ -136,6 +138,7 @@ def make(
         [(p, images[p.oci]["digest"]) for p in platforms],
         build.ZEROSCALER,
     )
+    plugin, plugin_manifest = krew.write(version, out)
     seconds["total"] = round(time.monotonic() - started, 1)
     record = {
         "version": version,
@@ -144,6 +147,7 @@ def make(
         "chart": {"file": files.chart, "image_digest": digest},
         "manifest": files.manifest,
         "sbom": files.sbom,
+        "krew": {"archive": plugin, "manifest": plugin_manifest},
         "seconds": seconds,
     }
     (out / "release.json").write_text(json.dumps(record, indent=2) + "\n")
@@ -205,6 +209,8 @@ def package_chart(version: str, digest: str, out: Path, helm: Path, say: Progres
         shutil.copytree(CHART, copy)
         values = copy / "values.yaml"
         values.write_text(set_value(values.read_text(), "image", "digest", f'"{digest}"'))
+        metadata = copy / "Chart.yaml"
+        metadata.write_text(set_listed_image(metadata.read_text(), version, digest))
         _helm(helm, "lint", str(copy))
         _helm(
             helm,
@@ -235,6 +241,22 @@ def set_value(text: str, section: str, key: str, value: str) -> str:
     loaded = yaml.safe_load(edited)[section][key]
     if str(loaded) != yaml.safe_load(value):
         raise ReleaseError(f"{section}.{key} reads back as {loaded!r}")
+    return edited
+
+
+def set_listed_image(text: str, version: str, digest: str) -> str:
+    """Chart.yaml with the image Artifact Hub lists (`artifacthub.io/images`) made the release's:
+    its version as the tag, pinned to the index's digest."""
+    edited, count = re.subn(
+        r"^(\s+image: [^\s:@]+):\S+$",
+        rf"\g<1>:{version}@{digest}",
+        text,
+        count=1,
+        flags=re.MULTILINE,
+    )
+    listed = yaml.safe_load(yaml.safe_load(edited)["annotations"]["artifacthub.io/images"])
+    if count != 1 or not listed[0]["image"].endswith(f":{version}@{digest}"):
+        raise ReleaseError("Chart.yaml's artifacthub.io/images names no image to pin")
     return edited
 
 

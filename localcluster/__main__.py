@@ -1,4 +1,4 @@
-"""`python -m localcluster build | tools | up | down | env | isolate -- CMD...`."""
+"""`python -m localcluster build | tools | promtool | up | down | env | isolate -- CMD...`."""
 
 from __future__ import annotations
 
@@ -29,6 +29,9 @@ def main(argv: list[str] | None = None) -> int:
         help="build or reuse the control-plane binaries and node parts; print their directory",
     )
     sub.add_parser("tools", help="build or reuse crane and the registry (release, push, tests)")
+    sub.add_parser(
+        "promtool", help="build or reuse promtool (the chart tests check PromQL with it)"
+    )
     up = sub.add_parser("up", help="start a control plane in the background; print its kubeconfig")
     up.add_argument("--nodes", type=int, default=2, help="kwok nodes")
     up.add_argument(
@@ -50,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "tools":
         for name, path in sorted(build.ensure_release_tools(progress=_say).items()):
             print(f"{name}\t{path}")
+        return 0
+    if args.command == "promtool":
+        print(build.ensure_promtool(progress=_say))
         return 0
     if args.command == "isolate":
         cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd

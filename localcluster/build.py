@@ -76,6 +76,7 @@ class Versions:
     busybox: str
     crane: str
     distribution: str
+    prometheus: str
 
     @property
     def key(self) -> str:
@@ -286,6 +287,32 @@ def ensure_release_tools(
             raise BuildError(f"{part.directory}: built, but its files are still missing")
         found.update(files)
     return found
+
+
+def ensure_promtool(versions: Versions | None = None, progress: Progress | None = None) -> Path:
+    """promtool, built once from the Prometheus module: the chart's tests check PromQL with it."""
+    v = versions or load_versions()
+    say = progress or _stderr
+    module = "github.com/prometheus/prometheus"
+    part = _Part(
+        f"promtool-{v.prometheus}",
+        {"promtool": "promtool"},
+        lambda out: _go_install(
+            _check_go(v.go_minimum),
+            [f"{module}/cmd/promtool@v{v.prometheus}"],
+            out,
+            f"promtool {v.prometheus}",
+            say,
+            ldflags=f"-X github.com/prometheus/common/version.Version={v.prometheus}",
+        ),
+    )
+    if _part_files(part, tools_root()) is None:
+        say(f"promtool: building {part.directory} into {tools_root()}")
+        _fill_part(part, tools_root())
+    files = _part_files(part, tools_root())
+    if files is None:
+        raise BuildError(f"{part.directory}: built, but promtool is still missing")
+    return files["promtool"]
 
 
 def read_node_timings() -> dict[str, object]:

@@ -67,15 +67,17 @@ class Forwarded(Collector):
 class APIErrors(Collector):
     """A counter of failed API requests, read at scrape time from the clients' own tallies."""
 
+    LABELS = ("method", "code")
+
     def __init__(self, name: str, sources: Callable[[], Iterable[ErrorCounts]]) -> None:
-        self._name = name
+        self.name = name
         self._sources = sources
 
     def collect(self) -> Iterator[CounterMetricFamily]:
         family = CounterMetricFamily(
-            self._name,
+            self.name,
             "API requests that failed, by method and HTTP status (0: no answer, e.g. a timeout)",
-            labels=["method", "code"],
+            labels=list(self.LABELS),
         )
         totals: dict[tuple[str, int], int] = {}
         for counts in self._sources():

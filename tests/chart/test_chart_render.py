@@ -8,29 +8,23 @@ import argparse
 import base64
 import json
 import re
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from prometheus_client import CollectorRegistry
 from pydantic_settings import CliApp
 
 from image import build as image_build
 from tests.chart.conftest import CHART, NAMESPACE, RELEASE, Helm
+from tests.support.exposed_metrics import exposed as exposed_metrics
 from tests.support.real_chart import local_image
 from zeroscaler.certs.command import add_certs
-from zeroscaler.certs.renewal import RenewalPolicy
-from zeroscaler.certs.renewer import Renewer, RenewerConfig
-from zeroscaler.controller.metrics import Metrics as ControllerMetrics
 from zeroscaler.controller.settings import parse_settings as parse_controller_flags
 from zeroscaler.controller.uninstall import add_uninstall
 from zeroscaler.core.policy import DEFAULT_IGNORE, parse_policy
 from zeroscaler.credentials import in_cluster
-from zeroscaler.webhook.app import create_app
 from zeroscaler.webhook.settings import Settings as WebhookSettings
-from zeroscaler.webhook.state import StaticSource
 
 ENABLED_LABEL = "zeroscaler.io/enabled"
 URL = "https://127.0.0.1:9443/mutate"
@@ -1058,26 +1052,6 @@ MONITORING = ["--set", "monitoring.serviceMonitor.enabled=true"]
 RULES = ["--set", "monitoring.prometheusRule.enabled=true"]
 
 
-def _exposed_names() -> set[str]:
-    """Every sample name the controller and the webhook expose on /metrics."""
-    controller = ControllerMetrics(lambda: {}, lambda: 0, lambda: False).registry
-    webhook = CollectorRegistry()
-    create_app(WebhookSettings(gc_freeze=False), StaticSource(), webhook)
-    renewal = CollectorRegistry()
-    day = timedelta(days=1)
-    config = RenewerConfig(
-        "ns", "tls", "", Path("c"), Path("k"), RenewalPolicy(0.5, day), day, day, 1
-    )
-    Renewer(None, config, lambda: None, renewal)  # type: ignore[arg-type]  # metrics only
-    suffixes = {"counter": ["_total"], "histogram": ["_bucket", "_sum", "_count"], "gauge": [""]}
-    return {
-        family.name + suffix
-        for registry in (controller, webhook, renewal)
-        for family in registry.collect()
-        for suffix in suffixes.get(family.type, [""])
-    }
-
-
 def test_nothing_for_prometheus_or_network_policies_by_default(helm: Helm) -> None:
     found = set(kinds(render(helm)))
     assert not found & {"ServiceMonitor", "PrometheusRule", "NetworkPolicy"}
@@ -1145,7 +1119,7 @@ def test_alerts_cover_wakes_sleepers_and_the_webhook_with_metrics_that_exist(hel
         "ZeroscalerWebhookNotReady",
         "ZeroscalerWebhookCertificateExpiring",
     }
-    exposed = _exposed_names()
+    exposed = set(exposed_metrics())
     for name, alert in alerts.items():
         used = set(re.findall(r"\b(zeroscaler_[a-z_]+)\{", alert["expr"]))
         assert used, name

@@ -281,6 +281,16 @@ Variables set in the container win over the ones the kubelet derives from Servic
 Rolling updates. On the pod network a new pod starts before an old one stops; on the host network
 the new pod needs the old one's ports, so an old pod goes first.
 */}}
+{{/* A Deployment's strategy: the component's value, else the chart's rolling update. Call with
+(dict "ctx" $ "strategy" <value>). */}}
+{{- define "zeroscaler.strategy" -}}
+{{- if .strategy }}
+{{- toYaml .strategy }}
+{{- else }}
+{{- include "zeroscaler.rollingUpdate" .ctx }}
+{{- end }}
+{{- end -}}
+
 {{- define "zeroscaler.rollingUpdate" -}}
 type: RollingUpdate
 rollingUpdate:
@@ -323,6 +333,9 @@ check against the programs' --help.
 {{- end }}
 {{- if .Values.controller.dryRun }}
 - --dry-run
+{{- end }}
+{{- if not .Values.controller.workloadMetrics }}
+- --no-workload-metrics
 {{- end }}
 {{- range .Values.controller.extraArgs }}
 - {{ . | quote }}

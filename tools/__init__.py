@@ -1,0 +1,1 @@
+"""Development tools that are neither images nor the local cluster: run from the checkout."""
