@@ -145,11 +145,12 @@ func main() {
 		os.Exit(2)
 	}
 
-	hooks := webhook.NewServer(webhook.Options{Host: webhookHost, Port: webhookPort, CertDir: certDir})
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
-		Cache:                   cache.Options{DefaultNamespaces: map[string]cache.Config{namespace: {}}},
-		Metrics:                 metricsserver.Options{BindAddress: "0"},
-		WebhookServer:           hooks,
+		Cache:   cache.Options{DefaultNamespaces: map[string]cache.Config{namespace: {}}},
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host: webhookHost, Port: webhookPort, CertDir: certDir,
+		}),
 		HealthProbeBindAddress:  probeAddress,
 		LeaderElection:          true,
 		LeaderElectionID:        leaseID,
@@ -163,6 +164,8 @@ func main() {
 		log.Error(err, "cannot create the controller")
 		os.Exit(1)
 	}
+	// Asking the manager for its webhook server is what makes the manager run it.
+	hooks := mgr.GetWebhookServer()
 	hooks.Register("/mutate", &webhook.Admission{Handler: admission.HandlerFunc(defaulting)})
 	hooks.Register("/validate", &webhook.Admission{Handler: admission.HandlerFunc(validating)})
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
