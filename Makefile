@@ -68,6 +68,15 @@ OPERATOR_INPUTS := image/debian.lock examples/backup-operator/requirements.lock 
 $(OPERATOR_TAR): $(STAMP) $(OPERATOR_INPUTS)
 	@$(PY) -m image build --image backup-operator --out $@ >/dev/null
 
+# The example Go operator (controller-runtime, its own webhooks): a static binary built from its
+# committed go.mod and go.sum (the Go module proxy, so outside the namespace), in an image of its own.
+GO_OPERATOR_TAR := dist/widget-operator-image.tar
+GO_OPERATOR_INPUTS := $(wildcard examples/widget-operator/*.go examples/widget-operator/go.*) \
+	image/static.py image/archive.py localcluster/build.py
+
+$(GO_OPERATOR_TAR): $(STAMP) $(GO_OPERATOR_INPUTS)
+	@$(PY) -m image build --image widget-operator --out $@ >/dev/null
+
 image: $(IMAGE_TAR)
 
 # A release of pyproject's version (VERSION must equal it): both architectures, built outside the
@@ -109,7 +118,8 @@ format: install
 # Every marker runs by default, the short fault scenarios (chaos) too; `make chaos` runs them in
 # full. TEST_MARKERS="not chaos" leaves them out.
 TEST_MARKERS ?=
-test: install controlplane promtool release-tools $(IMAGE_TAR) $(OPERATOR_TAR) $(RELEASE_SUMS)
+test: install controlplane promtool release-tools $(IMAGE_TAR) $(OPERATOR_TAR) $(GO_OPERATOR_TAR) \
+	$(RELEASE_SUMS)
 	$(ISOLATE) $(PY) -m pytest -m "$(TEST_MARKERS)" $(PYTEST_ARGS)
 
 # The compatibility run: what a Kubernetes release can break for a user, on that release. The

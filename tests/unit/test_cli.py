@@ -31,13 +31,22 @@ from zeroscaler.cli.session import (
     parse_target,
 )
 from zeroscaler.cli.status import format_table, last_wakes, render, render_savings, status_row
-from zeroscaler.cli.view import KindScope, read_view
+from zeroscaler.cli.view import (
+    KindScope,
+    find_activator,
+    index_hooks,
+    index_links,
+    read_view,
+    serving_of,
+)
+from zeroscaler.core.activator import PROBE_WEBHOOK
 from zeroscaler.core.activity import Activity
 from zeroscaler.core.durations import parse_time
 from zeroscaler.core.idleness import Seen
 from zeroscaler.core.kinds import APIResource, parse_kind_ref
 from zeroscaler.core.manual import Manual
 from zeroscaler.core.scope import ResolvedScope
+from zeroscaler.core.serving import Link, LinkKind, Serving
 from zeroscaler.kube import Forbidden, Transient
 
 NOW = parse_time("2026-01-01T12:00:00Z")
@@ -456,3 +465,112 @@ def test_explain_of_a_sleeper_says_why_it_sleeps() -> None:
     assert lines[0] == "Deployment ops/op: asleep (0 replicas; wakes to 3)"
     assert "Put to sleep: idle for 10m (timeout 10m): scaled from 3 to 0" in lines
     assert any(line.startswith("Asleep since 2026-01-01T11:10:00Z (50m ago)") for line in lines)
+
+
+HOOKS: dict[str, Any] = {
+    "metadata": {"name": "op-hooks"},
+    "webhooks": [
+        {"name": "a", "clientConfig": {"service": {"namespace": "ops", "name": "op-webhook"}}},
+        {"name": "b", "clientConfig": {"url": "https://elsewhere.example/"}},
+    ],
+}
+SERVICES: list[dict[str, Any]] = [
+    {"metadata": {"name": "op-webhook"}, "spec": {"selector": {"app": "op"}}},
+    {"metadata": {"name": "other"}, "spec": {"selector": {"app": "other"}}},
+    {"metadata": {"name": "by-hand"}, "spec": {}},
+]
+
+
+def serving_workload(**annotations: str) -> dict[str, Any]:
+    obj = workload("op", "ops", 1, **annotations)
+    obj["spec"]["template"]["metadata"] = {"labels": {"app": "op", "tier": "x"}}
+    return obj
+
+
+def test_what_a_workload_serves_is_read_as_the_controller_reads_it() -> None:
+    links = index_links([("ValidatingWebhookConfiguration", HOOKS)])
+    (link,) = links[("ops", "op-webhook")]  # the url-mode webhook names no Service
+    view = read_view(serving_workload(), ON)
+    assert serving_of(view, SERVICES, links).links == (link,)
+    elsewhere = read_view({**serving_workload(), "metadata": {"namespace": "dev"}}, ON)
+    assert serving_of(elsewhere, SERVICES, links).links == ()
+
+
+AWAKE_SERVING = serving_workload(
+    **{
+        "zeroscaler.io/idle-timeout": "10m",
+        "zeroscaler.io/state": "awake",
+        "zeroscaler.io/last-activity": "2026-01-01T11:55:00Z",
+    }
+)
+
+
+def test_explain_of_a_workload_that_serves_says_so_and_promises_no_sleep() -> None:
+    view = read_view(AWAKE_SERVING, ON)
+    view.serving = serving_of(
+        view, SERVICES, index_links([("ValidatingWebhookConfiguration", HOOKS)])
+    )
+    lines = explain_lines(view, [], NOW)
+    link = "ValidatingWebhookConfiguration op-hooks (Service ops/op-webhook)"
+    assert lines[lines.index("Serves:") + 1] == f"  backs {link}"
+    unanswered = "no activator answers for it (the activator is off); not put to sleep"
+    assert f"Sleeps: backs {link}, and {unanswered}." in lines
+    assert not any(line.startswith("Sleeps: at") for line in lines)
+
+    # With the activator's configuration in the cluster, it sleeps when idle like any other.
+    registrations: list[tuple[LinkKind, Any]] = [("ValidatingWebhookConfiguration", HOOKS)]
+    activator = {"metadata": {"name": "0-zeroscaler-activator"}, "webhooks": [
+        {"name": PROBE_WEBHOOK}]}  # fmt: skip
+    view.serving = serving_of(
+        view,
+        SERVICES,
+        index_links(registrations),
+        index_hooks(registrations),
+        find_activator([*registrations, ("MutatingWebhookConfiguration", activator)]),
+    )
+    lines = explain_lines(view, [], NOW)
+    assert "  while it sleeps, the activator answers for its admission webhooks" in lines
+    assert "Sleeps: at 2026-01-01T12:05:00Z (in 5m), unless something changes." in lines
+
+    view.serving = serving_of(view, SERVICES, {})
+    view.serving_unread = ["list apiservices"]
+    lines = explain_lines(view, [], NOW)
+    assert "  nothing the API server calls (no webhook, conversion or APIService)" in lines
+    assert "  you may not list apiservices: it may serve more" in lines
+    assert "Sleeps: at 2026-01-01T12:05:00Z (in 5m), unless something changes." in lines
+
+
+def test_explain_of_a_sleeper_that_serves_says_it_is_woken() -> None:
+    view = read_view(ASLEEP, ON)
+    view.serving = Serving((Link("APIService", "v1.x.example.com", ("ops", "api")),))
+    lines = explain_lines(view, [], NOW)
+    assert (
+        "Asleep since 2026-01-01T11:10:00Z (50m ago), but it backs APIService v1.x.example.com "
+        "(Service ops/api); never put to sleep: the controller wakes it."
+    ) in lines
+
+
+def test_explain_without_the_serving_read_leaves_it_out() -> None:
+    lines = explain_lines(read_view(AWAKE_SERVING, ON), [], NOW)
+    assert "Serves:" not in lines
+
+
+def test_status_flags_a_workload_kept_awake_by_what_it_serves() -> None:
+    view = read_view(AWAKE_SERVING, ON)
+    view.serving = serving_of(
+        view, SERVICES, index_links([("ValidatingWebhookConfiguration", HOOKS)])
+    )
+    row = status_row(view, {}, NOW)
+    assert row.flags == "serves"
+    assert row.serves == "ValidatingWebhookConfiguration/op-hooks (Service ops/op-webhook)"
+    assert "SERVES" in format_table([row], wide=True)
+    (item,) = json.loads(render([view], {}, NOW, "json", False))["items"]
+    assert item["serves"] == [
+        {"kind": "ValidatingWebhookConfiguration", "name": "op-hooks", "service": "ops/op-webhook"}
+    ]
+    assert item["keptAwake"].startswith("backs ValidatingWebhookConfiguration op-hooks")
+    plain = read_view(AWAKE_SERVING, ON)
+    (item,) = json.loads(render([plain], {}, NOW, "json", False))["items"]
+    assert item["serves"] is None
+    assert item["keptAwake"] is None
+    assert status_row(plain, {}, NOW).serves == "-"

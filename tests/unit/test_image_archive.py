@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from image import archive, build, python
+from image import archive, build, python, static
 from image.debian import Package, load_lock
 from image.python import LOCK as PYTHON_LOCK
 
@@ -157,3 +157,31 @@ def test_the_example_operator_image_pins_what_its_requirements_name() -> None:
     for src in spec.files:
         assert (build.REPO / src).is_file()
     assert spec.name() == f"docker.io/library/backup-operator:{build.version()}"
+
+
+def test_a_static_image_holds_the_binary_and_its_users_and_runs_as_nonroot(
+    tmp_path: Path,
+) -> None:
+    binary = tmp_path / "op"
+    binary.write_bytes(b"\x7fELF not really")
+    spec = static.StaticSpec("op", "op (test)", lambda _say: binary, "/op")
+    result = static.pack(spec, tmp_path / "op.tar", [spec.name()], lambda _m: None)
+    read = archive.read_archive(result.archive)
+    assert read["config"]["config"]["User"] == "65532:65532"
+    assert read["config"]["config"]["Entrypoint"] == ["/op"]
+    with tarfile.open(fileobj=io.BytesIO(result.layers[1].blob)) as tar:
+        (member,) = tar.getmembers()
+        assert member.name == "op"
+        assert member.mode == 0o755
+    with tarfile.open(fileobj=io.BytesIO(result.layers[0].blob)) as tar:
+        names = {m.name: m for m in tar.getmembers()}
+    assert names["home/nonroot"].uid == 65532
+    assert names["tmp"].mode == 0o1777
+    assert "nonroot:x:65532" in tar_text(result.layers[0].blob, "etc/passwd")
+
+
+def tar_text(blob: bytes, name: str) -> str:
+    with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
+        f = tar.extractfile(name)
+        assert f is not None
+        return f.read().decode()

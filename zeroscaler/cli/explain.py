@@ -1,4 +1,5 @@
-"""`zeroscaler explain NS/NAME`: why it is awake or asleep, what wakes it, when it sleeps."""
+"""`zeroscaler explain NS/NAME`: why it is awake or asleep, what wakes it, what it serves, when
+it sleeps."""
 
 from __future__ import annotations
 
@@ -133,6 +134,24 @@ def _narrowing(kind_scope: KindScope, view: WorkloadView) -> str:
     return ""
 
 
+def describe_serving(view: WorkloadView) -> list[str]:
+    """What the API server calls it for (the links the controller reads), and what may not be
+    read; nothing when it was not looked at."""
+    serving = view.serving
+    if serving is None:
+        return []
+    lines = [f"{INDENT}backs {link}" for link in serving.links]
+    if serving.admission and serving.unanswered is None:
+        lines.append(f"{INDENT}while it sleeps, the activator answers for its admission webhooks")
+    if not lines:
+        lines = [f"{INDENT}nothing the API server calls (no webhook, conversion or APIService)"]
+    if view.serving_unread:
+        lines.append(
+            f"{INDENT}you may not " + "; ".join(view.serving_unread) + ": it may serve more"
+        )
+    return ["Serves:", *lines]
+
+
 def describe_when(view: WorkloadView, now: datetime) -> list[str]:
     """When it will sleep (or what it waits for), from where its idle clock stands."""
     state = state_of(view)
@@ -140,10 +159,15 @@ def describe_when(view: WorkloadView, now: datetime) -> list[str]:
         return ["Sleeps: never while it is not managed."]
     if view.paused:
         return ["Sleeps: not while paused."]
+    serving = view.serving
     if state in ("asleep", "waking"):
         since = view.status.asleep_since
         slept = f" since {ago(since, now)}" if since else ""
+        if serving is not None and serving.keeps_awake:
+            return [f"Asleep{slept}, but it {serving.reason()}: the controller wakes it."]
         return [f"Asleep{slept}: it wakes on the next change to a kind that counts, above."]
+    if serving is not None and serving.keeps_awake:
+        return [f"Sleeps: {serving.reason()}."]
     if view.kinds and not any(r.counts and not r.owned for r in view.kinds):
         return ["Sleeps: never: no watched kind can be watched, so nothing could wake it."]
     since = view.idle_since
@@ -199,6 +223,7 @@ def explain_lines(view: WorkloadView, events: Sequence[Obj], now: datetime) -> l
             lines += [INDENT + line for line in describe_kind_scope(kind_scope, view)]
         if not view.kinds:
             lines.append(f"{INDENT}no watched or owned kinds are annotated")
+    lines += describe_serving(view)
     lines += describe_when(view, now)
     lines += describe_warnings(view, events, now)
     return lines
@@ -214,7 +239,9 @@ async def _explain(session: Session, args: argparse.Namespace) -> int:
         labels = None
     view = read_view(obj, labels)
     if not view.unmanaged:
-        await WakeInspector(session).inspect(view, activity=True)
+        inspector = WakeInspector(session)
+        await inspector.inspect(view, activity=True)
+        await inspector.inspect_serving(view)
     uid = str(obj["metadata"].get("uid", ""))
     try:
         events = await session.list(

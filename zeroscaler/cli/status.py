@@ -46,6 +46,7 @@ WIDE = (
     ("OWNED KINDS", "owned"),
     ("WATCH NAMESPACES", "watch_namespaces"),
     ("SERVICE ACCOUNT", "service_account"),
+    ("SERVES", "serves"),
 )
 
 
@@ -68,6 +69,7 @@ class Row:
     owned: str = "-"
     watch_namespaces: str = "-"
     service_account: str = "-"
+    serves: str = "-"
 
 
 def state_of(view: WorkloadView) -> str:
@@ -92,7 +94,15 @@ def flags_of(view: WorkloadView) -> list[str]:
         flags.append("cannot-wake")
     if not view.complete:
         flags.append("partial-view")
+    if view.serving is not None and view.serving.keeps_awake:
+        flags.append("serves")  # the API server calls it: never put to sleep
     return flags
+
+
+def serves_of(view: WorkloadView) -> list[str]:
+    """`ValidatingWebhookConfiguration/x (Service ns/svc)` for each registration it backs."""
+    links = view.serving.links if view.serving is not None else ()
+    return [f"{link.kind}/{link.name} (Service {'/'.join(link.service)})" for link in links]
 
 
 def idle_for(view: WorkloadView, now: datetime) -> str:
@@ -151,6 +161,7 @@ def status_row(view: WorkloadView, wakes: Mapping[str, str], now: datetime) -> R
         owned=", ".join(map(str, config.owned)) or "-",
         watch_namespaces=", ".join(namespaces) if namespaces else "(from RBAC)",
         service_account=view.service_account,
+        serves=", ".join(serves_of(view)) or "-",
     )
 
 
@@ -202,10 +213,22 @@ def status_item(view: WorkloadView, row: Row, now: datetime) -> dict[str, Any]:
         "watched": [str(r) for r in view.config.watched],
         "owned": [str(r) for r in view.config.owned],
         "watch_namespaces": list(view.config.watch_namespaces or ()) or None,  # None: from RBAC
+        "serves": _serves_item(view),
+        "keptAwake": view.serving.reason() if view.serving and view.serving.keeps_awake else None,
     }
     renamed = {"last_wake": "lastWakeReason", "watch_namespaces": "watchNamespaces"}
     renamed["service_account"] = "serviceAccount"
     return {renamed.get(k, k): (None if v == "-" else v) for k, v in item.items()}
+
+
+def _serves_item(view: WorkloadView) -> list[dict[str, str]] | None:
+    """The registrations it backs; None when they were not looked at."""
+    if view.serving is None:
+        return None
+    return [
+        {"kind": link.kind, "name": link.name, "service": "/".join(link.service)}
+        for link in view.serving.links
+    ]
 
 
 def _rounded(seconds: float | None) -> int | None:
@@ -317,6 +340,8 @@ async def gather(
     for f in views:
         if not f.unmanaged and f.is_awake:
             await inspector.inspect(f, activity=True)
+        if not f.unmanaged:
+            await inspector.inspect_serving(f)
     events: list[Obj] = []
     where = f"/namespaces/{namespace}" if namespace else ""
     for reason in WAKE_REASONS:

@@ -1,12 +1,16 @@
-"""A workload as the commands show it: its annotations read, what wakes it, how long it is idle.
+"""A workload as the commands show it: its annotations read, what wakes it, how long it is idle,
+and what it serves.
 
 What wakes it is worked out as the controller does: kinds resolved through discovery, the scope of
 each from SubjectAccessReviews for the workload's ServiceAccount (`resolve_scope`), and, for an
 awake workload, the newest counted change among the objects in that scope (`newest_activity`).
+What it serves too: the Services of its namespace that select its pods, and the webhook
+configurations, CRD conversions and APIServices that name them (`links_of`, `find_serving`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -14,6 +18,15 @@ from typing import Any
 
 from zeroscaler.cli.session import Session, failure_for
 from zeroscaler.controller.permissions import AccessReviews
+from zeroscaler.controller.serving import REGISTRATION_PATHS, SERVICES_PATH
+from zeroscaler.core.activator import (
+    OFF,
+    PROBE_WEBHOOK,
+    ActivatorState,
+    Hook,
+    activation_block,
+    hooks_of,
+)
 from zeroscaler.core.activity import Scope
 from zeroscaler.core.annotations import (
     FLAPPING,
@@ -29,9 +42,20 @@ from zeroscaler.core.idleness import Seen, build_interest, estimate_idle_start, 
 from zeroscaler.core.kinds import APIResource, Discovery, KindRef
 from zeroscaler.core.manual import is_paused, unmanaged_reason
 from zeroscaler.core.scope import ResolvedScope, ReviewNeeded, resolve_scope
+from zeroscaler.core.serving import (
+    ADMISSION_KINDS,
+    Link,
+    LinkKind,
+    ServiceRef,
+    Serving,
+    find_serving,
+    links_of,
+)
 from zeroscaler.kube import Forbidden, KubeError, Obj
 
 ACCESS_TTL = 300.0  # one command's run: each question is asked once
+CRDS_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+SERVING_PATHS: dict[LinkKind, str] = {**REGISTRATION_PATHS, "CustomResourceDefinition": CRDS_PATH}
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +91,8 @@ class WorkloadView:
     seen: Seen | None = None
     complete: bool = True  # every kind that counts could be listed
     unlisted: list[str] = field(default_factory=list)  # the ones that could not
+    serving: Serving | None = None  # None: not looked at
+    serving_unread: list[str] = field(default_factory=list)  # what could not be listed for it
 
     @property
     def meta(self) -> Mapping[str, Any]:
@@ -96,6 +122,11 @@ class WorkloadView:
     def service_account(self) -> str:
         pod = ((self.obj.get("spec") or {}).get("template") or {}).get("spec") or {}
         return str(pod.get("serviceAccountName") or pod.get("serviceAccount") or "default")
+
+    @property
+    def pod_labels(self) -> Mapping[str, str]:
+        template = (self.obj.get("spec") or {}).get("template") or {}
+        return (template.get("metadata") or {}).get("labels") or {}
 
     @property
     def paused(self) -> bool:
@@ -131,6 +162,55 @@ def read_view(obj: Obj, namespace_labels: Mapping[str, str] | None) -> WorkloadV
     )
 
 
+def index_links(registrations: Iterable[tuple[LinkKind, Obj]]) -> dict[ServiceRef, list[Link]]:
+    """The links of the registrations read, by the Service each names."""
+    by_service: dict[ServiceRef, list[Link]] = {}
+    for kind, obj in registrations:
+        for link in links_of(kind, obj):
+            by_service.setdefault(link.service, []).append(link)
+    return by_service
+
+
+def index_hooks(registrations: Iterable[tuple[LinkKind, Obj]]) -> dict[ServiceRef, list[Hook]]:
+    """The admission webhooks of the registrations read, by the Service each names."""
+    by_service: dict[ServiceRef, list[Hook]] = {}
+    for kind, obj in registrations:
+        if kind in ADMISSION_KINDS:
+            for hook in hooks_of(kind == "MutatingWebhookConfiguration", obj):
+                by_service.setdefault(hook.service, []).append(hook)
+    return by_service
+
+
+def find_activator(registrations: Iterable[tuple[LinkKind, Obj]]) -> ActivatorState:
+    """The activator as the cluster shows it: the MutatingWebhookConfiguration holding its probe
+    (the controller writes it once it leads); whether it answers, only the controller knows."""
+    for kind, obj in registrations:
+        if kind != "MutatingWebhookConfiguration":
+            continue
+        if any((w or {}).get("name") == PROBE_WEBHOOK for w in obj.get("webhooks") or []):
+            return ActivatorState(str(obj["metadata"].get("name", "")))
+    return ActivatorState()
+
+
+def serving_of(
+    view: WorkloadView,
+    services: Iterable[Obj],
+    links: Mapping[ServiceRef, Iterable[Link]],
+    hooks: Mapping[ServiceRef, Iterable[Hook]] | None = None,
+    activator: ActivatorState = OFF,
+) -> Serving:
+    """What the workload serves, from the Services of its namespace and the links read, and
+    whether the activator can answer for its webhooks, as the controller decides it."""
+    selectors = [
+        (str(s["metadata"].get("name", "")), (s.get("spec") or {}).get("selector"))
+        for s in services
+    ]
+    found = find_serving(view.namespace, view.pod_labels, selectors, links, hooks)
+    if not found.hooks:
+        return found
+    return dataclasses.replace(found, unanswered=activation_block(found.hooks, activator))
+
+
 class WakeInspector:
     """Asks the cluster what wakes each workload (discovery, SubjectAccessReviews) and, for one
     awake, when it was last active (lists); each question once for all the workloads of a run."""
@@ -141,6 +221,11 @@ class WakeInspector:
         self._may_review = True
         self._discovery: Discovery | None = None
         self._lists: dict[tuple[APIResource, str], list[Obj] | None] = {}
+        self._links: dict[ServiceRef, list[Link]] | None = None  # read once per run
+        self._hooks: dict[ServiceRef, list[Hook]] = {}
+        self._activator = OFF
+        self._links_unread: list[str] = []
+        self._services: dict[str, list[Obj] | None] = {}  # by namespace
 
     async def discovery(self) -> Discovery:
         if self._discovery is None:
@@ -162,6 +247,39 @@ class WakeInspector:
                 view.kinds.append(await self._kind_scope(view, discovery, ref, key, owned))
         if activity and view.is_awake and not view.unmanaged:
             await self._idleness(view)
+
+    async def inspect_serving(self, view: WorkloadView) -> None:
+        """Fill in what the workload serves; what may not be listed is named, not guessed."""
+        if self._links is None:
+            registrations: list[tuple[LinkKind, Obj]] = []
+            self._links_unread = []
+            for kind, path in SERVING_PATHS.items():
+                items = await self._list_path(path)
+                if items is None:
+                    self._links_unread.append(f"list {path.rsplit('/', 1)[1]}")
+                    continue
+                registrations += [(kind, o) for o in items]
+            self._links = index_links(registrations)
+            self._hooks = index_hooks(registrations)
+            self._activator = find_activator(registrations)
+        if view.namespace not in self._services:
+            path = SERVICES_PATH.replace("/services", f"/namespaces/{view.namespace}/services")
+            self._services[view.namespace] = await self._list_path(path)
+        services = self._services[view.namespace]
+        view.serving_unread = list(self._links_unread)
+        if services is None:
+            view.serving_unread.append(f"list services in namespace {view.namespace}")
+            services = []
+        view.serving = serving_of(view, services, self._links, self._hooks, self._activator)
+
+    async def _list_path(self, path: str) -> list[Obj] | None:
+        try:
+            items, _ = await self._session.kube.list_all(path)
+        except Forbidden:
+            return None
+        except KubeError as e:
+            raise failure_for(e, "GET", path, self._session.access.server) from None
+        return items
 
     async def _kind_scope(
         self, view: WorkloadView, discovery: Discovery, ref: KindRef, key: str, owned: bool

@@ -1,0 +1,132 @@
+"""A real operator built with controller-runtime (examples/widget-operator) in its own image on the
+real node: its reconciler, its defaulting and validating webhooks called by the API server, its
+leader election; and what today's zeroscaler does with an operator that serves its own webhooks.
+
+The install is `tests/support/go_operator.py`'s, so a later test (an activator that lets such an
+operator sleep) installs the same operator the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from localcluster import realnode
+from localcluster.cluster import Cluster
+from tests.support import go_operator
+from tests.support.go_operator import GoOperator, create_widget, read_widget
+from tests.support.waiting import wait_for
+from tests.system.controller_kit import (
+    ControllerProcess,
+    Ref,
+    config_for,
+    create_workload,
+    grant_watch,
+    reasons,
+    state_of,
+    wait_asleep,
+    wait_event,
+)
+from tests.system.test_cli import cli, ok
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture
+def reachable(
+    cluster: Cluster, api: k8s.ApiClient, ns: str, real_node: realnode.RealNode
+) -> Iterator[GoOperator]:
+    """The operator, its webhooks registered so that this cluster's API server reaches them: by
+    URL on 127.0.0.1. By Service it cannot: the EndpointSlice controller leaves the host-network
+    pod's address 127.0.0.1 out of the Service's slice (a loopback address is not a valid
+    endpoint), and the API server is not run with --enable-aggregator-routing."""
+    with go_operator.installed(cluster, api, ns, registration="url") as op:
+        yield op
+
+
+def test_it_reconciles_and_its_webhooks_default_and_deny_through_the_api_server(
+    api: k8s.ApiClient, reachable: GoOperator
+) -> None:
+    op = reachable
+    pod = go_operator.wait_ready(api, op)
+    assert pod.spec.node_name == realnode.NODE_NAME
+    (status,) = pod.status.container_statuses
+    assert status.image.endswith(go_operator.IMAGE.rpartition("/")[2])
+    holder = wait_for(lambda: go_operator.lease_holder(api, op), "the operator's Lease held")
+    assert holder
+
+    defaulted = create_widget(api, op.namespace, "plain", size=3)
+    assert defaulted["spec"] == {"size": 3, "color": "blue"}  # the mutating webhook's default
+    given = create_widget(api, op.namespace, "red", size=2, color="red")
+    assert given["spec"]["color"] == "red"
+    for bad, spec in (("huge", {"size": 99}), ("sizeless", {"color": "red"})):
+        with pytest.raises(ApiException) as refused:
+            create_widget(api, op.namespace, bad, **spec)
+        assert refused.value.status == 403
+        assert "spec.size must be an integer from 1 to 10" in str(refused.value.body)
+
+    def observed(name: str) -> str:
+        return str((read_widget(api, op.namespace, name).get("status") or {}).get("observed", ""))
+
+    wait_for(lambda: observed("plain") == "size=3 color=blue", "the reconciler's status")
+    wait_for(lambda: observed("red") == "size=2 color=red", "the reconciler's status")
+    log = go_operator.logs(api, op)
+    acquired = [line for line in log.splitlines() if "Successfully acquired lease" in line]
+    assert any(f'"{op.namespace}/{go_operator.LEASE}"' in line for line in acquired)
+    reviewed = [line for line in log.splitlines() if "reviewed widget" in line]
+    assert any(f"{op.namespace}/huge" in line and "validate" in line for line in reviewed)
+    assert "reconciled widget" in log
+
+
+def test_with_its_webhooks_named_by_service_it_is_never_put_to_sleep(
+    cluster: Cluster,
+    api: k8s.ApiClient,
+    opted_ns: str,
+    controller: ControllerProcess,
+    real_node: realnode.RealNode,
+) -> None:
+    """As its users register it (`clientConfig.service`, `failurePolicy: Fail`): no activator
+    answers for it yet, so zeroscaler keeps it awake, says why, and the CLI shows it."""
+    config = config_for("2s", go_operator.WATCHED_KIND, watch_namespaces=opted_ns)
+    grant_watch(api, opted_ns, [("", ["configmaps"])])
+    plain = create_workload(
+        api,
+        opted_ns,
+        "plain",
+        config_for("2s", "ConfigMap", watch_namespaces=opted_ns),
+        paused=True,
+    )
+    with go_operator.installed(cluster, api, opted_ns, annotations=config) as op:
+        ref = Ref(opted_ns, go_operator.NAME)
+        # Both links are found at once, and warnings of one reason are written as one Event.
+        link = f"WebhookConfiguration {op.configurations} (Service {opted_ns}/{op.service})"
+        wait_event(api, ref, "BacksWebhook", link)
+        go_operator.wait_ready(api, op)
+        wait_asleep(api, plain, 3)  # its timeout has passed: the operator's has too
+        replicas, annotations = state_of(api, ref)
+        assert replicas == 1
+        assert annotations.get("zeroscaler.io/state") != "asleep"
+        assert "Sleeping" not in reasons(api, ref)
+
+        explained = ok(
+            cli("explain", f"{opted_ns}/{go_operator.NAME}", kubeconfig=cluster.kubeconfig)
+        )
+        assert "Serves:" in explained
+        for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+            assert (
+                f"  backs {kind} {op.configurations} (Service {opted_ns}/{op.service})" in explained
+            )
+        assert "Sleeps: backs " in explained
+        assert "never put to sleep" in explained
+        assert "Sleeps: at" not in explained
+
+        shown = ok(cli("status", "-n", opted_ns, "-o", "wide", kubeconfig=cluster.kubeconfig))
+        row = next(line for line in shown.splitlines() if line.startswith(go_operator.NAME))
+        assert "serves" in row
+        assert (
+            f"ValidatingWebhookConfiguration/{op.configurations} (Service {opted_ns}/{op.service})"
+            in row
+        )
