@@ -34,7 +34,7 @@ from typing import Any
 
 from bench.bench_webhook import _quantile, _start, _wait_up
 from bench.saved import RESULTS
-from localcluster import build
+from localcluster import build, netns
 from localcluster.cluster import Cluster, start
 from localcluster.processes import free_port, stop
 from zeroscaler.certs.issue import new_ca, new_serving_cert
@@ -174,7 +174,7 @@ async def _part_one(cluster: Cluster, rate: int, seconds: float) -> list[Way]:
         slice_ = {
             "metadata": {"name": "guard-1", "labels": {"kubernetes.io/service-name": "guard"}},
             "addressType": "IPv4",
-            "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": True}}],
+            "endpoints": [{"addresses": [netns.NODE_ADDRESS], "conditions": {"ready": True}}],
             "ports": [{"port": 9443, "protocol": "TCP"}],
         }
         await kube.create("/apis/discovery.k8s.io/v1/namespaces/bench-awake/endpointslices", slice_)

@@ -6,9 +6,9 @@ webhook configuration with `failurePolicy: Fail` naming that Service. Each confi
 the Widgets of the operator's namespace only, so operators of other tests never see them.
 
 How the API server is told to reach the webhook is `registration`: "service" as the operator's
-users write it (`clientConfig.service`, resolved by the API server), or "url" (the same port on
-127.0.0.1, named directly), for a cluster whose API server cannot resolve the Service to the pod:
-the local cluster's cannot (its slice has no endpoint for a host-network pod at 127.0.0.1).
+users write it (`clientConfig.service`, resolved by the API server to the Service's ready endpoint,
+the real node's address), or "url" (the same port on 127.0.0.1, named directly), which no
+Service links to a workload.
 """
 
 from __future__ import annotations
@@ -116,7 +116,8 @@ def deployment(
         "image": IMAGE,
         "imagePullPolicy": "Never",  # imported into the node, as there is no registry
         "args": [
-            "--webhook-host=127.0.0.1",
+            # All the node's addresses: its Service's endpoint is the node address, not 127.0.0.1.
+            "--webhook-host=",
             f"--webhook-port={webhook_port}",
             f"--health-probe-bind-address=127.0.0.1:{probe_port}",
             "--cert-dir=/tls",

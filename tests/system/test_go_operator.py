@@ -9,6 +9,7 @@ operator sleep) installs the same operator the same way.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from kubernetes import client as k8s
@@ -19,6 +20,7 @@ from localcluster.cluster import Cluster
 from tests.support import go_operator
 from tests.support.go_operator import GoOperator, create_widget, read_widget
 from tests.support.waiting import wait_for
+from tests.system.activator_kit import start_zeroscaler, stop_zeroscaler
 from tests.system.controller_kit import (
     ControllerProcess,
     Ref,
@@ -39,10 +41,8 @@ pytestmark = pytest.mark.cluster
 def reachable(
     cluster: Cluster, api: k8s.ApiClient, ns: str, real_node: realnode.RealNode
 ) -> Iterator[GoOperator]:
-    """The operator, its webhooks registered so that this cluster's API server reaches them: by
-    URL on 127.0.0.1. By Service it cannot: the EndpointSlice controller leaves the host-network
-    pod's address 127.0.0.1 out of the Service's slice (a loopback address is not a valid
-    endpoint), and the API server is not run with --enable-aggregator-routing."""
+    """The operator, its webhooks registered by URL on 127.0.0.1: no Service links them to it, so
+    zeroscaler's controller (not running here anyway) would not know it serves them."""
     with go_operator.installed(cluster, api, ns, registration="url") as op:
         yield op
 
@@ -88,8 +88,8 @@ def test_with_its_webhooks_named_by_service_it_is_never_put_to_sleep(
     controller: ControllerProcess,
     real_node: realnode.RealNode,
 ) -> None:
-    """As its users register it (`clientConfig.service`, `failurePolicy: Fail`): no activator
-    answers for it yet, so zeroscaler keeps it awake, says why, and the CLI shows it."""
+    """As its users register it (`clientConfig.service`, `failurePolicy: Fail`), with no activator
+    (this controller has none): zeroscaler keeps it awake, says why, and the CLI shows it."""
     config = config_for("2s", go_operator.WATCHED_KIND, watch_namespaces=opted_ns)
     grant_watch(api, opted_ns, [("", ["configmaps"])])
     plain = create_workload(
@@ -120,7 +120,7 @@ def test_with_its_webhooks_named_by_service_it_is_never_put_to_sleep(
                 f"  backs {kind} {op.configurations} (Service {opted_ns}/{op.service})" in explained
             )
         assert "Sleeps: backs " in explained
-        assert "never put to sleep" in explained
+        assert "the activator is off); not put to sleep" in explained
         assert "Sleeps: at" not in explained
 
         shown = ok(cli("status", "-n", opted_ns, "-o", "wide", kubeconfig=cluster.kubeconfig))
@@ -130,3 +130,39 @@ def test_with_its_webhooks_named_by_service_it_is_never_put_to_sleep(
             f"ValidatingWebhookConfiguration/{op.configurations} (Service {opted_ns}/{op.service})"
             in row
         )
+
+
+def test_with_the_activator_it_sleeps_and_a_widget_created_meanwhile_wakes_it(
+    cluster: Cluster, api: k8s.ApiClient, opted_ns: str, policy_ns: str, tmp_path: Path,
+    real_node: realnode.RealNode,
+) -> None:  # fmt: skip
+    """The operator as its users run it, zeroscaler with the activator: it sleeps when idle; a
+    Widget created while it sleeps is neither refused nor unchecked (defaulted and validated by
+    the woken operator itself), and the operator reconciles it, then sleeps again."""
+    zs = start_zeroscaler(cluster, api, policy_ns, tmp_path)
+    try:
+        config = config_for("3s", go_operator.WATCHED_KIND, watch_namespaces=opted_ns)
+        with go_operator.installed(cluster, api, opted_ns, annotations=config) as op:
+            ref = Ref(opted_ns, go_operator.NAME)
+            go_operator.wait_ready(api, op)
+            wait_asleep(api, ref, 1, timeout=120)
+            # Asleep: an invalid Widget is refused by the operator's own validating webhook.
+            with pytest.raises(ApiException) as refused:
+                create_widget(api, op.namespace, "huge", size=99)
+            assert refused.value.status == 403
+            assert "spec.size must be an integer from 1 to 10" in str(refused.value.body)
+            wait_event(api, ref, "Woken", "admission request: CREATE widgets")
+            wait_asleep(api, ref, 1, timeout=120)
+            # Asleep again: a valid one is defaulted by its mutating webhook, then reconciled.
+            made = create_widget(api, op.namespace, "plain", size=3)
+            assert made["spec"] == {"size": 3, "color": "blue"}
+
+            def observed() -> str:
+                status = read_widget(api, op.namespace, "plain").get("status") or {}
+                return str(status.get("observed", ""))
+
+            wait_for(lambda: observed() == "size=3 color=blue", "the woken operator's reconcile")
+            assert "BacksWebhook" not in reasons(api, ref)
+            wait_asleep(api, ref, 1, timeout=120)
+    finally:
+        stop_zeroscaler(api, zs)
