@@ -721,7 +721,7 @@ def main() -> None:
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="zeroscaler-bench-"))
     if args.scale:
-        from bench.bench_scale import bench_scale, print_scale, write
+        from bench.bench_scale import bench_scale, check, print_scale, write
 
         with cluster_for(args.kubeconfig) as (kubeconfig, etcd):
             args.etcd = args.etcd or etcd
@@ -732,6 +732,8 @@ def main() -> None:
         )
         print_scale(scale)
         write(scale)
+        if problems := check(scale):
+            sys.exit("the scale row measured nothing to judge: " + "; ".join(problems))
         return
     with cluster_for(args.kubeconfig) as (kubeconfig, _):
         results = asyncio.run(bench(args, kubeconfig, workdir))

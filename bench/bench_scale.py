@@ -6,9 +6,13 @@ in namespaces no existing workload watches, so the fill wakes nothing (stored in
 where its URL is known: through the API server they came at 70-180/s on this busy machine); then
 its workloads (paused Deployments, as in the other rows) are created and left to fall asleep. In
 each stage: wake latency paired with the raw baseline beside it (the method of the other rows),
-the controller's CPU while idle and its resident memory, then a restart: time to ready and to the
-first full list of every watched type, and the resident memory after it. Each figure's growth
-from the first stage is printed.
+the controller's CPU while idle and its resident memory, then a restart: time to ready, to the
+first full list of every watched type and to every workload reconciled, and the resident memory
+after it. Beside the restart, with the controller stopped just before it and again once it has
+settled, a raw baseline (`bench.baseline --list`, a process of its own) lists the same types with
+the controller's client settings and exits: the restart's time over the baseline's says how close
+a restart comes to what the API server allows. Each figure's growth from the first stage is
+printed; `check` fails a run that measured nothing.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from typing import Any, TypeVar
 import httpx
 
 from bench.bench_controller import (
+    BIN,
+    GROUP,
     SCOPES,
     TYPES,
     Baseline,
@@ -35,6 +41,7 @@ from bench.bench_controller import (
     controller_command,
     ensure_workloads,
     fill_objects,
+    kind_of,
     measure_controller,
     measure_idle,
     percentile,
@@ -43,6 +50,7 @@ from bench.bench_controller import (
 )
 from bench.saved import save_json
 from localcluster.processes import free_port, running
+from zeroscaler.controller.settings import Settings
 from zeroscaler.credentials import load_access
 from zeroscaler.kube import Kube
 
@@ -65,6 +73,10 @@ class Stage:
     managed_s: float = 0.0  # restart to every workload reconciled (managed and asleep)
     event_cpu_us: float = 0.0  # controller CPU per event of an object no workload watches
     restart_rss_mb: float = 0.0  # resident after the restart's lists, settled
+    # The raw baseline of a restart: seconds from spawn to exit of a process that lists what the
+    # controller lists most of, before the restart and after it settled; and what it listed.
+    list_baseline_s: list[float] = field(default_factory=list)
+    list_baseline_objects: int = 0
 
 
 @dataclass
@@ -211,6 +223,8 @@ async def run_stage(
     )
     stage.idle_rss_mb = _rss_mb(controller.pid)
     controller.stop()
+    await _phase(stage, "raw list before the restart", 300 + objects / 100,
+                 _raw_list(controller.kubeconfig, stage))  # fmt: skip
     began = time.monotonic()
     controller.start()
     await _phase(stage, "restart to ready", 300 + count / 10, controller.wait_ready())
@@ -222,6 +236,35 @@ async def run_stage(
     stage.managed_s = round(time.monotonic() - began, 2)
     await asyncio.sleep(args.idle_settle)
     stage.restart_rss_mb = _rss_mb(controller.pid)
+    await _phase(stage, "raw list after the restart", 300 + objects / 100,
+                 _raw_list(controller.kubeconfig, stage))  # fmt: skip
+
+
+def raw_list_command(kubeconfig: str) -> list[str]:
+    """The restart's baseline: every benchmark type (metadata only, as the shared watches ask)
+    and the workloads (whole, as the controller's workload watches ask), all at once, with the
+    connection pool of the controller's watches."""
+    paths = [a for t in range(TYPES) for a in ("--list", f"/apis/{GROUP}/v1/{kind_of(t)[1]}")]
+    workloads = ["--list-full", "/apis/apps/v1/deployments"]
+    workloads += ["--list-full", "/apis/apps/v1/statefulsets"]
+    connections = ["--connections", str(Settings().max_connections)]
+    return [str(BIN / "python"), "-m", "bench.baseline", "--kubeconfig", kubeconfig,
+            *paths, *workloads, *connections]  # fmt: skip
+
+
+async def _raw_list(kubeconfig: str, stage: Stage) -> None:
+    """Run the baseline's lists once; its time, from spawn to exit, like a restart's from spawn."""
+    began = time.monotonic()
+    proc = await asyncio.create_subprocess_exec(
+        *raw_list_command(kubeconfig), stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await proc.communicate()
+    seconds = time.monotonic() - began
+    words = out.decode().split()
+    if proc.returncode or len(words) != 3 or words[0] != "listed":
+        raise RuntimeError(f"the raw list failed (exit {proc.returncode}): {out.decode()[-300:]}")
+    stage.list_baseline_s.append(round(seconds, 2))
+    stage.list_baseline_objects = int(words[1])
 
 
 EVENTS = 5000  # objects created per stage in a namespace no workload watches
@@ -307,12 +350,36 @@ def rows(results: ScaleResults) -> list[tuple[str, list[float]]]:
         ("restart: to ready (s)", lambda s: s.ready_s),
         ("restart: to every watch synced (s)", lambda s: s.synced_s),
         ("restart: to every workload managed (s)", lambda s: s.managed_s),
+        ("raw list of the same types (s, mean)", _list_baseline),
+        ("restart / raw list (target 1.25x)", lambda s: s.managed_s / (_list_baseline(s) or 1)),
+        ("objects the raw list listed", lambda s: s.list_baseline_objects),
         ("CPU per event nobody watches (us)", lambda s: s.event_cpu_us),
         ("creating objects (s)", lambda s: s.seconds.get("create objects", 0.0)),
         ("creating workloads (s)", lambda s: s.seconds.get("create workloads", 0.0)),
         ("until all asleep (s)", lambda s: s.seconds.get("all asleep", 0.0)),
     ]
     return [(name, [get(s) for s in results.stages]) for name, get in figures]
+
+
+def _list_baseline(s: Stage) -> float:
+    return sum(s.list_baseline_s) / len(s.list_baseline_s) if s.list_baseline_s else 0.0
+
+
+def check(results: ScaleResults) -> list[str]:
+    """What makes the run say nothing: a stage without wakes timed, without its baseline beside
+    them, without a restart or without the raw list beside the restart. Empty when all is there."""
+    if not results.stages:
+        return ["no stage was measured"]
+    problems = []
+    for s in results.stages:
+        where = f"{s.workloads} workloads"
+        if not s.latency or not s.paired:
+            problems.append(f"{where}: no wake timed, or no baseline sample beside the wakes")
+        if not s.managed_s:
+            problems.append(f"{where}: no restart to every workload reconciled measured")
+        if not s.list_baseline_s or not s.list_baseline_objects:
+            problems.append(f"{where}: no raw list beside the restart, or it listed nothing")
+    return problems
 
 
 def print_scale(results: ScaleResults) -> None:
@@ -325,6 +392,8 @@ def print_scale(results: ScaleResults) -> None:
     for s in results.stages:
         windows = ", ".join(f"{w:.2f}" for w in s.idle_windows)
         print(f"{s.workloads} workloads: idle CPU per 10 s window: {windows}; load {s.load}")
+        raw = ", ".join(f"{x:.2f}" for x in s.list_baseline_s)
+        print(f"{s.workloads} workloads: raw list before and after the restart: {raw} s")
     for note in results.notes:
         print(f"note: {note}")
 
