@@ -7,9 +7,19 @@ reports what changed meanwhile as ordinary events; other failures reconnect with
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import (
+    Callable,
+    Collection,
+    ItemsView,
+    Iterable,
+    Iterator,
+    Mapping,
+    MutableMapping,
+    ValuesView,
+)
 from dataclasses import dataclass
 from typing import Literal
 
@@ -39,6 +49,91 @@ def key_of(obj: Obj) -> Key:
     return str(meta.get("namespace", "")), str(meta.get("name", ""))
 
 
+class Store(MutableMapping[Key, Obj]):
+    """An informer's objects by namespace, then name: the objects of a few namespaces are read
+    without walking the rest of the type (a sleep's census of a workload's scope)."""
+
+    __slots__ = ("_count", "_namespaces")
+
+    def __init__(self, objects: Iterable[Obj] = ()) -> None:
+        self._namespaces: dict[str, dict[str, Obj]] = {}
+        self._count = 0
+        for obj in objects:
+            self[key_of(obj)] = obj
+
+    def __getitem__(self, key: Key) -> Obj:
+        return self._namespaces[key[0]][key[1]]
+
+    def __setitem__(self, key: Key, obj: Obj) -> None:
+        names = self._namespaces.get(key[0])
+        if names is None:
+            names = self._namespaces[key[0]] = {}
+        if key[1] not in names:
+            self._count += 1
+        names[key[1]] = obj
+
+    def __delitem__(self, key: Key) -> None:
+        names = self._namespaces[key[0]]
+        del names[key[1]]
+        self._count -= 1
+        if not names:
+            del self._namespaces[key[0]]
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, tuple) or len(key) != 2:
+            return False
+        return key[1] in self._namespaces.get(key[0], {})
+
+    def __iter__(self) -> Iterator[Key]:
+        for namespace, names in self._namespaces.items():
+            for name in names:
+                yield namespace, name
+
+    def __len__(self) -> int:
+        return self._count
+
+    def values(self) -> ValuesView[Obj]:
+        return _Values(self)
+
+    def items(self) -> ItemsView[Key, Obj]:
+        return _Items(self)
+
+    def in_namespaces(self, namespaces: Collection[str] | None) -> Iterator[Obj]:
+        """The objects in `namespaces` (None: all; "" holds the cluster-scoped ones)."""
+        if namespaces is None:
+            return iter(self.values())
+        found = (self._namespaces.get(n) for n in namespaces)
+        return itertools.chain.from_iterable(names.values() for names in found if names)
+
+    def groups(self) -> ItemsView[str, dict[str, Obj]]:
+        """Each namespace with its objects by name (read only)."""
+        return self._namespaces.items()
+
+
+class _Values(ValuesView[Obj]):
+    __slots__ = ("_store",)
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store)
+        self._store = store
+
+    def __iter__(self) -> Iterator[Obj]:
+        return itertools.chain.from_iterable(n.values() for _, n in self._store.groups())
+
+
+class _Items(ItemsView[Key, Obj]):
+    __slots__ = ("_store",)
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store)
+        self._store = store
+
+    def __iter__(self) -> Iterator[tuple[Key, Obj]]:
+        for namespace, names in self._store.groups():
+            for name, obj in names.items():
+                yield (namespace, name), obj
+
+
 class Informer:
     """Keeps `store` equal to the collection at `path` and tells handlers about every change."""
 
@@ -60,7 +155,7 @@ class Informer:
         self.transform = transform
         self.timeout_seconds = timeout_seconds
         self.max_backoff = max_backoff
-        self.store: dict[Key, Obj] = {}
+        self.store = Store()
         self.synced = asyncio.Event()
         self.attempted = asyncio.Event()  # a first list has been answered, or has failed
         self.resource_version = ""
@@ -103,7 +198,7 @@ class Informer:
         items, rv = await self.kube.list_all(
             self.path, params=self.params, metadata_only=self.metadata_only
         )
-        fresh = {key_of(o): self._shape(o) for o in items}
+        fresh = Store(self._shape(o) for o in items)
         old_store, self.store = self.store, fresh
         self.resource_version = rv
         for key, obj in fresh.items():
