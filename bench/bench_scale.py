@@ -77,6 +77,7 @@ class Stage:
     # controller lists most of, before the restart and after it settled; and what it listed.
     list_baseline_s: list[float] = field(default_factory=list)
     list_baseline_objects: int = 0
+    restarts: dict[str, list[float]] = field(default_factory=dict)  # mode -> ready, synced, managed
 
 
 @dataclass
@@ -125,10 +126,10 @@ class Controller:
         self._offset = 0  # where this start's lines begin in the log
         self.pid = 0
 
-    def start(self) -> None:
+    def start(self, extra: list[str] | None = None) -> None:
         self.port = free_port()
         # info: the "watch synced" lines time the first lists.
-        cmd = controller_command(self.kubeconfig, self.port, log_level="info")
+        cmd = controller_command(self.kubeconfig, self.port, log_level="info") + (extra or [])
         self._offset = self.log.stat().st_size if self.log.exists() else 0
         self.pid = self._stack.enter_context(running(cmd, self.log)).pid
 
@@ -225,19 +226,36 @@ async def run_stage(
     controller.stop()
     await _phase(stage, "raw list before the restart", 300 + objects / 100,
                  _raw_list(controller.kubeconfig, stage))  # fmt: skip
-    began = time.monotonic()
-    controller.start()
-    await _phase(stage, "restart to ready", 300 + count / 10, controller.wait_ready())
-    stage.ready_s = round(time.monotonic() - began, 2)
-    await _phase(stage, "restart to watches synced", 300, controller.wait_synced(TYPES))
-    stage.synced_s = round(time.monotonic() - began, 2)
-    await _phase(stage, "restart to every workload managed", 300 + count / 10,
-                 controller.wait_managed(count))  # fmt: skip
-    stage.managed_s = round(time.monotonic() - began, 2)
-    await asyncio.sleep(args.idle_settle)
+    for mode in args.restarts:  # the last one is the stage's restart figures
+        stage.restarts[mode] = await _restart(stage, controller, mode, args)
+    stage.ready_s, stage.synced_s, stage.managed_s = stage.restarts[args.restarts[-1]]
     stage.restart_rss_mb = _rss_mb(controller.pid)
     await _phase(stage, "raw list after the restart", 300 + objects / 100,
                  _raw_list(controller.kubeconfig, stage))  # fmt: skip
+
+
+# How the controller lists on a restart: the flags for it (`default`: none, for code before them).
+RESTARTS = {"pages": ["--no-streaming-lists"], "streaming": ["--streaming-lists"], "default": []}
+
+
+async def _restart(
+    stage: Stage, controller: Controller, mode: str, args: argparse.Namespace
+) -> list[float]:
+    """Stop the controller (if running) and start it listing as `mode` says: seconds to ready,
+    to every watched type listed and to every workload reconciled, then let it settle."""
+    count = stage.workloads
+    controller.stop()
+    began = time.monotonic()
+    controller.start(RESTARTS[mode])
+    await _phase(stage, f"restart ({mode}) to ready", 300 + count / 10, controller.wait_ready())
+    ready = round(time.monotonic() - began, 2)
+    await _phase(stage, f"restart ({mode}) to watches synced", 300, controller.wait_synced(TYPES))
+    synced = round(time.monotonic() - began, 2)
+    await _phase(stage, f"restart ({mode}) to every workload managed", 300 + count / 10,
+                 controller.wait_managed(count))  # fmt: skip
+    managed = round(time.monotonic() - began, 2)
+    await asyncio.sleep(args.idle_settle)
+    return [ready, synced, managed]
 
 
 def raw_list_command(kubeconfig: str) -> list[str]:
@@ -291,7 +309,7 @@ async def _settle(watch: DeploymentWatch, count: int, args: argparse.Namespace) 
 
 async def bench_scale(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> ScaleResults:
     """Both stages with one baseline and one Deployment watch throughout."""
-    stages = [tuple(args.scale_from), tuple(args.scale)]
+    stages = args.scale_stages or [tuple(args.scale_from), tuple(args.scale)]
     for (count, objects), (before, had) in zip(stages, [(0, 0), *stages], strict=False):
         if count > SCOPES * TYPES or count <= before or count % TYPES or objects < had:
             raise SystemExit(
@@ -299,6 +317,10 @@ async def bench_scale(args: argparse.Namespace, kubeconfig: str, workdir: Path) 
                 f"multiple of {TYPES}, at most {SCOPES * TYPES} (one write wakes one workload), "
                 "more workloads and no fewer objects than the stage before"
             )
+    if not args.restarts or any(m not in RESTARTS for m in args.restarts):
+        raise SystemExit(
+            f"--restarts {','.join(args.restarts)}: one or more of {', '.join(RESTARTS)}"
+        )
     results = ScaleResults()
     async with Kube(load_access(kubeconfig), max_connections=64) as kube:
         await setup_cluster(kube)
@@ -350,6 +372,10 @@ def rows(results: ScaleResults) -> list[tuple[str, list[float]]]:
         ("restart: to ready (s)", lambda s: s.ready_s),
         ("restart: to every watch synced (s)", lambda s: s.synced_s),
         ("restart: to every workload managed (s)", lambda s: s.managed_s),
+        ("restart, listing in pages: synced (s)", lambda s: _mode(s, "pages", 1)),
+        ("restart, listing in pages: managed (s)", lambda s: _mode(s, "pages", 2)),
+        ("restart, streaming lists: synced (s)", lambda s: _mode(s, "streaming", 1)),
+        ("restart, streaming lists: managed (s)", lambda s: _mode(s, "streaming", 2)),
         ("raw list of the same types (s, mean)", _list_baseline),
         ("restart / raw list (target 1.25x)", lambda s: s.managed_s / (_list_baseline(s) or 1)),
         ("objects the raw list listed", lambda s: s.list_baseline_objects),
@@ -359,6 +385,10 @@ def rows(results: ScaleResults) -> list[tuple[str, list[float]]]:
         ("until all asleep (s)", lambda s: s.seconds.get("all asleep", 0.0)),
     ]
     return [(name, [get(s) for s in results.stages]) for name, get in figures]
+
+
+def _mode(s: Stage, mode: str, figure: int) -> float:
+    return s.restarts[mode][figure] if mode in s.restarts else 0.0
 
 
 def _list_baseline(s: Stage) -> float:
