@@ -11,6 +11,7 @@ BENCHMARKS = (
     "bench.bench_webhook",
     "bench.bench_controller",
     "bench.bench_masswake",
+    "bench.bench_scale",
     "bench.bench_memory",
     "bench.bench_chart",
 )

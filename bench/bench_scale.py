@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -48,7 +49,7 @@ from bench.bench_controller import (
     setup_cluster,
     workload_name,
 )
-from bench.saved import save_json
+from bench.saved import RESULTS, save_json
 from localcluster.processes import free_port, running
 from zeroscaler.controller.settings import Settings
 from zeroscaler.credentials import load_access
@@ -428,8 +429,69 @@ def print_scale(results: ScaleResults) -> None:
         print(f"note: {note}")
 
 
+def _p99_ms(values: list[float]) -> float:
+    return percentile(values, 0.99) * 1000 if values else 0.0
+
+
+def plot(results: ScaleResults, path: Path) -> None:
+    """Cost against size, one point per stage: how each figure grows, not just two of them."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    stages = results.stages
+    sizes = [s.workloads for s in stages]
+    panels: list[tuple[str, list[tuple[str, list[float]]]]] = [
+        ("resident memory (MB)", [("idle", [s.idle_rss_mb for s in stages]),
+                                  ("after a restart", [s.restart_rss_mb for s in stages])]),
+        ("restart (s)", [("to every workload reconciled", [s.managed_s for s in stages]),
+                         ("raw list of the same types", [_list_baseline(s) for s in stages])]),
+        ("idle CPU (% of a core)", [("idle", [s.idle_cpu_percent for s in stages])]),
+        ("wake p99 (ms)", [("zeroscaler", [_p99_ms(s.latency) for s in stages]),
+                           ("raw baseline beside it", [_p99_ms(s.paired) for s in stages])]),
+    ]  # fmt: skip
+    fig, axes = plt.subplots(1, len(panels), figsize=(13, 3.6))
+    for ax, (title, lines) in zip(axes, panels, strict=True):
+        for label, values in lines:
+            ax.plot(sizes, values, marker="o", label=label)
+        ax.set_xscale("log")
+        ax.set_xticks(sizes, [f"{n:,}" for n in sizes], fontsize=8)
+        ax.set_xlabel("workloads", fontsize=8)
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=7)
+    objects = ", ".join(f"{s.objects:,}" for s in stages)
+    fig.suptitle(
+        f"zeroscaler controller: cost against size (watched objects: {objects})", fontsize=9
+    )
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def write(results: ScaleResults) -> None:
     """The JSON beside the other benchmarks' results, with the table's figures."""
     out: dict[str, Any] = asdict(results)
     out["table"] = {name: values for name, values in rows(results)}
     print(f"wrote {save_json('controller-scale', out)}")
+    if results.stages:
+        plot(results, RESULTS / "controller-scale.png")
+
+
+# `make bench`'s stages: cost against size at three sizes, each with 20 watched objects a workload.
+STAGES = "100:5000,1000:50000,10000:200000"
+
+
+def main() -> None:
+    """`python -m bench scale`: the scale row at STAGES (about 30 minutes on 2 cores), its table,
+    its JSON and its plot against size; other arguments go to `bench.bench_controller`."""
+    from bench.bench_controller import main as controller_main
+
+    if not any(a.startswith("--scale") for a in sys.argv[1:]):
+        sys.argv[1:1] = ["--scale-stages", STAGES]
+    controller_main()
+
+
+if __name__ == "__main__":
+    main()
