@@ -12,6 +12,7 @@ BENCHMARKS = (
     "bench.bench_activator",
     "bench.bench_controller",
     "bench.bench_masswake",
+    "bench.bench_scale",
     "bench.bench_memory",
     "bench.bench_chart",
     "bench.bench_metrics",

@@ -1,9 +1,11 @@
-"""The baseline for wake latency: one raw watch that scales Deployments up on every event."""
+"""The raw baselines: one watch that scales Deployments up on every event (for wake latency), or
+plain paginated lists of some collections, all at once, then exit (for a restart's lists)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import time
 from pathlib import Path
 
 from zeroscaler.credentials import load_access
@@ -25,14 +27,36 @@ async def run(kubeconfig: str, watch_path: str, scale_paths: list[str], connecti
                 await asyncio.gather(*(kube.patch(p, body) for p in scale_paths))
 
 
+async def list_once(kubeconfig: str, paths: list[str], full: list[str], connections: int) -> None:
+    """List every one of `paths` (metadata only) and `full` at once, in pages, as the controller's
+    watches list on a start; print how many objects came and how long the lists took."""
+    began = time.monotonic()
+    async with Kube(load_access(kubeconfig), max_connections=connections) as kube:
+        lists = await asyncio.gather(
+            *(kube.list_all(p, metadata_only=True) for p in paths),
+            *(kube.list_all(p) for p in full),
+        )
+    count = sum(len(items) for items, _ in lists)
+    print(f"listed {count} {time.monotonic() - began:.3f}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--kubeconfig", required=True)
-    parser.add_argument("--watch", required=True, help="collection path to watch")
+    parser.add_argument("--watch", help="collection path to watch")
+    parser.add_argument(
+        "--list", action="append", default=[], help="collection path to list once, metadata only"
+    )
+    parser.add_argument("--list-full", action="append", default=[], help="the same, whole objects")
     parser.add_argument("--scale", action="append", default=[], help="scale subresource path")
     parser.add_argument("--scale-file", type=Path, help="a file of scale paths, one a line")
     parser.add_argument("--connections", type=int, default=64, help="the client's connection pool")
     args = parser.parse_args()
+    if args.list or args.list_full:
+        asyncio.run(list_once(args.kubeconfig, args.list, args.list_full, args.connections))
+        return
+    if not args.watch:
+        parser.error("--watch or --list is needed")
     paths = list(args.scale)
     if args.scale_file:
         paths += [line for line in args.scale_file.read_text().splitlines() if line]

@@ -718,10 +718,23 @@ def main() -> None:
         help="with --kubeconfig: its etcd's client URL, to store the scale row's objects "
         "directly (a cluster the benchmark starts is found by itself)",
     )
+    parser.add_argument(
+        "--scale-stages",
+        type=lambda text: [tuple(int(n) for n in pair.split(":")) for pair in text.split(",")],
+        help="the scale row's stages instead of --scale-from and --scale, as WORKLOADS:OBJECTS "
+        "comma-separated (100:5000,1000:50000,10000:200000 for the plot against size)",
+    )
+    parser.add_argument(
+        "--restarts",
+        default="pages,streaming",
+        type=lambda text: text.split(","),
+        help="the scale row's restarts, in order, each how the controller lists: pages, "
+        "streaming, default (no flag: for code before them); the last gives the row's figures",
+    )
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="zeroscaler-bench-"))
-    if args.scale:
-        from bench.bench_scale import bench_scale, print_scale, write
+    if args.scale or args.scale_stages:
+        from bench.bench_scale import bench_scale, check, print_scale, write
 
         with cluster_for(args.kubeconfig) as (kubeconfig, etcd):
             args.etcd = args.etcd or etcd
@@ -732,6 +745,8 @@ def main() -> None:
         )
         print_scale(scale)
         write(scale)
+        if problems := check(scale):
+            sys.exit("the scale row measured nothing to judge: " + "; ".join(problems))
         return
     with cluster_for(args.kubeconfig) as (kubeconfig, _):
         results = asyncio.run(bench(args, kubeconfig, workdir))

@@ -6,9 +6,13 @@ in namespaces no existing workload watches, so the fill wakes nothing (stored in
 where its URL is known: through the API server they came at 70-180/s on this busy machine); then
 its workloads (paused Deployments, as in the other rows) are created and left to fall asleep. In
 each stage: wake latency paired with the raw baseline beside it (the method of the other rows),
-the controller's CPU while idle and its resident memory, then a restart: time to ready and to the
-first full list of every watched type, and the resident memory after it. Each figure's growth
-from the first stage is printed.
+the controller's CPU while idle and its resident memory, then a restart: time to ready, to the
+first full list of every watched type and to every workload reconciled, and the resident memory
+after it. Beside the restart, with the controller stopped just before it and again once it has
+settled, a raw baseline (`bench.baseline --list`, a process of its own) lists the same types with
+the controller's client settings and exits: the restart's time over the baseline's says how close
+a restart comes to what the API server allows. Each figure's growth from the first stage is
+printed; `check` fails a run that measured nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -26,6 +31,8 @@ from typing import Any, TypeVar
 import httpx
 
 from bench.bench_controller import (
+    BIN,
+    GROUP,
     SCOPES,
     TYPES,
     Baseline,
@@ -35,14 +42,16 @@ from bench.bench_controller import (
     controller_command,
     ensure_workloads,
     fill_objects,
+    kind_of,
     measure_controller,
     measure_idle,
     percentile,
     setup_cluster,
     workload_name,
 )
-from bench.saved import save_json
+from bench.saved import RESULTS, save_json
 from localcluster.processes import free_port, running
+from zeroscaler.controller.settings import Settings
 from zeroscaler.credentials import load_access
 from zeroscaler.kube import Kube
 
@@ -65,6 +74,11 @@ class Stage:
     managed_s: float = 0.0  # restart to every workload reconciled (managed and asleep)
     event_cpu_us: float = 0.0  # controller CPU per event of an object no workload watches
     restart_rss_mb: float = 0.0  # resident after the restart's lists, settled
+    # The raw baseline of a restart: seconds from spawn to exit of a process that lists what the
+    # controller lists most of, before the restart and after it settled; and what it listed.
+    list_baseline_s: list[float] = field(default_factory=list)
+    list_baseline_objects: int = 0
+    restarts: dict[str, list[float]] = field(default_factory=dict)  # mode -> ready, synced, managed
 
 
 @dataclass
@@ -113,10 +127,10 @@ class Controller:
         self._offset = 0  # where this start's lines begin in the log
         self.pid = 0
 
-    def start(self) -> None:
+    def start(self, extra: list[str] | None = None) -> None:
         self.port = free_port()
         # info: the "watch synced" lines time the first lists.
-        cmd = controller_command(self.kubeconfig, self.port, log_level="info")
+        cmd = controller_command(self.kubeconfig, self.port, log_level="info") + (extra or [])
         self._offset = self.log.stat().st_size if self.log.exists() else 0
         self.pid = self._stack.enter_context(running(cmd, self.log)).pid
 
@@ -211,17 +225,65 @@ async def run_stage(
     )
     stage.idle_rss_mb = _rss_mb(controller.pid)
     controller.stop()
-    began = time.monotonic()
-    controller.start()
-    await _phase(stage, "restart to ready", 300 + count / 10, controller.wait_ready())
-    stage.ready_s = round(time.monotonic() - began, 2)
-    await _phase(stage, "restart to watches synced", 300, controller.wait_synced(TYPES))
-    stage.synced_s = round(time.monotonic() - began, 2)
-    await _phase(stage, "restart to every workload managed", 300 + count / 10,
-                 controller.wait_managed(count))  # fmt: skip
-    stage.managed_s = round(time.monotonic() - began, 2)
-    await asyncio.sleep(args.idle_settle)
+    await _phase(stage, "raw list before the restart", 300 + objects / 100,
+                 _raw_list(controller.kubeconfig, stage))  # fmt: skip
+    for mode in args.restarts:  # the last one is the stage's restart figures
+        stage.restarts[mode] = await _restart(stage, controller, mode, args)
+    stage.ready_s, stage.synced_s, stage.managed_s = stage.restarts[args.restarts[-1]]
     stage.restart_rss_mb = _rss_mb(controller.pid)
+    await _phase(stage, "raw list after the restart", 300 + objects / 100,
+                 _raw_list(controller.kubeconfig, stage))  # fmt: skip
+
+
+# How the controller lists on a restart: the flags for it (`default`: none, for code before them).
+RESTARTS = {"pages": ["--no-streaming-lists"], "streaming": ["--streaming-lists"], "default": []}
+
+
+async def _restart(
+    stage: Stage, controller: Controller, mode: str, args: argparse.Namespace
+) -> list[float]:
+    """Stop the controller (if running) and start it listing as `mode` says: seconds to ready,
+    to every watched type listed and to every workload reconciled, then let it settle."""
+    count = stage.workloads
+    controller.stop()
+    began = time.monotonic()
+    controller.start(RESTARTS[mode])
+    await _phase(stage, f"restart ({mode}) to ready", 300 + count / 10, controller.wait_ready())
+    ready = round(time.monotonic() - began, 2)
+    await _phase(stage, f"restart ({mode}) to watches synced", 300, controller.wait_synced(TYPES))
+    synced = round(time.monotonic() - began, 2)
+    await _phase(stage, f"restart ({mode}) to every workload managed", 300 + count / 10,
+                 controller.wait_managed(count))  # fmt: skip
+    managed = round(time.monotonic() - began, 2)
+    await asyncio.sleep(args.idle_settle)
+    return [ready, synced, managed]
+
+
+def raw_list_command(kubeconfig: str) -> list[str]:
+    """The restart's baseline: every benchmark type (metadata only, as the shared watches ask)
+    and the workloads (whole, as the controller's workload watches ask), all at once, with the
+    connection pool of the controller's watches."""
+    paths = [a for t in range(TYPES) for a in ("--list", f"/apis/{GROUP}/v1/{kind_of(t)[1]}")]
+    workloads = ["--list-full", "/apis/apps/v1/deployments"]
+    workloads += ["--list-full", "/apis/apps/v1/statefulsets"]
+    connections = ["--connections", str(Settings().max_connections)]
+    return [str(BIN / "python"), "-m", "bench.baseline", "--kubeconfig", kubeconfig,
+            *paths, *workloads, *connections]  # fmt: skip
+
+
+async def _raw_list(kubeconfig: str, stage: Stage) -> None:
+    """Run the baseline's lists once; its time, from spawn to exit, like a restart's from spawn."""
+    began = time.monotonic()
+    proc = await asyncio.create_subprocess_exec(
+        *raw_list_command(kubeconfig), stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await proc.communicate()
+    seconds = time.monotonic() - began
+    words = out.decode().split()
+    if proc.returncode or len(words) != 3 or words[0] != "listed":
+        raise RuntimeError(f"the raw list failed (exit {proc.returncode}): {out.decode()[-300:]}")
+    stage.list_baseline_s.append(round(seconds, 2))
+    stage.list_baseline_objects = int(words[1])
 
 
 EVENTS = 5000  # objects created per stage in a namespace no workload watches
@@ -248,7 +310,7 @@ async def _settle(watch: DeploymentWatch, count: int, args: argparse.Namespace) 
 
 async def bench_scale(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> ScaleResults:
     """Both stages with one baseline and one Deployment watch throughout."""
-    stages = [tuple(args.scale_from), tuple(args.scale)]
+    stages = args.scale_stages or [tuple(args.scale_from), tuple(args.scale)]
     for (count, objects), (before, had) in zip(stages, [(0, 0), *stages], strict=False):
         if count > SCOPES * TYPES or count <= before or count % TYPES or objects < had:
             raise SystemExit(
@@ -256,6 +318,10 @@ async def bench_scale(args: argparse.Namespace, kubeconfig: str, workdir: Path) 
                 f"multiple of {TYPES}, at most {SCOPES * TYPES} (one write wakes one workload), "
                 "more workloads and no fewer objects than the stage before"
             )
+    if not args.restarts or any(m not in RESTARTS for m in args.restarts):
+        raise SystemExit(
+            f"--restarts {','.join(args.restarts)}: one or more of {', '.join(RESTARTS)}"
+        )
     results = ScaleResults()
     async with Kube(load_access(kubeconfig), max_connections=64) as kube:
         await setup_cluster(kube)
@@ -307,12 +373,44 @@ def rows(results: ScaleResults) -> list[tuple[str, list[float]]]:
         ("restart: to ready (s)", lambda s: s.ready_s),
         ("restart: to every watch synced (s)", lambda s: s.synced_s),
         ("restart: to every workload managed (s)", lambda s: s.managed_s),
+        ("restart, listing in pages: synced (s)", lambda s: _mode(s, "pages", 1)),
+        ("restart, listing in pages: managed (s)", lambda s: _mode(s, "pages", 2)),
+        ("restart, streaming lists: synced (s)", lambda s: _mode(s, "streaming", 1)),
+        ("restart, streaming lists: managed (s)", lambda s: _mode(s, "streaming", 2)),
+        ("raw list of the same types (s, mean)", _list_baseline),
+        ("restart / raw list (target 1.25x)", lambda s: s.managed_s / (_list_baseline(s) or 1)),
+        ("objects the raw list listed", lambda s: s.list_baseline_objects),
         ("CPU per event nobody watches (us)", lambda s: s.event_cpu_us),
         ("creating objects (s)", lambda s: s.seconds.get("create objects", 0.0)),
         ("creating workloads (s)", lambda s: s.seconds.get("create workloads", 0.0)),
         ("until all asleep (s)", lambda s: s.seconds.get("all asleep", 0.0)),
     ]
     return [(name, [get(s) for s in results.stages]) for name, get in figures]
+
+
+def _mode(s: Stage, mode: str, figure: int) -> float:
+    return s.restarts[mode][figure] if mode in s.restarts else 0.0
+
+
+def _list_baseline(s: Stage) -> float:
+    return sum(s.list_baseline_s) / len(s.list_baseline_s) if s.list_baseline_s else 0.0
+
+
+def check(results: ScaleResults) -> list[str]:
+    """What makes the run say nothing: a stage without wakes timed, without its baseline beside
+    them, without a restart or without the raw list beside the restart. Empty when all is there."""
+    if not results.stages:
+        return ["no stage was measured"]
+    problems = []
+    for s in results.stages:
+        where = f"{s.workloads} workloads"
+        if not s.latency or not s.paired:
+            problems.append(f"{where}: no wake timed, or no baseline sample beside the wakes")
+        if not s.managed_s:
+            problems.append(f"{where}: no restart to every workload reconciled measured")
+        if not s.list_baseline_s or not s.list_baseline_objects:
+            problems.append(f"{where}: no raw list beside the restart, or it listed nothing")
+    return problems
 
 
 def print_scale(results: ScaleResults) -> None:
@@ -325,8 +423,51 @@ def print_scale(results: ScaleResults) -> None:
     for s in results.stages:
         windows = ", ".join(f"{w:.2f}" for w in s.idle_windows)
         print(f"{s.workloads} workloads: idle CPU per 10 s window: {windows}; load {s.load}")
+        raw = ", ".join(f"{x:.2f}" for x in s.list_baseline_s)
+        print(f"{s.workloads} workloads: raw list before and after the restart: {raw} s")
     for note in results.notes:
         print(f"note: {note}")
+
+
+def _p99_ms(values: list[float]) -> float:
+    return percentile(values, 0.99) * 1000 if values else 0.0
+
+
+def plot(results: ScaleResults, path: Path) -> None:
+    """Cost against size, one point per stage: how each figure grows, not just two of them."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    stages = results.stages
+    sizes = [s.workloads for s in stages]
+    panels: list[tuple[str, list[tuple[str, list[float]]]]] = [
+        ("resident memory (MB)", [("idle", [s.idle_rss_mb for s in stages]),
+                                  ("after a restart", [s.restart_rss_mb for s in stages])]),
+        ("restart (s)", [("to every workload reconciled", [s.managed_s for s in stages]),
+                         ("raw list of the same types", [_list_baseline(s) for s in stages])]),
+        ("idle CPU (% of a core)", [("idle", [s.idle_cpu_percent for s in stages])]),
+        ("wake p99 (ms)", [("zeroscaler", [_p99_ms(s.latency) for s in stages]),
+                           ("raw baseline beside it", [_p99_ms(s.paired) for s in stages])]),
+    ]  # fmt: skip
+    fig, axes = plt.subplots(1, len(panels), figsize=(13, 3.6))
+    for ax, (title, lines) in zip(axes, panels, strict=True):
+        for label, values in lines:
+            ax.plot(sizes, values, marker="o", label=label)
+        ax.set_xscale("log")
+        ax.set_xticks(sizes, [f"{n:,}" for n in sizes], fontsize=8)
+        ax.set_xlabel("workloads", fontsize=8)
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=7)
+    objects = ", ".join(f"{s.objects:,}" for s in stages)
+    fig.suptitle(
+        f"zeroscaler controller: cost against size (watched objects: {objects})", fontsize=9
+    )
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def write(results: ScaleResults) -> None:
@@ -334,3 +475,23 @@ def write(results: ScaleResults) -> None:
     out: dict[str, Any] = asdict(results)
     out["table"] = {name: values for name, values in rows(results)}
     print(f"wrote {save_json('controller-scale', out)}")
+    if results.stages:
+        plot(results, RESULTS / "controller-scale.png")
+
+
+# `make bench`'s stages: cost against size at three sizes, each with 20 watched objects a workload.
+STAGES = "100:5000,1000:50000,10000:200000"
+
+
+def main() -> None:
+    """`python -m bench scale`: the scale row at STAGES (about 30 minutes on 2 cores), its table,
+    its JSON and its plot against size; other arguments go to `bench.bench_controller`."""
+    from bench.bench_controller import main as controller_main
+
+    if not any(a.startswith("--scale") for a in sys.argv[1:]):
+        sys.argv[1:1] = ["--scale-stages", STAGES]
+    controller_main()
+
+
+if __name__ == "__main__":
+    main()

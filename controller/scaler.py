@@ -81,6 +81,7 @@ class Scaler:
             watcher,
             lambda resource, event: self.changes.on_object(resource, event),
             lambda resource: self.changes.on_synced(resource),
+            streaming=settings.streaming_lists,
         )
         clients = {id(k): k for k in (kube, watcher)}.values()  # one Kube may do both
         self.metrics = Metrics(

@@ -43,6 +43,7 @@ class Settings:
     discovery_interval: float = 30.0
     access_review_ttl: float = 60.0
     access_from_rbac: bool = True  # off where an authorizer before RBAC (a webhook) may deny
+    streaming_lists: bool = True  # watched types listed as watch-list streams where served
     workers: int = 64  # coroutines; requests queue for the request connections
     max_connections: int = 1024  # for watches: one each
     request_connections: int = 16  # all kept alive
@@ -184,6 +185,13 @@ def parse_settings(
         default=None,
         help="take a watch RBAC grants as allowed without a SubjectAccessReview (default: on; "
         "turn off when an authorizer ahead of RBAC, such as a webhook, may deny)",
+    )
+    parser.add_argument(
+        "--streaming-lists",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="list each watched type as a watch that sends the collection first "
+        "(sendInitialEvents), where the API server offers it (default: on; pages where not)",
     )
     parser.add_argument("--workers", type=int, help="concurrent reconciles")
     parser.add_argument(

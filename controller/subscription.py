@@ -28,10 +28,18 @@ from zeroscaler.core.annotations import (
     WorkloadStatus,
     kind_list_keys,
 )
-from zeroscaler.core.census import Census, Tally, difference, parse_census, tally
+from zeroscaler.core.census import (
+    Census,
+    Tally,
+    difference,
+    namespaces_to_read,
+    parse_census,
+    tally,
+)
 from zeroscaler.core.kinds import KIND_REF_FORM, APIResource, KindRef
 from zeroscaler.core.scope import ResolvedScope, ReviewNeeded, resolve_scope
 from zeroscaler.kube import KubeError, Obj
+from zeroscaler.watching import Informer
 
 OnActivity = Callable[[Workload, Activity, datetime], None]
 
@@ -262,7 +270,7 @@ class Subscriptions:
         for resource in w.resources:
             informer = self._hub.informer(resource)
             if informer is not None and informer.synced.is_set():
-                found[resource.canonical] = tally(informer.store.values(), resource, w.interest)
+                found[resource.canonical] = _tally_in(informer, resource, w.interest)
         return found
 
     def check_census(self, w: Workload) -> None:
@@ -281,7 +289,7 @@ class Subscriptions:
             if informer is None or not informer.synced.is_set():
                 continue  # its list is still coming; its sync asks for another look
             w.unchecked.discard(kind)
-            now = tally(informer.store.values(), resource, w.interest)
+            now = _tally_in(informer, resource, w.interest)
             reason = difference(kind, recorded[kind], now)
             # A wake already due names the object that changed: a better reason than a count.
             if reason is not None and w.activity_at is None:
@@ -297,7 +305,9 @@ class Subscriptions:
             informer = self._hub.acquire(resource, w.key, _scope_of(w, resource))
             warm = informer is not None and informer.synced.is_set()
             if warm and informer is not None and w.status.state == "asleep":
-                self._replay(w, resource, informer.store.values())
+                assert w.interest is not None
+                where = namespaces_to_read(resource, w.interest)
+                self._replay(w, resource, informer.store.in_namespaces(where))
         w.resources = wanted
 
     def _replay(self, w: Workload, resource: APIResource, objects: Iterable[Obj]) -> None:
@@ -308,6 +318,12 @@ class Subscriptions:
             if found is not None:
                 self._on_activity(w, found, self._clock.now())
                 return
+
+
+def _tally_in(informer: Informer, resource: APIResource, interest: Interest) -> Tally:
+    """The census of one type, reading only the namespaces the interest covers."""
+    where = namespaces_to_read(resource, interest)
+    return tally(informer.store.in_namespaces(where), resource, interest)
 
 
 def _scope_of(w: Workload, resource: APIResource) -> Scope:

@@ -50,9 +50,15 @@ class WatchHub(Generic[U]):
     """
 
     def __init__(
-        self, kube: Kube, listener: Listener, on_synced: SyncListener | None = None
+        self,
+        kube: Kube,
+        listener: Listener,
+        on_synced: SyncListener | None = None,
+        *,
+        streaming: bool = False,
     ) -> None:
         self._kube = kube
+        self._streaming = streaming  # list as watch-list streams where the server offers them
         self._listener = listener
         self._on_synced = on_synced
         self._informers: dict[APIResource, tuple[Informer, asyncio.Task[None]]] = {}
@@ -116,7 +122,13 @@ class WatchHub(Generic[U]):
         self.set_scope(resource, user, scope)
         if resource in self._informers:
             return self._informers[resource][0]
-        informer = Informer(self._kube, resource.api_path(), metadata_only=True, transform=_shrink)
+        informer = Informer(
+            self._kube,
+            resource.api_path(),
+            metadata_only=True,
+            transform=_shrink,
+            streaming=self._streaming,
+        )
         informer.add_handler(lambda event: self._listener(resource, event))
         informer.add_sync_handler(_first_sync_logger(informer, resource))
         if self._on_synced is not None:

@@ -469,7 +469,9 @@ class Kube:
                 "GET",
                 path,
                 params=_params(query),
-                headers={"Accept": accept},
+                # Uncompressed: the API server gzips a streaming list (sendInitialEvents), and the
+                # decoder then holds the events after it until more bytes come, for minutes.
+                headers={"Accept": accept, "Accept-Encoding": "identity"},
                 timeout=timeout,
                 extensions=self._extensions,
             ) as resp:

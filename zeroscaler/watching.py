@@ -2,23 +2,38 @@
 
 Lists first, then watches from the list's resourceVersion with bookmarks; a 410 Gone lists again and
 reports what changed meanwhile as ordinary events; other failures reconnect with capped backoff.
+With `streaming`, the list is a watch that sends the collection first (watch-list:
+`sendInitialEvents`), one connection instead of a list in pages and then a watch; a server that
+refuses it is listed in pages from then on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import (
+    Callable,
+    Collection,
+    ItemsView,
+    Iterable,
+    Iterator,
+    Mapping,
+    MutableMapping,
+    ValuesView,
+)
 from dataclasses import dataclass
 from typing import Literal
 
-from zeroscaler.kube import Gone, Kube, KubeError, Obj
+from zeroscaler.kube import Gone, Invalid, Kube, KubeError, Obj, Transient
 
 log = logging.getLogger(__name__)
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects
+# The bookmark that ends a streaming list's initial events carries this annotation.
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +54,91 @@ def key_of(obj: Obj) -> Key:
     return str(meta.get("namespace", "")), str(meta.get("name", ""))
 
 
+class Store(MutableMapping[Key, Obj]):
+    """An informer's objects by namespace, then name: the objects of a few namespaces are read
+    without walking the rest of the type (a sleep's census of a workload's scope)."""
+
+    __slots__ = ("_count", "_namespaces")
+
+    def __init__(self, objects: Iterable[Obj] = ()) -> None:
+        self._namespaces: dict[str, dict[str, Obj]] = {}
+        self._count = 0
+        for obj in objects:
+            self[key_of(obj)] = obj
+
+    def __getitem__(self, key: Key) -> Obj:
+        return self._namespaces[key[0]][key[1]]
+
+    def __setitem__(self, key: Key, obj: Obj) -> None:
+        names = self._namespaces.get(key[0])
+        if names is None:
+            names = self._namespaces[key[0]] = {}
+        if key[1] not in names:
+            self._count += 1
+        names[key[1]] = obj
+
+    def __delitem__(self, key: Key) -> None:
+        names = self._namespaces[key[0]]
+        del names[key[1]]
+        self._count -= 1
+        if not names:
+            del self._namespaces[key[0]]
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, tuple) or len(key) != 2:
+            return False
+        return key[1] in self._namespaces.get(key[0], {})
+
+    def __iter__(self) -> Iterator[Key]:
+        for namespace, names in self._namespaces.items():
+            for name in names:
+                yield namespace, name
+
+    def __len__(self) -> int:
+        return self._count
+
+    def values(self) -> ValuesView[Obj]:
+        return _Values(self)
+
+    def items(self) -> ItemsView[Key, Obj]:
+        return _Items(self)
+
+    def in_namespaces(self, namespaces: Collection[str] | None) -> Iterator[Obj]:
+        """The objects in `namespaces` (None: all; "" holds the cluster-scoped ones)."""
+        if namespaces is None:
+            return iter(self.values())
+        found = (self._namespaces.get(n) for n in namespaces)
+        return itertools.chain.from_iterable(names.values() for names in found if names)
+
+    def groups(self) -> ItemsView[str, dict[str, Obj]]:
+        """Each namespace with its objects by name (read only)."""
+        return self._namespaces.items()
+
+
+class _Values(ValuesView[Obj]):
+    __slots__ = ("_store",)
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store)
+        self._store = store
+
+    def __iter__(self) -> Iterator[Obj]:
+        return itertools.chain.from_iterable(n.values() for _, n in self._store.groups())
+
+
+class _Items(ItemsView[Key, Obj]):
+    __slots__ = ("_store",)
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store)
+        self._store = store
+
+    def __iter__(self) -> Iterator[tuple[Key, Obj]]:
+        for namespace, names in self._store.groups():
+            for name, obj in names.items():
+                yield (namespace, name), obj
+
+
 class Informer:
     """Keeps `store` equal to the collection at `path` and tells handlers about every change."""
 
@@ -52,6 +152,7 @@ class Informer:
         transform: Callable[[Obj], Obj] | None = None,
         timeout_seconds: int = 300,
         max_backoff: float = 5.0,  # 30 s, after an API server outage, delayed wakes as long
+        streaming: bool = False,
     ) -> None:
         self.kube = kube
         self.path = path
@@ -60,11 +161,13 @@ class Informer:
         self.transform = transform
         self.timeout_seconds = timeout_seconds
         self.max_backoff = max_backoff
-        self.store: dict[Key, Obj] = {}
+        self.store = Store()
         self.synced = asyncio.Event()
         self.attempted = asyncio.Event()  # a first list has been answered, or has failed
         self.resource_version = ""
         self.last_error: KubeError | None = None
+        # Whether the server streams the initial list (watch-list): None until it has answered.
+        self.streaming: bool | None = None if streaming else False
         self._handlers: list[Handler] = []
         self._sync_handlers: list[Callable[[], None]] = []
 
@@ -79,12 +182,15 @@ class Informer:
         self._handlers.remove(handler)
 
     async def run(self) -> None:
-        """List and watch until cancelled."""
+        """List (or stream the list) and watch until cancelled."""
         backoff = 0.2
         first = True
         while True:
             try:
-                await self._list(initial=first)
+                if self.streaming is False:
+                    await self._list(initial=first)
+                else:
+                    await self._stream(initial=first)  # on until its stream ends
                 first = False
                 backoff = 0.2
                 while True:
@@ -92,18 +198,69 @@ class Informer:
             except Gone:
                 log.debug("watch expired, listing again", extra={"path": self.path})
                 continue
+            except Invalid as e:
+                if self.streaming is None:  # a release before watch-list, or its gate is off
+                    self.streaming = False
+                    log.info("streaming lists refused, listing in pages: %s", e, extra=self._at)
+                    continue
+                self._failed(e)
             except KubeError as e:
-                self.last_error = e
-                self.attempted.set()
-                log.warning("watch failed: %s", e, extra={"path": self.path})
+                self._failed(e)
             await asyncio.sleep(backoff * (0.5 + random.random()))
             backoff = min(backoff * 2, self.max_backoff)
+
+    @property
+    def _at(self) -> dict[str, str]:
+        return {"path": self.path}
+
+    def _failed(self, e: KubeError) -> None:
+        self.last_error = e
+        self.attempted.set()
+        log.warning("watch failed: %s", e, extra=self._at)
 
     async def _list(self, *, initial: bool) -> None:
         items, rv = await self.kube.list_all(
             self.path, params=self.params, metadata_only=self.metadata_only
         )
-        fresh = {key_of(o): self._shape(o) for o in items}
+        self._install(Store(self._shape(o) for o in items), rv, initial=initial)
+
+    async def _stream(self, *, initial: bool) -> None:
+        """Watch with the whole collection sent first (`sendInitialEvents`), on one connection:
+        the store is replaced when the server marks the end of the initial events, then the
+        stream goes on as a watch from there."""
+        params = {
+            **self.params,
+            "sendInitialEvents": "true",
+            "resourceVersionMatch": "NotOlderThan",
+        }
+        fresh: Store | None = Store()
+        async for event in self.kube.watch(
+            self.path,
+            resource_version="",  # as fresh as a list: the server waits for its cache to catch up
+            params=params,
+            metadata_only=self.metadata_only,
+            timeout_seconds=self.timeout_seconds,
+        ):
+            if fresh is None:
+                self._apply(event)
+                continue
+            kind, raw = event.get("type"), event.get("object") or {}
+            if (
+                kind == "ADDED"
+            ):  # an initial event: its resourceVersion is its own, not the stream's
+                obj = self._shape(raw)
+                fresh[key_of(obj)] = obj
+            elif kind == "BOOKMARK" and _is_initial_end(raw):
+                self.streaming = True
+                self._install(fresh, _rv(raw), initial=initial)
+                fresh = None
+            elif kind != "BOOKMARK":
+                raise Transient(0, "UnexpectedEvent", f"{kind} before the initial events ended")
+        if fresh is not None:  # ended before the whole collection came: stream it again
+            raise Transient(0, "StreamEnded", "the stream ended before its initial events did")
+
+    def _install(self, fresh: Store, rv: str, *, initial: bool) -> None:
+        """The whole collection as of `rv`: replace the store, tell what changed, mark synced."""
         old_store, self.store = self.store, fresh
         self.resource_version = rv
         for key, obj in fresh.items():
@@ -122,7 +279,7 @@ class Informer:
             try:
                 handler()
             except Exception:
-                log.exception("sync handler failed", extra={"path": self.path})
+                log.exception("sync handler failed", extra=self._at)
 
     async def _watch(self) -> None:
         async for event in self.kube.watch(
@@ -132,21 +289,25 @@ class Informer:
             metadata_only=self.metadata_only,
             timeout_seconds=self.timeout_seconds,
         ):
-            kind, raw = event.get("type"), event.get("object") or {}
-            rv = _rv(raw)
-            if rv:
-                self.resource_version = rv
-            if kind == "BOOKMARK":
-                continue
-            obj = self._shape(raw)
-            key = key_of(obj)
-            if kind == "DELETED":
-                old = self.store.pop(key, None)
-                self._emit(WatchEvent("DELETED", obj, old))
-            elif kind in ("ADDED", "MODIFIED"):
-                old = self.store.get(key)
-                self.store[key] = obj
-                self._emit(WatchEvent("ADDED" if old is None else "MODIFIED", obj, old))
+            self._apply(event)
+
+    def _apply(self, event: Obj) -> None:
+        """One event of a watch under way: into the store, and to the handlers."""
+        kind, raw = event.get("type"), event.get("object") or {}
+        rv = _rv(raw)
+        if rv:
+            self.resource_version = rv
+        if kind == "BOOKMARK":
+            return
+        obj = self._shape(raw)
+        key = key_of(obj)
+        if kind == "DELETED":
+            old = self.store.pop(key, None)
+            self._emit(WatchEvent("DELETED", obj, old))
+        elif kind in ("ADDED", "MODIFIED"):
+            old = self.store.get(key)
+            self.store[key] = obj
+            self._emit(WatchEvent("ADDED" if old is None else "MODIFIED", obj, old))
 
     def _shape(self, obj: Obj) -> Obj:
         return self.transform(obj) if self.transform else obj
@@ -157,6 +318,11 @@ class Informer:
                 handler(event)
             except Exception:  # a bad handler must not stop the watch for everyone else
                 log.exception("watch handler failed", extra={"path": self.path})
+
+
+def _is_initial_end(obj: Obj) -> bool:
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    return bool(annotations.get(INITIAL_EVENTS_END) == "true")
 
 
 def _rv(obj: Obj) -> str:

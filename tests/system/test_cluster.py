@@ -178,8 +178,9 @@ def test_api_server_calls_a_webhook_over_tls(
         reg.delete_mutating_webhook_configuration(config_name)
 
 
+@pytest.mark.parametrize("streaming", [False, True], ids=["listed in pages", "streamed list"])
 def test_custom_resources_are_served_and_watched(
-    api: k8s.ApiClient, cluster: Cluster, ns: str
+    api: k8s.ApiClient, cluster: Cluster, ns: str, streaming: bool
 ) -> None:
     group = f"g{secrets.token_hex(3)}.test.zeroscaler.io"
     ext = k8s.ApiextensionsV1Api(api)
@@ -214,7 +215,7 @@ def test_custom_resources_are_served_and_watched(
             ),
             "the CRD to be established",
         )
-        events = asyncio.run(_watch_widget_lifecycle(cluster, group, ns))
+        events = asyncio.run(_watch_widget_lifecycle(cluster, group, ns, streaming))
         assert [(e.type, e.initial) for e in events] == [
             ("ADDED", False),
             ("MODIFIED", False),
@@ -245,13 +246,15 @@ async def _discovery_around(cluster: Cluster, group: str, create: Callable[[], o
         assert set(before) <= set(after)
 
 
-async def _watch_widget_lifecycle(cluster: Cluster, group: str, ns: str) -> list[WatchEvent]:
+async def _watch_widget_lifecycle(
+    cluster: Cluster, group: str, ns: str, streaming: bool
+) -> list[WatchEvent]:
     async with Kube(load_access(str(cluster.kubeconfig))) as kube:
         resources = {r.resource: r for r in await kube.discover() if r.group == group}
         widgets = resources["widgets"]
         assert widgets.kind == "Widget"
         assert widgets.has_status
-        informer = Informer(kube, widgets.api_path(), metadata_only=True)
+        informer = Informer(kube, widgets.api_path(), metadata_only=True, streaming=streaming)
         seen: list[WatchEvent] = []
         three = asyncio.Event()
 
@@ -264,6 +267,7 @@ async def _watch_widget_lifecycle(cluster: Cluster, group: str, ns: str) -> list
         task = asyncio.create_task(informer.run())
         try:
             await asyncio.wait_for(informer.synced.wait(), 30)
+            assert informer.streaming is streaming  # this release streams lists
             path = widgets.api_path(ns)
             await kube.create(
                 path, {"apiVersion": f"{group}/v1", "kind": "Widget", "metadata": {"name": "w1"}}

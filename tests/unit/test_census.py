@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -13,10 +14,12 @@ from zeroscaler.core.census import (
     difference,
     fingerprint,
     format_census,
+    namespaces_to_read,
     parse_census,
     tally,
 )
 from zeroscaler.core.kinds import APIResource
+from zeroscaler.watching import Store
 
 CONFIGMAP = APIResource("", "v1", "configmaps", "ConfigMap")
 WIDGET = APIResource("example.com", "v1", "widgets", "Widget", subresources=frozenset({"status"}))
@@ -210,3 +213,77 @@ def test_a_malformed_census_entry_is_left_out_and_named(text: str) -> None:
         f"zeroscaler.io/census: {text!r} is not of the form comma-separated "
         "Kind.group=count:16 hex digits (written by the controller)"
     ]
+
+
+NAMESPACE = APIResource("", "v1", "namespaces", "Namespace", namespaced=False)
+ELSEWHERE = Interest(  # scopes of every shape: a list, every namespace, an owned kind's own
+    watched={("", "ConfigMap"): None, ("example.com", "Widget"): frozenset({"ops", "dev"})},
+    owned={("", "Secret"): frozenset({"dev"})},
+    namespaces=frozenset({"ops", "dev"}),
+)
+
+
+@pytest.mark.parametrize(
+    ("resource", "interest", "expected"),
+    [
+        (CONFIGMAP, INTEREST, frozenset({"ops"})),
+        (SECRET, INTEREST, frozenset({"ops"})),  # owned: its own scope
+        (CONFIGMAP, ELSEWHERE, None),  # watched everywhere
+        (WIDGET, ELSEWHERE, frozenset({"ops", "dev"})),
+        (SECRET, ELSEWHERE, frozenset({"dev"})),
+        (DEPLOYMENT, ELSEWHERE, frozenset()),  # neither watched nor owned
+        (NAMESPACE, INTEREST, None),  # cluster-scoped: nothing to narrow by
+    ],
+)
+def test_a_census_reads_only_the_namespaces_its_scope_covers(
+    resource: APIResource, interest: Interest, expected: frozenset[str] | None
+) -> None:
+    assert namespaces_to_read(resource, interest) == expected
+
+
+def stored(o: dict[str, Any]) -> dict[str, Any]:
+    """An object as the shared watches keep it."""
+    return cast(dict[str, Any], shrink(o))
+
+
+OWNER = [{"apiVersion": "example.com/v1", "kind": "Widget", "controller": True, "name": "w"}]
+
+
+@pytest.mark.parametrize("interest", [INTEREST, ELSEWHERE], ids=["ops", "ops and dev"])
+@pytest.mark.parametrize(
+    "resource", [CONFIGMAP, WIDGET, SECRET, DEPLOYMENT, NAMESPACE], ids=lambda r: r.kind
+)
+def test_a_census_of_its_namespaces_equals_one_of_the_whole_type(
+    resource: APIResource, interest: Interest
+) -> None:
+    objects = [
+        stored(obj(f"o-{n}", str(n), namespace, **({"ownerReferences": OWNER} if n % 2 else {})))
+        for n, namespace in enumerate(["ops", "dev", "ci", "ops", "dev", "kube-system"] * 3)
+    ]
+    if not resource.namespaced:  # Namespaces, watched: ops, dev and ci themselves
+        objects = [stored(obj(n, namespace="")) for n in ("ops", "dev", "ci")]
+        interest = dataclasses.replace(
+            interest, watched={**interest.watched, ("", "Namespace"): None}
+        )
+    store = Store(objects)
+    whole = tally(store.values(), resource, interest)
+    narrowed = tally(
+        store.in_namespaces(namespaces_to_read(resource, interest)), resource, interest
+    )
+    assert narrowed == whole
+    assert whole.count > 0 or resource is DEPLOYMENT  # each case has something to count
+
+
+def test_a_store_finds_objects_by_key_and_by_namespace() -> None:
+    store = Store([stored(obj("a")), stored(obj("b", namespace="dev")), stored(obj("c"))])
+    store[("dev", "b")] = stored(obj("b", "2", namespace="dev"))  # replaced, not added
+    assert len(store) == 3
+    assert sorted(store) == [("dev", "b"), ("ops", "a"), ("ops", "c")]
+    assert store[("dev", "b")]["metadata"]["resourceVersion"] == "2"
+    assert sorted(o["metadata"]["name"] for o in store.in_namespaces(["ops", "gone"])) == ["a", "c"]
+    assert store.pop(("dev", "b"), None) is not None
+    assert store.pop(("dev", "b"), None) is None
+    assert ("dev", "b") not in store
+    assert len(store) == 2
+    assert [k for k, _ in store.items()] == list(store)
+    assert list(store.values()) == list(store.in_namespaces(None))

@@ -209,3 +209,9 @@ async def test_the_lease_is_freed_only_after_the_writes_on_their_way() -> None:
     await elector.release(drain)
     assert order == ["leading=False", "drained", "leading=False", "GET lease", "PATCH lease"]
     assert not elector.is_leader
+
+
+def test_streaming_lists_are_on_unless_turned_off() -> None:
+    assert parse_settings([], {}).streaming_lists is True
+    assert parse_settings(["--no-streaming-lists"], {}).streaming_lists is False
+    assert parse_settings([], {"ZEROSCALER_STREAMING_LISTS": "false"}).streaming_lists is False

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from zeroscaler.core.activity import MANAGER, Interest, Meta, is_in_interest
+from zeroscaler.core.activity import MANAGER, Interest, Meta, Scope, is_in_interest
 from zeroscaler.core.annotations import CENSUS, PREFIX, Problem
 from zeroscaler.core.kinds import APIResource
 
@@ -58,6 +58,19 @@ def fingerprint(meta: Meta, resource: APIResource) -> int:
             parts.append(meta.get("generation") or 0)
     text = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
+
+
+def namespaces_to_read(resource: APIResource, interest: Interest) -> Scope:
+    """The namespaces whose objects of `resource` can be in the workload's scope (None: all), so
+    a census reads those alone rather than the whole type: `is_in_interest` narrows no further."""
+    if not resource.namespaced:
+        return None  # no namespace to narrow by
+    group_kind = (resource.group, resource.kind)
+    if group_kind in interest.watched:
+        return interest.watched[group_kind]
+    if group_kind in interest.owned:
+        return interest.owned[group_kind]
+    return frozenset()  # neither watched nor owned: nothing of it counts
 
 
 def tally(objects: Iterable[Mapping[str, Any]], resource: APIResource, interest: Interest) -> Tally:

@@ -1,0 +1,40 @@
+"""The scale row's checker: a run that measured nothing, or only part, is a failure, not a pass."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.bench_scale import ScaleResults, Stage, check
+
+
+def measured(**changes: object) -> Stage:
+    stage = Stage(1000, latency=[0.01], paired=[0.01], managed_s=7.2)
+    stage.list_baseline_s, stage.list_baseline_objects = [6.0, 6.4], 51_000
+    for name, value in changes.items():
+        setattr(stage, name, value)
+    return stage
+
+
+def test_a_complete_run_passes() -> None:
+    assert check(ScaleResults([measured(), measured(workloads=10_000)])) == []
+
+
+def test_no_stage_fails() -> None:
+    assert check(ScaleResults()) == ["no stage was measured"]
+
+
+@pytest.mark.parametrize(
+    ("missing", "said"),
+    [
+        ({"latency": []}, "no wake timed"),
+        ({"paired": []}, "no baseline sample beside the wakes"),
+        ({"managed_s": 0.0}, "no restart"),
+        ({"list_baseline_s": []}, "no raw list"),
+        ({"list_baseline_objects": 0}, "listed nothing"),
+    ],
+)
+def test_a_stage_without_samples_fails(missing: dict[str, object], said: str) -> None:
+    problems = check(ScaleResults([measured(), measured(workloads=10_000, **missing)]))
+    assert len(problems) == 1
+    assert problems[0].startswith("10000 workloads: ")
+    assert said in problems[0]

@@ -1,0 +1,119 @@
+"""The informer's streaming list (watch-list): the collection sent first on the watch itself, and
+lists in pages where the server refuses it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+
+from tests.unit.mock_api import kube_served_by
+from zeroscaler.watching import INITIAL_EVENTS_END, Informer, WatchEvent
+
+PATH = "/apis/example.com/v1/things"
+
+
+def thing(name: str, rv: str, namespace: str = "ops") -> dict[str, Any]:
+    return {"metadata": {"namespace": namespace, "name": name, "resourceVersion": rv}}
+
+
+def stream(*events: tuple[str, dict[str, Any]]) -> httpx.Response:
+    lines = "".join(json.dumps({"type": t, "object": o}) + "\n" for t, o in events)
+    return httpx.Response(200, content=lines.encode())
+
+
+END = (
+    "BOOKMARK",
+    {"metadata": {"resourceVersion": "10", "annotations": {INITIAL_EVENTS_END: "true"}}},
+)
+
+
+class Server:
+    """Answers lists, streaming watches and plain watches; records what was asked."""
+
+    def __init__(self, *, streams: bool = True, streamed: list[httpx.Response] | None = None):
+        self.streams = streams
+        self.streamed = streamed or []
+        self.asked: list[dict[str, str]] = []
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        params = dict(request.url.params)
+        self.asked.append(params)
+        if params.get("sendInitialEvents") == "true":
+            if not self.streams:
+                message = "sendInitialEvents is forbidden for watch unless the WatchList gate is on"
+                body = {"kind": "Status", "reason": "Invalid", "message": message}
+                return httpx.Response(422, json=body)
+            if self.streamed:
+                return self.streamed.pop(0)
+        if params.get("watch") == "true":
+            await asyncio.sleep(3600)  # a quiet watch
+        items = [thing("a", "3"), thing("b", "4", "dev")]
+        return httpx.Response(200, json={"items": items, "metadata": {"resourceVersion": "9"}})
+
+
+async def run_until_synced(server: Server) -> tuple[Informer, list[WatchEvent]]:
+    kube = kube_served_by(server, connections=4)
+    informer = Informer(kube, PATH, metadata_only=True, streaming=True)
+    seen: list[WatchEvent] = []
+    informer.add_handler(seen.append)
+    task = asyncio.create_task(informer.run())
+    try:
+        async with asyncio.timeout(5):
+            await informer.synced.wait()
+            await asyncio.sleep(0.05)  # what follows the end of the initial events
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await kube.aclose()
+    return informer, seen
+
+
+async def test_a_streamed_list_fills_the_store_then_goes_on_as_a_watch() -> None:
+    changed = thing("a", "11")
+    server = Server(
+        streamed=[
+            stream(
+                ("ADDED", thing("a", "3")),
+                ("ADDED", thing("b", "4", "dev")),
+                END,
+                ("MODIFIED", changed),
+            )
+        ]
+    )
+    informer, seen = await run_until_synced(server)
+    assert informer.streaming is True
+    assert [(e.type, e.initial) for e in seen] == [
+        ("ADDED", True),
+        ("ADDED", True),
+        ("MODIFIED", False),
+    ]
+    assert informer.store[("ops", "a")] == changed
+    assert len(informer.store) == 2
+    assert informer.resource_version == "11"  # the bookmark's, then the watch's; never an item's
+    first = server.asked[0]
+    assert (first["resourceVersionMatch"], first["resourceVersion"]) == ("NotOlderThan", "")
+    assert not any("limit" in asked for asked in server.asked)  # no list in pages
+
+
+async def test_a_server_that_refuses_streaming_is_listed_in_pages() -> None:
+    server = Server(streams=False)
+    informer, seen = await run_until_synced(server)
+    assert informer.streaming is False
+    assert sorted(informer.store) == [("dev", "b"), ("ops", "a")]
+    assert all(e.initial for e in seen)
+    assert server.asked[1]["limit"] == "500"  # the list, right after the refusal
+    assert informer.resource_version == "9"
+
+
+async def test_a_stream_that_ends_before_its_initial_events_do_is_streamed_again() -> None:
+    cut = stream(("ADDED", thing("a", "3")))  # no bookmark: the collection may be incomplete
+    whole = stream(("ADDED", thing("a", "3")), ("ADDED", thing("b", "4", "dev")), END)
+    server = Server(streamed=[cut, whole])
+    informer, seen = await run_until_synced(server)
+    assert informer.streaming is True
+    assert len(informer.store) == 2
+    assert [e.obj["metadata"]["name"] for e in seen] == ["a", "b"]  # nothing of the cut stream
+    assert [asked.get("sendInitialEvents") for asked in server.asked[:2]] == ["true", "true"]
