@@ -13,14 +13,16 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 from fastapi import Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from zeroscaler.core.activator import (
+    MAX_TIMEOUT,
     PROBE_LABEL,
     PROBE_WARNING,
     describe_request,
@@ -36,6 +38,7 @@ from zeroscaler.webhook.review import BadReview, build_response, parse_review
 log = logging.getLogger(__name__)
 
 ASK_AGAIN_AFTER = 1.0  # seconds: a burst of requests for one sleeper writes one wake request
+READY_FRESH = 0.5  # seconds a ready endpoint seen is trusted without reading again
 WAIT_BUCKETS = (0.001, 0.01, 0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 
 
@@ -54,6 +57,9 @@ class Activation:
         self._requests_path = f"/api/v1/namespaces/{namespace}/configmaps/{requests}"
         self._max_body = max_body
         self._asked: dict[str, float] = {}  # request key: loop time it was last written
+        self._ready_at: dict[tuple[str, str], float] = {}  # Service: when last seen ready
+        self._waiting: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
         self._answers = Counter(
             "zeroscaler_activator_requests_total",
             "Requests the activator answered, by outcome (ready, timeout, failed, probe)",
@@ -90,9 +96,12 @@ class Activation:
         outcome = "failed"
         try:
             async with asyncio.timeout(max(wait, 0.5)):
-                if not await self._ready(namespace, service):
+                if await self._ready(self._kube, namespace, service):
+                    # Covered but up (woken, or put to sleep this moment): still activity.
+                    self._background(self._ask(self._kube, kind, namespace, name, review))
+                else:
                     await self._ask(self._kube, kind, namespace, name, review)
-                    await self._wait_ready(self._kube, namespace, service)
+                    await asyncio.shield(self._waiter(self._kube, namespace, service))
                 outcome = "ready"
         except TimeoutError:
             outcome = "timeout"
@@ -131,15 +140,40 @@ class Activation:
     def _slices_path(self, namespace: str) -> str:
         return f"/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices"
 
-    async def _ready(self, namespace: str, service: str) -> bool:
-        if self._kube is None:
-            return False
-        listing = await self._kube.get(self._slices_path(namespace), params=_selector(service))
-        return has_ready_endpoint(listing.get("items") or [])
+    def _background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(_logged(work))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _ready(self, kube: Kube, namespace: str, service: str) -> bool:
+        """Whether the Service has a ready endpoint; a yes is trusted for READY_FRESH seconds,
+        so a burst of requests for an awake backend costs one read."""
+        now = asyncio.get_running_loop().time()
+        if now - self._ready_at.get((namespace, service), -READY_FRESH) < READY_FRESH:
+            return True
+        listing = await kube.get(self._slices_path(namespace), params=_selector(service))
+        if has_ready_endpoint(listing.get("items") or []):
+            self._ready_at[(namespace, service)] = now
+            return True
+        return False
+
+    def _waiter(self, kube: Kube, namespace: str, service: str) -> asyncio.Task[None]:
+        """One watch per Service for every request waiting on it, bounded in time."""
+        key = (namespace, service)
+        task = self._waiting.get(key)
+        if task is None or task.done():
+            task = asyncio.create_task(self._wait_ready(kube, namespace, service))
+            self._waiting[key] = task
+            task.add_done_callback(lambda t: _forget(self._waiting, key, t))
+        return task
 
     async def _wait_ready(self, kube: Kube, namespace: str, service: str) -> None:
-        """Until the Service's EndpointSlices hold a ready endpoint (cancelled by the caller's
-        timeout)."""
+        async with asyncio.timeout(MAX_TIMEOUT):
+            await self._until_ready(kube, namespace, service)
+        self._ready_at[(namespace, service)] = asyncio.get_running_loop().time()
+
+    async def _until_ready(self, kube: Kube, namespace: str, service: str) -> None:
+        """Until the Service's EndpointSlices hold a ready endpoint."""
         while True:
             listing = await kube.get(self._slices_path(namespace), params=_selector(service))
             slices: dict[str, Obj] = {
@@ -162,6 +196,24 @@ class Activation:
                     slices[name] = obj
                 if has_ready_endpoint(slices.values()):
                     return
+
+
+async def _logged(work: Coroutine[Any, Any, None]) -> None:
+    try:
+        await work
+    except KubeError as e:
+        log.warning("wake not asked: %s", e)
+
+
+def _forget(
+    waiting: dict[tuple[str, str], asyncio.Task[None]],
+    key: tuple[str, str],
+    task: asyncio.Task[None],
+) -> None:
+    if waiting.get(key) is task:
+        del waiting[key]
+    if not task.cancelled():
+        task.exception()  # retrieved: a wait that timed out is no error to log
 
 
 def _selector(service: str) -> Mapping[str, str]:
