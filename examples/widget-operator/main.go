@@ -155,6 +155,9 @@ func main() {
 		LeaderElection:          true,
 		LeaderElectionID:        leaseID,
 		LeaderElectionNamespace: namespace,
+		// Give the Lease up when stopped (the program ends with the manager), so a pod started
+		// after this one, as after a sleep, leads at once instead of after the lease duration.
+		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
 		log.Error(err, "cannot create the manager")
