@@ -33,7 +33,7 @@ from zeroscaler.core.activator import (
 from zeroscaler.core.admission import AdmissionRequest
 from zeroscaler.core.durations import format_time
 from zeroscaler.kube import Kube, KubeError, Obj
-from zeroscaler.webhook.review import BadReview, build_response, parse_review
+from zeroscaler.webhook.review import BadReview, build_response, parse_review, read_limited
 
 log = logging.getLogger(__name__)
 
@@ -112,9 +112,9 @@ class Activation:
         return JSONResponse(build_response(review, [], []))
 
     async def _review(self, request: Request) -> AdmissionRequest | Response:
-        body = await request.body()
+        body = await read_limited(request, self._max_body)
         try:
-            if len(body) > self._max_body:
+            if body is None:
                 raise BadReview(f"body is over {self._max_body} bytes")
             review = parse_review(body)
         except BadReview as e:

@@ -27,7 +27,7 @@ from zeroscaler.kube import Kube
 from zeroscaler.metrics import APIErrors, register_process_collectors
 from zeroscaler.webhook.activation import Activation
 from zeroscaler.webhook.caches import LiveSource
-from zeroscaler.webhook.review import BadReview, build_response, parse_review
+from zeroscaler.webhook.review import BadReview, build_response, parse_review, read_limited
 from zeroscaler.webhook.settings import Settings
 from zeroscaler.webhook.state import Source
 
@@ -122,7 +122,7 @@ class _Admission:
 
     async def mutate(self, request: Request) -> Response:
         started = time.perf_counter()
-        body = await _read_limited(request, self._max_body)
+        body = await read_limited(request, self._max_body)
         try:
             if body is None:
                 raise BadReview(f"body is over {self._max_body} bytes")
@@ -183,18 +183,6 @@ def _json(content: object) -> Response:
     """JSON, non-ASCII escaped: a lone surrogate echoed from a request must not fail to encode."""
     body = json.dumps(content, separators=(",", ":"), ensure_ascii=True).encode("ascii")
     return Response(body, media_type="application/json")
-
-
-async def _read_limited(request: Request, limit: int) -> bytes | None:
-    """The body, or None once it grows past `limit` bytes (read no further)."""
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _live_source(settings: Settings, registry: CollectorRegistry) -> Source:
