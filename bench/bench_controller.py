@@ -729,7 +729,8 @@ def main() -> None:
         default="pages,streaming",
         type=lambda text: text.split(","),
         help="the scale row's restarts, in order, each how the controller lists: pages, "
-        "streaming, default (no flag: for code before them); the last gives the row's figures",
+        "streaming, cold (watches started by the workloads' first reconciles, not warmed), "
+        "default (no flag: for code before them); the last gives the row's figures",
     )
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="zeroscaler-bench-"))

@@ -7,8 +7,10 @@ reconcile that it asks for.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
+
+from prometheus_client import Counter
 
 from zeroscaler.controller.clock import Clock
 from zeroscaler.controller.metrics import Metrics
@@ -66,6 +68,11 @@ class ChangeFeed:
         self._users_in = users_in or (lambda resource, _: users(resource))  # by namespace
         self._is_opted_in = is_opted_in
         self._hpa_targets: dict[WorkloadKey, set[str]] = {}
+        self._event_counters: dict[APIResource, Counter] = {}
+        # A start's warming (`warming.py`): told of each workload first seen, and of each change
+        # to a watched type, while it lasts.
+        self.on_first_seen: Callable[[WorkloadKey, Mapping[str, str]], None] | None = None
+        self.on_change: Callable[[APIResource, str], None] | None = None
 
     def hpa_names(self, key: WorkloadKey) -> list[str]:
         """The HorizontalPodAutoscalers that target a workload, sorted."""
@@ -98,6 +105,8 @@ class ChangeFeed:
             w.starting = w.replicas > 0 and w.is_ready() is False
             self._workloads[key] = w
             self._enqueue(key)
+            if self.on_first_seen is not None:
+                self.on_first_seen(key, meta.get("annotations") or {})
             return
         if not is_newer(event.obj, w.obj):
             return
@@ -147,8 +156,15 @@ class ChangeFeed:
 
     def on_object(self, resource: APIResource, event: WatchEvent) -> None:
         """A watched object changed: note it for every workload it is activity for."""
-        self._metrics.watch_events.labels(resource.group_resource).inc()
-        users = self._users_in(resource, key_of(event.obj)[0])
+        counter = self._event_counters.get(resource)
+        if counter is None:  # labels() takes a lock and builds a key: once per type, not per event
+            counter = self._metrics.watch_events.labels(resource.group_resource)
+            self._event_counters[resource] = counter
+        counter.inc()
+        namespace = key_of(event.obj)[0]
+        if self.on_change is not None and not event.initial:
+            self.on_change(resource, namespace)
+        users = self._users_in(resource, namespace)
         change = Change(event.type, event.obj, event.old, event.initial)
         now: datetime | None = None
         for key in users:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping
+import urllib.parse
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -277,14 +278,40 @@ class Metrics:
             w.tally = Tally()
         return w.tally
 
-    def render(self) -> bytes:
-        text = generate_latest(self.registry)
-        if self.workload_series is not None:
+    def render(self, names: Collection[str] = ()) -> bytes:
+        """The text exposition; with `names`, only the series of those names (as Prometheus'
+        own clients filter by `name[]`): a poll for one figure need not write 10,000
+        workloads' series (tens of milliseconds a scrape at 10,000)."""
+        text = generate_latest(_Only(self.registry, names) if names else self.registry)
+        wanted = not names or any(_is_workload_series(n) for n in names)
+        if self.workload_series is not None and wanted:
             text += self.workload_series.text()
         return text
 
 
-Route = Callable[[], tuple[int, str, bytes]]
+def _is_workload_series(name: str) -> bool:
+    return any(name.startswith(family) for family, _, _ in WORKLOAD_FAMILIES)
+
+
+class _Only:
+    """A registry's families cut to the series named (by family or by sample name)."""
+
+    def __init__(self, registry: CollectorRegistry, names: Collection[str]) -> None:
+        self._registry = registry
+        self._names = frozenset(names)
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self._registry.collect():
+            whole = family.name in self._names
+            samples = [s for s in family.samples if whole or s.name in self._names]
+            if samples:
+                kept = Metric(family.name, family.documentation, family.type, family.unit)
+                kept.samples = samples
+                yield kept
+
+
+# A route answers a GET with its query's parameters: status, content type, body.
+Route = Callable[[Mapping[str, list[str]]], tuple[int, str, bytes]]
 
 
 async def serve_http(host: str, port: int, routes: Mapping[str, Route]) -> asyncio.Server:
@@ -294,11 +321,12 @@ async def serve_http(host: str, port: int, routes: Mapping[str, Route]) -> async
         try:
             request = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=10)
             method, path, *_ = request.split(b"\r\n", 1)[0].decode("latin-1").split(" ")
-            route = routes.get(path.split("?", 1)[0])
+            where, _, query = path.partition("?")
+            route = routes.get(where)
             if method != "GET" or route is None:
                 status, ctype, body = 404, "text/plain", b"not found\n"
             else:
-                status, ctype, body = route()
+                status, ctype, body = route(urllib.parse.parse_qs(query))
             reason = {200: "OK", 404: "Not Found", 503: "Service Unavailable"}.get(status, "")
             head = (
                 f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\n"

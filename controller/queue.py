@@ -64,6 +64,11 @@ class KeyedQueue(Generic[K]):
     def is_running(self, key: K) -> bool:
         return key in self._running
 
+    @property
+    def idle(self) -> bool:
+        """Nothing waiting and nothing running."""
+        return not self._queued and not self._running and not self._again
+
     def release(self, key: K) -> None:
         """`key` is done; if it was asked for meanwhile, it waits again."""
         self._running.discard(key)

@@ -27,6 +27,7 @@ from zeroscaler.controller.settings import Settings
 from zeroscaler.controller.subscription import Subscriptions
 from zeroscaler.controller.tasks import Tasks
 from zeroscaler.controller.timers import TimerHeap
+from zeroscaler.controller.warming import Warming
 from zeroscaler.controller.watches import WatchHub
 from zeroscaler.controller.workload import (
     WORKLOAD_RESOURCES,
@@ -182,6 +183,19 @@ class Scaler:
             background=self.tasks.background,
             enqueue=self.queue.add,
         )
+        self.warming = Warming(
+            self.hub,
+            access,
+            self.cluster,
+            self.workloads,
+            background=self.tasks.background,
+            hurry=self._hurry,
+        )
+        if self.settings.warm_watches:
+            self.changes.on_first_seen = self.warming.on_workload
+            self.changes.on_change = self.warming.on_change
+        else:
+            self.warming.active = False
         scaling = Scaling(
             kube,
             reporter,
@@ -271,6 +285,11 @@ class Scaler:
         for key in self.subscriptions.revoke(self.workloads):
             self.queue.add(key)
 
+    def _hurry(self, key: WorkloadKey) -> None:
+        """Reconcile `key` before the others waiting: a change may be a wake for it."""
+        self.gate.due(key)
+        self.queue.add(key)
+
     def _keeps_awake(self, w: Workload) -> bool:
         """Whether what `w` serves forbids a sleep (or is not known)."""
         serving = self.serving.serving(w)
@@ -325,6 +344,10 @@ class Scaler:
         while True:
             await asyncio.sleep(HOUSEKEEPING_INTERVAL)
             rounds += 1
+            # Every workload has had its first look (or, with reconciles never done, a minute).
+            if self.warming.active and self.ready and (self.queue.idle or rounds >= 6):
+                self.warming.finish()
+                self.changes.on_first_seen = self.changes.on_change = None
             if rounds % 6 == 0:  # a minute; a full collection every half hour
                 release_free_memory(full=rounds % 180 == 0)
             if self.is_leader:

@@ -26,11 +26,15 @@ DRAIN_SECONDS = 2.0  # at most, for the writes on their way at shutdown before t
 def routes(scaler: Scaler) -> dict[str, Route]:
     """The HTTP endpoints: liveness, readiness (watches synced) and Prometheus metrics."""
     return {
-        "/healthz": lambda: (200, "text/plain", b"ok\n"),
-        "/readyz": lambda: (
+        "/healthz": lambda _: (200, "text/plain", b"ok\n"),
+        "/readyz": lambda _: (
             (200, "text/plain", b"ok\n") if scaler.ready else (503, "text/plain", b"syncing\n")
         ),
-        "/metrics": lambda: (200, "text/plain; version=0.0.4", scaler.metrics.render()),
+        "/metrics": lambda query: (
+            200,
+            "text/plain; version=0.0.4",
+            scaler.metrics.render(query.get("name[]", ())),
+        ),
     }
 
 

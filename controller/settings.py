@@ -44,6 +44,7 @@ class Settings:
     access_review_ttl: float = 60.0
     access_from_rbac: bool = True  # off where an authorizer before RBAC (a webhook) may deny
     streaming_lists: bool = True  # watched types listed as watch-list streams where served
+    warm_watches: bool = True  # on a start, list the types workloads name before reconciling them
     workers: int = 64  # coroutines; requests queue for the request connections
     max_connections: int = 1024  # for watches: one each
     request_connections: int = 16  # all kept alive
@@ -192,6 +193,13 @@ def parse_settings(
         default=None,
         help="list each watched type as a watch that sends the collection first "
         "(sendInitialEvents), where the API server offers it (default: on; pages where not)",
+    )
+    parser.add_argument(
+        "--warm-watches",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="on a start, list the types the workloads' annotations name as soon as the "
+        "workloads are seen, before each is reconciled (default: on)",
     )
     parser.add_argument("--workers", type=int, help="concurrent reconciles")
     parser.add_argument(

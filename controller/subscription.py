@@ -3,9 +3,10 @@ ServiceAccount may watch them in, and the shared watches it holds."""
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, overload
 
 from zeroscaler.cluster import ClusterView
 from zeroscaler.controller.clock import Clock
@@ -117,7 +118,10 @@ class Subscriptions:
         watched = [
             (r, scopes[0][(r.group, r.kind)]) for r in wanted if (r.group, r.kind) in scopes[0]
         ]
-        w.reach = working_namespaces(watched), definitions_of(r for r, _ in watched)
+        w.reach = (
+            _shared(working_namespaces(watched)),
+            _shared(definitions_of(r for r, _ in watched)),
+        )
         self.set_interest(w, w.status)
         self.subscribe(w, wanted)
 
@@ -148,7 +152,7 @@ class Subscriptions:
                     continue
                 resolved = await self._resolve_scope(w, ref, resource, config, warnings, fresh)
                 if resolved.permitted:
-                    target[(resource.group, resource.kind)] = resolved.scope
+                    target[(resource.group, resource.kind)] = _shared(resolved.scope)
                     wanted.add(resource)
         return scopes, wanted, warnings
 
@@ -318,6 +322,21 @@ class Subscriptions:
             if found is not None:
                 self._on_activity(w, found, self._clock.now())
                 return
+
+
+# Equal scopes are one object: the workloads of a namespace mostly watch the same namespaces,
+# and a set of one namespace costs 216 bytes, several times over per workload.
+_SCOPES: weakref.WeakValueDictionary[frozenset[str], frozenset[str]] = weakref.WeakValueDictionary()
+
+
+@overload
+def _shared(scope: frozenset[str]) -> frozenset[str]: ...
+@overload
+def _shared(scope: None) -> None: ...
+def _shared(scope: frozenset[str] | None) -> frozenset[str] | None:
+    if scope is None:
+        return None
+    return _SCOPES.setdefault(scope, scope)
 
 
 def _tally_in(informer: Informer, resource: APIResource, interest: Interest) -> Tally:

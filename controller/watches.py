@@ -1,4 +1,5 @@
-"""Shared metadata-only watches: one per resource type, started on first use, stopped on last."""
+"""Shared metadata-only watches: one per resource type, started on first use (or warmed ahead of
+it on a start), stopped on last."""
 
 from __future__ import annotations
 
@@ -122,6 +123,25 @@ class WatchHub(Generic[U]):
         self.set_scope(resource, user, scope)
         if resource in self._informers:
             return self._informers[resource][0]
+        self._start(resource)
+        return None
+
+    def warm(self, resource: APIResource) -> None:
+        """Start listing `resource` before anyone uses it. Its events concern no one until a user
+        is counted in (after that user's access checks), who then finds its store warm."""
+        if resource not in self._informers:
+            self._start(resource, warm=True)
+
+    def drop_unused(self) -> list[APIResource]:
+        """Stop the watches warmed that nobody came to use; returns their types."""
+        unused = [r for r in self._informers if not self._users.get(r)]
+        for resource in unused:
+            _, task = self._informers.pop(resource)
+            task.cancel()
+            log.info("warm watch unused, stopped", extra={"resource": resource.group_resource})
+        return unused
+
+    def _start(self, resource: APIResource, *, warm: bool = False) -> None:
         informer = Informer(
             self._kube,
             resource.api_path(),
@@ -136,8 +156,7 @@ class WatchHub(Generic[U]):
             informer.add_sync_handler(lambda: on_synced(resource))
         task = asyncio.create_task(informer.run(), name=f"watch {resource.group_resource}")
         self._informers[resource] = (informer, task)
-        log.info("watch started", extra={"resource": resource.group_resource})
-        return None
+        log.info("watch started", extra={"resource": resource.group_resource, "warm": warm})
 
     def release(self, resource: APIResource, user: U) -> None:
         """Count `user` out; the last one out stops the watch."""

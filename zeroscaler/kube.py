@@ -432,14 +432,17 @@ class Kube:
         params: Mapping[str, str | int | bool] | None = None,
         metadata_only: bool = False,
         page_size: int = 500,
+        transform: Callable[[Obj], Obj] | None = None,
     ) -> tuple[list[Obj], str]:
-        """Every object of a collection, in pages; returns the items and the resourceVersion."""
+        """Every object of a collection, in pages; returns the items and the resourceVersion.
+        `transform` is applied page by page, so the whole list is never held as it came."""
         accept = ACCEPT_METADATA_LIST if metadata_only else "application/json"
         query: dict[str, str | int | bool] = {**(params or {}), "limit": page_size}
         items: list[Obj] = []
         while True:
             page = await self.get(path, params=query, accept=accept)
-            items.extend(page.get("items") or [])
+            found = page.get("items") or []
+            items.extend(map(transform, found) if transform is not None else found)
             meta = page.get("metadata") or {}
             if not meta.get("continue"):
                 return items, str(meta.get("resourceVersion", ""))

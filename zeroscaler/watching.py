@@ -220,9 +220,12 @@ class Informer:
 
     async def _list(self, *, initial: bool) -> None:
         items, rv = await self.kube.list_all(
-            self.path, params=self.params, metadata_only=self.metadata_only
+            self.path,
+            params=self.params,
+            metadata_only=self.metadata_only,
+            transform=self.transform,  # page by page: a big list is never held as it came
         )
-        self._install(Store(self._shape(o) for o in items), rv, initial=initial)
+        self._install(Store(items), rv, initial=initial)
 
     async def _stream(self, *, initial: bool) -> None:
         """Watch with the whole collection sent first (`sendInitialEvents`), on one connection:

@@ -215,3 +215,9 @@ def test_streaming_lists_are_on_unless_turned_off() -> None:
     assert parse_settings([], {}).streaming_lists is True
     assert parse_settings(["--no-streaming-lists"], {}).streaming_lists is False
     assert parse_settings([], {"ZEROSCALER_STREAMING_LISTS": "false"}).streaming_lists is False
+
+
+def test_warm_watches_are_on_unless_turned_off() -> None:
+    assert parse_settings([], {}).warm_watches is True
+    assert parse_settings(["--no-warm-watches"], {}).warm_watches is False
+    assert parse_settings([], {"ZEROSCALER_WARM_WATCHES": "false"}).warm_watches is False

@@ -12,6 +12,7 @@ from tests.unit.held_events import workload
 from zeroscaler.controller.accounting import Accounting
 from zeroscaler.controller.clock import ManualClock
 from zeroscaler.controller.metrics import Metrics
+from zeroscaler.controller.service import routes
 from zeroscaler.controller.settings import parse_settings
 from zeroscaler.controller.workload import Workload, WorkloadKey
 from zeroscaler.core.annotations import WorkloadStatus
@@ -212,3 +213,28 @@ def test_the_series_written_directly_are_what_prometheus_client_would_write() ->
     registry.register(series)
     assert series.text() == generate_latest(registry)
     assert series.text() in fleet.metrics.render()
+
+
+def test_a_scrape_may_name_the_series_it_wants() -> None:
+    fleet = Fleet()
+    fleet.add("sleeper", "asleep")
+    fleet.metrics.wakes.inc()
+    only = fleet.metrics.render(["zeroscaler_wakes_total"]).decode()
+    assert [(s.name, s.value) for f in text_string_to_metric_families(only) for s in f.samples] == [
+        ("zeroscaler_wakes_total", 1.0)
+    ]
+    assert "zeroscaler_workload_" not in only  # the workloads' series are not written
+    theirs = fleet.metrics.render(["zeroscaler_workload_asleep"]).decode()
+    assert "zeroscaler_workload_asleep{" in theirs
+    assert "zeroscaler_wakes_total" not in theirs
+
+
+def test_the_metrics_route_reads_the_names_asked_for() -> None:
+    class Scaler:
+        metrics = Fleet().metrics
+        ready = True
+
+    route = routes(Scaler())["/metrics"]  # type: ignore[arg-type]
+    status, _, body = route({"name[]": ["zeroscaler_wakes_total"]})
+    assert status == 200
+    assert body.decode().splitlines()[-1] == "zeroscaler_wakes_total 0.0"

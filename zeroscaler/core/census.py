@@ -21,6 +21,9 @@ from zeroscaler.core.kinds import APIResource
 
 CENSUS_FORM = "comma-separated Kind.group=count:16 hex digits (written by the controller)"
 _MODULUS = 1 << 64
+# One encoder for every digest (json.dumps with options makes a new one per call); its text is
+# part of every census annotation written, so it must not change.
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
 # The kinds we scale ourselves: our scale writes move their generation, so it is left out for them.
 _SCALED = frozenset({("apps", "Deployment"), ("apps", "StatefulSet")})
 
@@ -56,7 +59,7 @@ def fingerprint(meta: Meta, resource: APIResource) -> int:
         ]
         if (resource.group, resource.kind) not in _SCALED:
             parts.append(meta.get("generation") or 0)
-    text = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
+    text = _ENCODER.encode(parts)
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
 
 

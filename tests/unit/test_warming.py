@@ -1,0 +1,221 @@
+"""A start's warm watches: listed before any workload subscribes, delivering to no one until one
+does, and a change to them hurries the first reconcile of the workloads that name them there."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Coroutine
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from tests.unit.mock_api import kube_served_by
+from zeroscaler.controller.changes import ChangeFeed
+from zeroscaler.controller.clock import ManualClock
+from zeroscaler.controller.metrics import Metrics
+from zeroscaler.controller.permissions import AccessReviews
+from zeroscaler.controller.warming import Warming
+from zeroscaler.controller.watches import WatchHub
+from zeroscaler.controller.workload import Workload, WorkloadKey
+from zeroscaler.core.activity import Activity
+from zeroscaler.core.kinds import APIResource, Discovery
+from zeroscaler.core.warming import Named, named_types
+from zeroscaler.watching import WatchEvent
+
+NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+VERBS = frozenset({"list", "watch"})
+WIDGET = APIResource("example.com", "v1", "widgets", "Widget", verbs=VERBS)
+GADGET = APIResource("example.com", "v1", "gadgets", "Gadget", verbs=VERBS)
+SECRET = APIResource("example.com", "v1", "secrets", "Secret", verbs=VERBS)  # not ours to watch
+NODE = APIResource("", "v1", "nodes", "Node", namespaced=False, verbs=VERBS)
+GETONLY = APIResource("example.com", "v1", "reports", "Report", verbs=frozenset({"get"}))
+DISCOVERY = Discovery([WIDGET, GADGET, SECRET, NODE, GETONLY])
+
+
+def notes(kinds: str, **more: str) -> dict[str, str]:
+    return {"zeroscaler.io/idle-timeout": "5m", "zeroscaler.io/watched-kinds": kinds, **more}
+
+
+def test_the_types_named_are_those_served_and_watchable() -> None:
+    named = named_types(
+        notes(
+            "Widget.example.com, Missing.example.com, Report.example.com",
+            **{"zeroscaler.io/owned-kinds": "Gadget.example.com, Widget.example.com"},
+            **{"zeroscaler.io/watch-namespaces": "ops, dev"},
+        ),
+        DISCOVERY,
+    )
+    assert named == Named((WIDGET, GADGET), frozenset({"ops", "dev"}))
+    everywhere = notes("Widget.example.com", **{"zeroscaler.io/watch-namespaces": "*"})
+    assert named_types(everywhere, DISCOVERY) == Named((WIDGET,), None)
+    assert named_types(notes("Widget.example.com"), DISCOVERY).namespaces is None
+    opted_out = notes("Widget.example.com", **{"zeroscaler.io/enabled": "false"})
+    assert named_types(opted_out, DISCOVERY) == Named()
+    no_timeout = {"zeroscaler.io/watched-kinds": "Widget.example.com"}
+    assert named_types(no_timeout, DISCOVERY) == Named()
+    assert named_types({"zeroscaler.io/idle-timeout": "5m"}, DISCOVERY) == Named()  # from RBAC
+
+
+class Api:
+    """Allows the controller every type but secrets; lists one widget in `ops`; watches hang."""
+
+    def __init__(self) -> None:
+        self.kube = kube_served_by(self._answer, connections=16)
+        self.listed: list[str] = []
+
+    async def _answer(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if path.endswith("selfsubjectaccessreviews"):
+            review = json.loads(request.content)
+            allowed = review["spec"]["resourceAttributes"]["resource"] != "secrets"
+            return httpx.Response(201, json={"status": {"allowed": allowed}})
+        if request.url.params.get("watch"):
+            await asyncio.Event().wait()  # nothing changes: until the test closes the hub
+        self.listed.append(path)
+        items = [{"metadata": {"name": "w", "namespace": "ops", "resourceVersion": "5"}}]
+        return httpx.Response(
+            200,
+            json={
+                "items": items if "widgets" in path else [],
+                "metadata": {"resourceVersion": "9"},
+            },
+        )
+
+
+class Cluster:
+    def __init__(self) -> None:
+        self.discovered = asyncio.Event()
+        self.discovery = DISCOVERY
+
+
+def workload(name: str, namespace: str, notes: dict[str, str]) -> Workload:
+    obj = {"metadata": {"name": name, "namespace": namespace, "annotations": notes}}
+    return Workload(("Deployment", namespace, name), obj, last_activity=NOW)
+
+
+class NotingFeed(ChangeFeed):
+    """Activity noted is only listed."""
+
+    noted: list[tuple[WorkloadKey, Activity]]
+
+    def note_activity(self, w: Workload, found: Activity, now: datetime) -> None:
+        self.noted.append((w.key, found))
+
+
+class Start:
+    def __init__(self) -> None:
+        self.api = Api()
+        self.noted: list[tuple[WorkloadKey, Activity]] = []
+        self.hub: WatchHub[WorkloadKey] = WatchHub(
+            self.api.kube, lambda r, e: self.feed.on_object(r, e)
+        )
+        self.workloads: dict[WorkloadKey, Workload] = {}
+        self.feed = NotingFeed(
+            self.workloads,
+            clock=ManualClock(NOW, 1.0),
+            metrics=Metrics(dict, lambda: 0, lambda: True),
+            enqueue=lambda _: None,
+            is_running=lambda _: False,
+            wake_due=lambda _: None,
+            users=self.hub.users,
+            users_in=self.hub.users_in,
+        )
+        self.feed.noted = self.noted
+        self.cluster = Cluster()
+        self.hurried: list[WorkloadKey] = []
+        self.tasks: list[asyncio.Task[None]] = []
+        self.warming = Warming(
+            self.hub,
+            AccessReviews(self.api.kube, ttl=60.0, clock=ManualClock(NOW, 1.0)),
+            self.cluster,  # type: ignore[arg-type]
+            self.workloads,
+            background=self._background,
+            hurry=self.hurried.append,
+        )
+        self.feed.on_first_seen = self.warming.on_workload
+        self.feed.on_change = self.warming.on_change
+
+    def _background(self, work: Coroutine[Any, Any, None]) -> None:
+        self.tasks.append(asyncio.create_task(work))
+
+    def add(self, w: Workload) -> None:
+        self.feed.on_workload("Deployment", WatchEvent("ADDED", w.obj))
+
+    async def settle(self) -> None:
+        for _ in range(20):
+            await asyncio.sleep(0)
+        if self.cluster.discovered.is_set():  # else one waits for it
+            await asyncio.gather(*self.tasks)
+
+    async def aclose(self) -> None:
+        await self.hub.aclose()
+        await self.api.kube.aclose()
+
+
+async def test_a_start_warms_what_workloads_name_and_delivers_it_to_no_one() -> None:
+    start = Start()
+    start.add(workload("a", "ops", notes("Widget.example.com")))
+    start.add(workload("b", "ops", notes("Secret.example.com")))  # we may not watch it
+    start.add(workload("c", "ops", {"zeroscaler.io/watched-kinds": "Gadget.example.com"}))
+    await start.settle()
+    assert start.hub.resources == []  # discovery has not answered yet
+    start.cluster.discovered.set()
+    await start.settle()
+    assert start.hub.resources == [WIDGET]
+    informer = start.hub.informer(WIDGET)
+    assert informer is not None
+    await informer.synced.wait()
+    assert len(informer.store) == 1
+    assert start.hub.users(WIDGET) == set()
+    assert start.noted == []  # its list reached no workload: none has subscribed
+    # A workload's own reconcile subscribes (after its access checks) and finds it warm.
+    assert start.hub.acquire(WIDGET, ("Deployment", "ops", "a"), frozenset({"ops"})) is informer
+    assert start.api.listed == ["/apis/example.com/v1/widgets"]  # listed once, early
+    await start.aclose()
+
+
+async def test_a_change_hurries_the_first_look_of_those_naming_it_there_once() -> None:
+    start = Start()
+    start.cluster.discovered.set()
+    here = workload("here", "ops", notes("Widget.example.com"))
+    anywhere = workload("anywhere", "team", notes("Widget.example.com"))
+    elsewhere = workload(
+        "elsewhere",
+        "ops",
+        notes("Widget.example.com", **{"zeroscaler.io/watch-namespaces": "dev"}),
+    )
+    looked = workload("looked", "ops", notes("Widget.example.com"))
+    nodes = workload("nodes", "dev", notes("Node", **{"zeroscaler.io/watch-namespaces": "dev"}))
+    for w in (here, anywhere, elsewhere, looked, nodes):
+        start.add(w)
+    await start.settle()
+    start.workloads[looked.key].signature = ()  # reconciled already: subscribed as usual
+    change = {"metadata": {"name": "x", "namespace": "ops", "resourceVersion": "6"}}
+    start.feed.on_object(WIDGET, WatchEvent("ADDED", change, initial=True))  # a list: not news
+    assert start.hurried == []
+    start.feed.on_object(WIDGET, WatchEvent("ADDED", change))
+    assert sorted(start.hurried) == sorted([here.key, anywhere.key])
+    start.feed.on_object(WIDGET, WatchEvent("MODIFIED", change, change))
+    assert len(start.hurried) == 2  # once each: their first look is on its way
+    start.feed.on_object(NODE, WatchEvent("ADDED", {"metadata": {"name": "n"}}))
+    assert start.hurried[2:] == [nodes.key]  # cluster-scoped: whatever namespaces they named
+    assert start.noted == []
+    await start.aclose()
+
+
+async def test_finishing_stops_the_warm_watches_nobody_took_and_warms_no_more() -> None:
+    start = Start()
+    start.cluster.discovered.set()
+    start.add(workload("a", "ops", notes("Widget.example.com")))
+    start.add(workload("b", "ops", notes("Gadget.example.com")))
+    await start.settle()
+    assert sorted(r.resource for r in start.hub.resources) == ["gadgets", "widgets"]
+    start.hub.acquire(WIDGET, ("Deployment", "ops", "a"), frozenset({"ops"}))
+    start.warming.finish()
+    assert start.hub.resources == [WIDGET]
+    start.add(workload("later", "ops", notes("Gadget.example.com")))
+    await start.settle()
+    assert start.hub.resources == [WIDGET]
+    await start.aclose()
