@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from zeroscaler.core.activity import Interest, shrink
 from zeroscaler.core.census import (
     Tally,
     difference,
+    digest_text,
     fingerprint,
     format_census,
     namespaces_to_read,
@@ -300,3 +304,28 @@ def test_fingerprints_stay_as_earlier_versions_wrote_them() -> None:
     )
     assert fingerprint(shrink(meta)["metadata"], WIDGET) == 0x80C19BAEDE52F7EF
     assert fingerprint(obj("c", resourceVersion="42")["metadata"], CONFIGMAP) == 0x44F47E4D12D0D412
+
+
+_text = st.text(max_size=8)
+_parts = st.lists(
+    st.one_of(
+        _text,
+        st.integers(),
+        st.booleans(),
+        st.floats(allow_nan=False),
+        st.none(),
+        st.dictionaries(_text, st.one_of(_text, st.integers()), max_size=3),
+        st.lists(
+            st.one_of(_text, st.tuples(_text, _text, _text), st.dictionaries(_text, _text)),
+            max_size=3,
+        ),
+    ),
+    max_size=9,
+)
+
+
+@given(_parts)
+def test_the_digest_text_is_the_encoders_whatever_the_parts(parts: list[Any]) -> None:
+    assert digest_text(parts) == json.dumps(
+        parts, sort_keys=True, separators=(",", ":"), default=str
+    )
