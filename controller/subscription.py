@@ -295,8 +295,12 @@ class Subscriptions:
             w.unchecked.discard(kind)
             now = _tally_in(informer, resource, w.interest)
             reason = difference(kind, recorded[kind], now)
-            # A wake already due names the object that changed: a better reason than a count.
-            if reason is not None and w.activity_at is None:
+            # A wake already due names the object that changed: a better reason than a count,
+            # and so does an object changed since the sleep, when the list was not replayed.
+            if reason is None or w.activity_at is not None:
+                continue
+            where = namespaces_to_read(resource, w.interest)
+            if not self._replay(w, resource, informer.store.in_namespaces(where)):
                 self._on_activity(w, Activity(resource.kind, "", "", reason), self._clock.now())
 
     def subscribe(self, w: Workload, wanted: set[APIResource]) -> None:
@@ -310,18 +314,24 @@ class Subscriptions:
             warm = informer is not None and informer.synced.is_set()
             if warm and informer is not None and w.status.state == "asleep":
                 assert w.interest is not None
+                if resource.canonical in w.unchecked:
+                    # Its census, compared next (`check_census`), moves with every change the
+                    # replay would find: the replay waits for a difference, to name the object.
+                    continue
                 where = namespaces_to_read(resource, w.interest)
                 self._replay(w, resource, informer.store.in_namespaces(where))
         w.resources = wanted
 
-    def _replay(self, w: Workload, resource: APIResource, objects: Iterable[Obj]) -> None:
-        """A warm watch's store, seen as an initial list by a workload that joins it late."""
+    def _replay(self, w: Workload, resource: APIResource, objects: Iterable[Obj]) -> bool:
+        """A warm watch's store, seen as an initial list by a workload that joins it late;
+        whether it found activity."""
         assert w.interest is not None
         for obj in list(objects):
             found = find_activity(Change("ADDED", obj, initial=True), resource, w.interest)
             if found is not None:
                 self._on_activity(w, found, self._clock.now())
-                return
+                return True
+        return False
 
 
 # Equal scopes are one object: the workloads of a namespace mostly watch the same namespaces,

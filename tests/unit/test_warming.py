@@ -7,22 +7,27 @@ import asyncio
 import json
 from collections.abc import Coroutine
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import httpx
+import pytest
 
 from tests.unit.mock_api import kube_served_by
 from zeroscaler.controller.changes import ChangeFeed
 from zeroscaler.controller.clock import ManualClock
 from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.permissions import AccessReviews
+from zeroscaler.controller.subscription import Subscriptions
 from zeroscaler.controller.warming import Warming
 from zeroscaler.controller.watches import WatchHub
 from zeroscaler.controller.workload import Workload, WorkloadKey
-from zeroscaler.core.activity import Activity
+from zeroscaler.core.activity import Activity, Interest, shrink
+from zeroscaler.core.annotations import read_status
+from zeroscaler.core.census import tally
 from zeroscaler.core.kinds import APIResource, Discovery
 from zeroscaler.core.warming import Named, named_types
-from zeroscaler.watching import WatchEvent
+from zeroscaler.kube import Obj
+from zeroscaler.watching import WatchEvent, key_of
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 VERBS = frozenset({"list", "watch"})
@@ -219,3 +224,77 @@ async def test_finishing_stops_the_warm_watches_nobody_took_and_warms_no_more() 
     await start.settle()
     assert start.hub.resources == [WIDGET]
     await start.aclose()
+
+
+SLEPT = "2026-05-01T11:00:00Z"
+BEFORE = {"manager": "kubectl", "operation": "Update", "time": "2026-05-01T10:00:00Z"}
+AFTER = {"manager": "kubectl", "operation": "Update", "time": "2026-05-01T11:30:00Z"}
+
+
+def widget(name: str, written: dict[str, str] = BEFORE) -> Obj:
+    version = "5" if written is BEFORE else "6"  # an update moves the resourceVersion
+    meta = {
+        "name": name,
+        "namespace": "ops",
+        "resourceVersion": version,
+        "managedFields": [written],
+    }
+    return cast(Obj, shrink({"metadata": meta}))  # stored as the shared watches store it
+
+
+@pytest.mark.parametrize(
+    ("at_restart", "woken"),
+    [
+        (["a", "b"], None),  # nothing changed while down
+        (["a", "b", "c"], "Widget ops/c changed while zeroscaler was not watching"),
+        (["a", "b*"], "Widget ops/b changed while zeroscaler was not watching"),
+        (["a"], "1 Widget.example.com object deleted while zeroscaler was not watching"),
+    ],
+)
+async def test_a_sleeper_joining_a_warm_watch_is_woken_by_what_changed_while_down(
+    at_restart: list[str], woken: str | None
+) -> None:
+    interest = Interest(watched={("example.com", "Widget"): frozenset({"ops"})}, owned={})
+    at_sleep = tally([widget("a"), widget("b")], WIDGET, interest)
+    notes = notes_for_sleeper(f"Widget.example.com={at_sleep}")
+    w = workload("sleeper", "ops", notes)
+    w.status, _ = read_status(notes)
+    w.unchecked = {"Widget.example.com"}
+    w.scopes = ({("example.com", "Widget"): frozenset({"ops"})}, {})
+    start = Start()
+    start.hub.warm(WIDGET)
+    informer = start.hub.informer(WIDGET)
+    assert informer is not None
+    for name in at_restart:
+        obj = widget(name.rstrip("*"), AFTER if name.endswith("*") or name == "c" else BEFORE)
+        informer.store[key_of(obj)] = obj
+    informer.synced.set()
+    found: list[str] = []
+    subs = Subscriptions(
+        start.hub,
+        AccessReviews(start.api.kube, ttl=60.0),
+        start.cluster,  # type: ignore[arg-type]
+        clock=ManualClock(NOW, 1.0),
+        on_activity=lambda _, activity, __: found.append(activity.reason),
+        background=lambda c: c.close(),
+        enqueue=lambda _: None,
+    )
+    subs.set_interest(w, w.status)
+    subs.subscribe(w, {WIDGET})
+    subs.check_census(w)
+    if woken is None:
+        assert found == []
+    else:
+        assert len(found) == 1
+        assert found[0].startswith(woken)
+    await start.aclose()
+
+
+def notes_for_sleeper(census: str) -> dict[str, str]:
+    return {
+        **notes("Widget.example.com", **{"zeroscaler.io/watch-namespaces": "ops"}),
+        "zeroscaler.io/state": "asleep",
+        "zeroscaler.io/asleep-since": SLEPT,
+        "zeroscaler.io/last-activity": SLEPT,
+        "zeroscaler.io/census": census,
+    }
