@@ -21,10 +21,10 @@ def settle_kinds(
     w: Workload, config: WorkloadConfig, cluster: ClusterView
 ) -> tuple[WorkloadConfig, list[Notice]]:
     """The config with its kinds; without kinds annotated, those its RBAC says it watches."""
-    w.inferred, w.names = False, {}
+    w.watch.inferred, w.watch.names = False, {}
     if config.idle_timeout is None or has_kinds_annotated(w.annotations):
         return config, []
-    w.inferred = True  # RBAC changes now concern this workload
+    w.watch.inferred = True  # RBAC changes now concern this workload
     if not cluster.is_rbac_synced():
         return config, [("InferenceUnavailable", "RBAC is not readable; no kinds inferred")]
     discovery = cluster.discovery
@@ -38,7 +38,7 @@ def settle_kinds(
     for canonical, names in found.resource_names.items():
         resolved = discovery.resolve(parse_kind_refs(canonical)[0][0])
         if resolved is not None:
-            w.names[(resolved.group, resolved.kind)] = frozenset(names)
+            w.watch.names[(resolved.group, resolved.kind)] = frozenset(names)
     warnings: list[Notice] = [("InferenceLimited", message) for message in found.warnings]
     if not found.watched:
         return config, warnings

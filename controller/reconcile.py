@@ -16,7 +16,14 @@ from zeroscaler.controller.reporting import Reporter
 from zeroscaler.controller.scaling import Scaling
 from zeroscaler.controller.subscription import Subscriptions
 from zeroscaler.controller.timers import TimerHeap
-from zeroscaler.controller.workload import EPOCH, Workload, WorkloadKey, owes_wake, settle_start
+from zeroscaler.controller.workload import (
+    EPOCH,
+    WatchMemory,
+    Workload,
+    WorkloadKey,
+    owes_wake,
+    settle_start,
+)
 from zeroscaler.core.admission import annotate_from_policy
 from zeroscaler.core.annotations import (
     CENSUS,
@@ -127,8 +134,8 @@ class Reconciler:
         """Seconds before a failed reconcile is tried again: sooner when it was to wake or to
         record its wake, backing off while that keeps failing."""
         w = self._workloads.get(key)
-        waking = w is not None and w.activity_at is not None
-        if w is None or not (waking or w.own_wake) or w.shown_status.state != "asleep":
+        waking = w is not None and w.idle.activity_at is not None
+        if w is None or not (waking or w.scaling.own_wake) or w.shown_status.state != "asleep":
             return RETRY_AFTER
         failures = self._wake_failures.get(key, 0) + 1
         self._wake_failures[key] = failures
@@ -171,7 +178,7 @@ class Reconciler:
         await self._subscriptions.prepare(w, config, urgent=self._gate.is_due(key))
         self._subscriptions.check_census(w)
         hpa = self._hpa_names(key)
-        warnings += w.kind_warnings + self._hpa_warnings(hpa, status)
+        warnings += w.watch.kind_warnings + self._hpa_warnings(hpa, status)
         decision, now, notices = self._decide(w, config, status, bool(hpa))
         self._reporter.warn(w, warnings + notices)
         checks = [decision.next_check]
@@ -259,9 +266,9 @@ class Reconciler:
         status, status_problems = read_status(w.annotations)
         w.config, w.status = config, status
         if status.state != "asleep":  # recorded (by us or by the next leader): nothing pending
-            w.own_wake = None
-        if status.last_activity is not None and status.last_activity > w.last_activity:
-            w.last_activity = status.last_activity  # a person's `zeroscaler wake` restarts it
+            w.scaling.own_wake = None
+        if status.last_activity is not None and status.last_activity > w.idle.last_activity:
+            w.idle.last_activity = status.last_activity  # a person's `zeroscaler wake` restarts it
         warnings = [("InvalidAnnotation", f"{p}; ignored") for p in [*problems, *status_problems]]
         return config, status, warnings
 
@@ -269,8 +276,8 @@ class Reconciler:
         self, w: Workload, config: WorkloadConfig, status: WorkloadStatus, hpa_targeted: bool
     ) -> tuple[Decision, datetime, list[Notice]]:
         """The decision, when it was made, and the Warnings about what it serves and its start."""
-        if self._dry_run and w.pretend is not None:
-            status, replicas = w.pretend
+        if self._dry_run and w.scaling.pretend is not None:
+            status, replicas = w.scaling.pretend
         else:
             replicas = w.replicas
         self._subscriptions.set_interest(w, status)
@@ -279,13 +286,13 @@ class Reconciler:
         serving = self._serving(w)
         observed = Observed(
             replicas=replicas,
-            last_activity=w.last_activity,
+            last_activity=w.idle.last_activity,
             hpa_targeted=hpa_targeted,
-            can_wake=bool(w.scopes[0]) and not w.unseen,
-            wake_reason=w.activity_reason,
-            woken_to=None if w.own_wake is None else w.own_wake.replicas,
+            can_wake=bool(w.watch.scopes[0]) and not w.watch.unseen,
+            wake_reason=w.idle.activity_reason,
+            woken_to=None if w.scaling.own_wake is None else w.scaling.own_wake.replicas,
             serving=serving,
-            starting=w.starting and not self._dry_run,
+            starting=w.idle.starting and not self._dry_run,
             ready_replicas=w.ready_replicas,
         )
         notices = serving_notices(serving) if serving is not None else []
@@ -320,20 +327,20 @@ class Reconciler:
             return
         w.managed = True
         if status.state == "asleep":  # asleep before we watched: compare what it saw at sleep
-            w.unchecked = set(parse_census(w.annotations.get(CENSUS, ""))[0])
+            w.watch.unchecked = set(parse_census(w.annotations.get(CENSUS, ""))[0])
         self._accounting.start(w)
-        w.last_activity = (
+        w.idle.last_activity = (
             (status.asleep_since or EPOCH)
             if status.state == "asleep"
-            else max(w.last_activity, self._clock.now())
+            else max(w.idle.last_activity, self._clock.now())
         )
         log.info("managing", extra={"workload": w.label})
 
     def _stop_managing(self, w: Workload, why: str) -> None:
         self._timers.cancel(w.key)
         self._subscriptions.subscribe(w, set())
-        w.interest, w.signature, w.scopes, w.pretend = None, None, ({}, {}), None
-        w.unseen = set()
+        w.watch = WatchMemory()  # resolved afresh if it is managed again
+        w.scaling.pretend = None
         if w.managed:
             log.info("no longer managed", extra={"workload": w.label, "why": why})
         w.managed = False

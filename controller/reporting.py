@@ -58,13 +58,13 @@ class Reporter:
 
     def warn(self, w: Workload, warnings: list[Notice]) -> None:
         """Say each warning once while it holds; one that went away may be said again later."""
-        w.warned &= set(warnings)
+        w.report.warned &= set(warnings)
         if not self._is_leader():
             return
         for reason, message in dict.fromkeys(warnings):
-            if (reason, message) in w.warned:
+            if (reason, message) in w.report.warned:
                 continue
-            w.warned.add((reason, message))
+            w.report.warned.add((reason, message))
             log.warning(message, extra={"workload": w.label, "reason": reason})
             self.event(w, "Warning", reason, message)
 

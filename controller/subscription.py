@@ -81,8 +81,8 @@ class Subscriptions:
             config.watch_namespaces,
             self._cluster.discovery_generation,
             w.service_account,
-            self._cluster.rbac_generation if w.inferred else 0,
-            tuple(sorted(w.names.items())),
+            self._cluster.rbac_generation if w.watch.inferred else 0,
+            tuple(sorted(w.watch.names.items())),
             self._revisions.get(w.key, 0),
             self._access.epoch(),
         )
@@ -91,9 +91,9 @@ class Subscriptions:
         """Resolve kinds, check the ServiceAccount may watch them, and (un)subscribe watches;
         `urgent` (a wake is due) never waits for access answers that only aged."""
         signature = self._signature(w, config)
-        if signature == w.signature:
+        if signature == w.watch.signature:
             return
-        aged = w.signature is not None and signature[:-1] == w.signature[:-1]
+        aged = w.watch.signature is not None and signature[:-1] == w.watch.signature[:-1]
         if aged and (urgent or w.key not in self._answered):
             # Only the access answers aged: they are asked again off the reconcile (behind a
             # backlog of writes that can take seconds), and it looks again once they are in.
@@ -103,8 +103,8 @@ class Subscriptions:
             return
         self._answered.discard(w.key)
         scopes, wanted, warnings = await self._resolve(w, config)
-        w.unseen = await self._unseen(wanted, warnings)
-        wanted -= w.unseen
+        w.watch.unseen = await self._unseen(wanted, warnings)
+        wanted -= w.watch.unseen
         if not scopes[0]:
             warnings.append(
                 (
@@ -113,11 +113,12 @@ class Subscriptions:
                     "kind), so it is never put to sleep",
                 )
             )
-        w.signature, w.scopes, w.kind_warnings = signature, scopes, warnings
+        w.watch.signature, w.watch.scopes, w.watch.kind_warnings = signature, scopes, warnings
         watched = [
             (r, scopes[0][(r.group, r.kind)]) for r in wanted if (r.group, r.kind) in scopes[0]
         ]
-        w.reach = working_namespaces(watched), definitions_of(r for r, _ in watched)
+        w.watch.namespaces = working_namespaces(watched)
+        w.watch.definitions = definitions_of(r for r, _ in watched)
         self.set_interest(w, w.status)
         self.subscribe(w, wanted)
 
@@ -197,7 +198,7 @@ class Subscriptions:
         fresh: bool = False,
     ) -> ResolvedScope:
         """Ask the reviews the scope rules need, in their order; warn where watching is denied."""
-        names = sorted(w.names.get((resource.group, resource.kind), ()))
+        names = sorted(w.watch.names.get((resource.group, resource.kind), ()))
         answers: dict[str, bool] = {}
         wanted = config.watch_namespaces
         while isinstance(
@@ -251,70 +252,70 @@ class Subscriptions:
         """What wakes it now: its scopes, and since when a listed object counts as news."""
         since = status.asleep_since if status.state == "asleep" else status.last_activity
         interest = Interest(
-            watched=w.scopes[0],
-            owned=w.scopes[1],
+            watched=w.watch.scopes[0],
+            owned=w.watch.scopes[1],
             self_ref=("apps", w.kind, w.namespace, w.name),
             since=since,
-            names=w.names,
-            namespaces=w.reach[0],
-            definitions=w.reach[1],
+            names=w.watch.names,
+            namespaces=w.watch.namespaces,
+            definitions=w.watch.definitions,
         )
-        if interest != w.interest:
-            w.interest = interest
+        if interest != w.watch.interest:
+            w.watch.interest = interest
 
     def census(self, w: Workload) -> Census:
         """Per kind whose watch holds its whole collection, what is in the workload's scope now."""
-        if w.interest is None:
+        if w.watch.interest is None:
             return {}
         found: dict[str, Tally] = {}
-        for resource in w.resources:
+        for resource in w.watch.resources:
             informer = self._hub.informer(resource)
             if informer is not None and informer.synced.is_set():
-                found[resource.canonical] = _tally_in(informer, resource, w.interest)
+                found[resource.canonical] = _tally_in(informer, resource, w.watch.interest)
         return found
 
     def check_census(self, w: Workload) -> None:
         """Asleep since before we watched: a kind whose objects differ from its census wakes it."""
-        if not w.unchecked or w.interest is None or w.status.state != "asleep":
-            w.unchecked.clear()
+        if not w.watch.unchecked or w.watch.interest is None or w.status.state != "asleep":
+            w.watch.unchecked.clear()
             return
         recorded, _ = parse_census(w.annotations.get(CENSUS, ""))
-        served = {r.canonical: r for r in w.resources}
-        for kind in list(w.unchecked):
+        served = {r.canonical: r for r in w.watch.resources}
+        for kind in list(w.watch.unchecked):
             resource = served.get(kind)
             informer = self._hub.informer(resource) if resource is not None else None
             if resource is None or kind not in recorded:  # not watched now: nothing to compare
-                w.unchecked.discard(kind)
+                w.watch.unchecked.discard(kind)
                 continue
             if informer is None or not informer.synced.is_set():
                 continue  # its list is still coming; its sync asks for another look
-            w.unchecked.discard(kind)
-            now = _tally_in(informer, resource, w.interest)
+            w.watch.unchecked.discard(kind)
+            now = _tally_in(informer, resource, w.watch.interest)
             reason = difference(kind, recorded[kind], now)
             # A wake already due names the object that changed: a better reason than a count.
-            if reason is not None and w.activity_at is None:
+            if reason is not None and w.idle.activity_at is None:
                 self._on_activity(w, Activity(resource.kind, "", "", reason), self._clock.now())
 
     def subscribe(self, w: Workload, wanted: set[APIResource]) -> None:
         """Hold exactly the watches in `wanted`; a warm one is replayed to an asleep workload."""
-        for resource in w.resources - wanted:
+        for resource in w.watch.resources - wanted:
             self._hub.release(resource, w.key)
-        for resource in wanted & w.resources:
+        for resource in wanted & w.watch.resources:
             self._hub.set_scope(resource, w.key, _scope_of(w, resource))
-        for resource in wanted - w.resources:
+        for resource in wanted - w.watch.resources:
             informer = self._hub.acquire(resource, w.key, _scope_of(w, resource))
             warm = informer is not None and informer.synced.is_set()
             if warm and informer is not None and w.status.state == "asleep":
-                assert w.interest is not None
-                where = namespaces_to_read(resource, w.interest)
+                assert w.watch.interest is not None
+                where = namespaces_to_read(resource, w.watch.interest)
                 self._replay(w, resource, informer.store.in_namespaces(where))
-        w.resources = wanted
+        w.watch.resources = wanted
 
     def _replay(self, w: Workload, resource: APIResource, objects: Iterable[Obj]) -> None:
         """A warm watch's store, seen as an initial list by a workload that joins it late."""
-        assert w.interest is not None
+        assert w.watch.interest is not None
         for obj in list(objects):
-            found = find_activity(Change("ADDED", obj, initial=True), resource, w.interest)
+            found = find_activity(Change("ADDED", obj, initial=True), resource, w.watch.interest)
             if found is not None:
                 self._on_activity(w, found, self._clock.now())
                 return
@@ -328,7 +329,7 @@ def _tally_in(informer: Informer, resource: APIResource, interest: Interest) -> 
 
 def _scope_of(w: Workload, resource: APIResource) -> Scope:
     """Where a change to `resource` can be activity for `w`: as `is_in_interest` reads scopes."""
-    watched, owned = w.scopes
+    watched, owned = w.watch.scopes
     group_kind = (resource.group, resource.kind)
     if group_kind in watched:
         return watched[group_kind]

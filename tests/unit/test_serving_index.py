@@ -135,15 +135,15 @@ def test_readiness_after_a_wake_starts_the_idle_clock() -> None:
     starting = deployment("op", {"app": "op"}, status={"observedGeneration": 2})
     feed.on_workload("Deployment", WatchEvent("ADDED", trim_workload(starting)))
     w = workloads[KEY]
-    assert w.starting  # first seen with no replica Ready
-    assert w.last_activity == NOW
+    assert w.idle.starting  # first seen with no replica Ready
+    assert w.idle.last_activity == NOW
     queued.clear()
     clock.at = later  # five minutes on
     ready = deployment("op", {"app": "op"}, status={"observedGeneration": 2, "readyReplicas": 1})
     ready["metadata"]["resourceVersion"] = "2"
     feed.on_workload("Deployment", WatchEvent("MODIFIED", trim_workload(ready)))
-    assert not w.starting
-    assert w.last_activity == later
+    assert not w.idle.starting
+    assert w.idle.last_activity == later
     assert queued == [KEY]  # a status-only update, yet decided again
 
 
