@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -50,47 +51,68 @@ log = logging.getLogger(__name__)
 RETRY_AFTER = 5.0  # seconds before a failed reconcile is tried again
 
 
+@dataclass(frozen=True, slots=True)
+class Scheduling:
+    """When reconciles run: the keyed queue, the wakes due, the timers, the clock, and the task
+    group that takes a workload's writes off the workers."""
+
+    queue: KeyedQueue[WorkloadKey]
+    gate: WakeGate[WorkloadKey]
+    timers: TimerHeap[WorkloadKey]
+    clock: Clock
+    background: Callable[[Coroutine[Any, Any, None]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcileInputs:
+    """What a reconcile reads besides the workload itself."""
+
+    cluster: ClusterView
+    hpa_names: Callable[[WorkloadKey], list[str]]
+    is_leader: Callable[[], bool]
+    dry_run: bool = False
+    policy: Callable[[], Policy | None] = lambda: None  # None until its ConfigMaps are listed
+    excluded: frozenset[str] = frozenset()  # namespaces policy is never written in
+    serving: Callable[[Workload], Serving | None] = lambda _: Serving()
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcileParts:
+    """The parts a reconcile hands its outcome to."""
+
+    subscriptions: Subscriptions
+    scaling: Scaling
+    reporter: Reporter
+    accounting: Accounting
+
+
 class Reconciler:
     """Decides for one workload at a time; the queue keeps two workers off the same one."""
 
     def __init__(
         self,
         workloads: dict[WorkloadKey, Workload],
-        cluster: ClusterView,
-        subscriptions: Subscriptions,
-        scaling: Scaling,
-        reporter: Reporter,
-        accounting: Accounting,
-        *,
-        queue: KeyedQueue[WorkloadKey],
-        gate: WakeGate[WorkloadKey],
-        timers: TimerHeap[WorkloadKey],
-        clock: Clock,
-        hpa_names: Callable[[WorkloadKey], list[str]],
-        is_leader: Callable[[], bool],
-        background: Callable[[Coroutine[Any, Any, None]], None],
-        dry_run: bool,
-        policy: Callable[[], Policy | None] = lambda: None,
-        excluded: frozenset[str] = frozenset(),
-        serving: Callable[[Workload], Serving | None] = lambda _: Serving(),
+        inputs: ReconcileInputs,
+        parts: ReconcileParts,
+        scheduling: Scheduling,
     ) -> None:
         self._workloads = workloads
-        self._cluster = cluster
-        self._subscriptions = subscriptions
-        self._scaling = scaling
-        self._reporter = reporter
-        self._accounting = accounting
-        self._queue = queue
-        self._gate = gate
-        self._timers = timers
-        self._clock = clock
-        self._hpa_names = hpa_names
-        self._is_leader = is_leader
-        self._background = background
-        self._dry_run = dry_run
-        self._policy = policy
-        self._excluded = excluded
-        self._serving = serving
+        self._cluster = inputs.cluster
+        self._subscriptions = parts.subscriptions
+        self._scaling = parts.scaling
+        self._reporter = parts.reporter
+        self._accounting = parts.accounting
+        self._queue = scheduling.queue
+        self._gate = scheduling.gate
+        self._timers = scheduling.timers
+        self._clock = scheduling.clock
+        self._background = scheduling.background
+        self._hpa_names = inputs.hpa_names
+        self._is_leader = inputs.is_leader
+        self._dry_run = inputs.dry_run
+        self._policy = inputs.policy
+        self._excluded = inputs.excluded
+        self._serving = inputs.serving
         self._wake_failures: dict[WorkloadKey, int] = {}  # failed wakes in a row, for backoff
 
     async def work(self, *, urgent_only: bool = False) -> None:
