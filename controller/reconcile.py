@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from zeroscaler.controller.kinds import settle_kinds
 from zeroscaler.controller.queue import KeyedQueue, WakeGate
 from zeroscaler.controller.reporting import Reporter
 from zeroscaler.controller.scaling import Scaling
+from zeroscaler.controller.sharing import shared
 from zeroscaler.controller.subscription import Subscriptions
 from zeroscaler.controller.timers import TimerHeap
 from zeroscaler.controller.workload import (
@@ -200,7 +202,7 @@ class Reconciler:
         await self._subscriptions.prepare(w, config, urgent=self._gate.is_due(key))
         self._subscriptions.check_census(w)
         hpa = self._hpa_names(key)
-        warnings += w.watch.kind_warnings + self._hpa_warnings(hpa, status)
+        warnings += [*w.watch.kind_warnings, *self._hpa_warnings(hpa, status)]
         decision, now, notices = self._decide(w, config, status, bool(hpa))
         self._reporter.warn(w, warnings + notices)
         checks = [decision.next_check]
@@ -285,6 +287,15 @@ class Reconciler:
     def _read(self, w: Workload) -> tuple[WorkloadConfig, WorkloadStatus, list[Notice]]:
         """The workload's annotations, parsed; the malformed ones become warnings."""
         config, problems = read_config(w.annotations)
+        # Workloads annotated alike (one operator in many tenants' namespaces) keep one copy.
+        config = shared(
+            dataclasses.replace(
+                config,
+                watched=shared(config.watched),
+                owned=shared(config.owned),
+                watch_namespaces=shared(config.watch_namespaces),
+            )
+        )
         status, status_problems = read_status(w.annotations)
         w.config, w.status = config, status
         if status.state != "asleep":  # recorded (by us or by the next leader): nothing pending
@@ -349,7 +360,7 @@ class Reconciler:
             return
         w.managed = True
         if status.state == "asleep":  # asleep before we watched: compare what it saw at sleep
-            w.watch.unchecked = set(parse_census(w.annotations.get(CENSUS, ""))[0])
+            w.watch.unchecked = shared(frozenset(parse_census(w.annotations.get(CENSUS, ""))[0]))
         self._accounting.start(w)
         w.idle.last_activity = (
             (status.asleep_since or EPOCH)

@@ -10,11 +10,13 @@ from typing import Any
 from zeroscaler.cluster import ClusterView
 from zeroscaler.controller.clock import Clock
 from zeroscaler.controller.permissions import AccessReviews
+from zeroscaler.controller.sharing import NOTHING, compact_mapping, shared
 from zeroscaler.controller.watches import WatchHub
 from zeroscaler.controller.workload import Scopes, Workload, WorkloadKey
 from zeroscaler.core.activity import (
     Activity,
     Change,
+    GroupKind,
     Interest,
     Scope,
     definitions_of,
@@ -70,7 +72,7 @@ class Subscriptions:
         self._answered: set[WorkloadKey] = set()
         # Per workload, what RBAC as watched let it watch: a change that takes one back makes
         # it look again (a refusal was a review's, asked again as it ages).
-        self._granted: dict[WorkloadKey, list[tuple[APIResource, str, str]]] = {}
+        self._granted: dict[WorkloadKey, tuple[tuple[APIResource, str, str], ...]] = {}
         self._revisions: dict[WorkloadKey, int] = {}  # grants taken back, part of the signature
 
     def _signature(self, w: Workload, config: WorkloadConfig) -> tuple[Any, ...]:
@@ -103,7 +105,7 @@ class Subscriptions:
             return
         self._answered.discard(w.key)
         scopes, wanted, warnings = await self._resolve(w, config)
-        w.watch.unseen = await self._unseen(wanted, warnings)
+        w.watch.unseen = shared(frozenset(await self._unseen(wanted, warnings)))
         wanted -= w.watch.unseen
         if not scopes[0]:
             warnings.append(
@@ -113,12 +115,13 @@ class Subscriptions:
                     "kind), so it is never put to sleep",
                 )
             )
-        w.watch.signature, w.watch.scopes, w.watch.kind_warnings = signature, scopes, warnings
+        w.watch.signature, w.watch.scopes = signature, scopes
+        w.watch.kind_warnings = tuple(warnings)
         watched = [
             (r, scopes[0][(r.group, r.kind)]) for r in wanted if (r.group, r.kind) in scopes[0]
         ]
-        w.watch.namespaces = working_namespaces(watched)
-        w.watch.definitions = definitions_of(r for r, _ in watched)
+        w.watch.namespaces = shared(working_namespaces(watched))
+        w.watch.definitions = shared(definitions_of(r for r, _ in watched))
         self.set_interest(w, w.status)
         self.subscribe(w, wanted)
 
@@ -139,7 +142,7 @@ class Subscriptions:
     ) -> tuple[Scopes, set[APIResource], list[Notice]]:
         self._granted.pop(w.key, None)
         warnings: list[Notice] = []
-        scopes: Scopes = ({}, {})
+        scopes: tuple[dict[GroupKind, Scope], dict[GroupKind, Scope]] = ({}, {})
         wanted: set[APIResource] = set()
         lists = zip((config.watched, config.owned), kind_list_keys(w.annotations), strict=True)
         for (refs, key), target in zip(lists, scopes, strict=True):
@@ -149,9 +152,9 @@ class Subscriptions:
                     continue
                 resolved = await self._resolve_scope(w, ref, resource, config, warnings, fresh)
                 if resolved.permitted:
-                    target[(resource.group, resource.kind)] = resolved.scope
+                    target[(resource.group, resource.kind)] = shared(resolved.scope)
                     wanted.add(resource)
-        return scopes, wanted, warnings
+        return (compact_mapping(scopes[0]), compact_mapping(scopes[1])), wanted, warnings
 
     async def _unseen(
         self, wanted: set[APIResource], warnings: list[Notice], *, fresh: bool = False
@@ -226,7 +229,8 @@ class Subscriptions:
         for name in names or [""]:
             granted, from_rbac = await self._access.answer(*account, name, fresh=fresh)
             if from_rbac:
-                self._granted.setdefault(w.key, []).append((resource, scope, name))
+                asked = self._granted.get(w.key, ())
+                self._granted[w.key] = (*asked, (resource, scope, name))
             allowed = allowed and granted
         return allowed
 
@@ -277,24 +281,26 @@ class Subscriptions:
     def check_census(self, w: Workload) -> None:
         """Asleep since before we watched: a kind whose objects differ from its census wakes it."""
         if not w.watch.unchecked or w.watch.interest is None or w.status.state != "asleep":
-            w.watch.unchecked.clear()
+            w.watch.unchecked = NOTHING
             return
         recorded, _ = parse_census(w.annotations.get(CENSUS, ""))
         served = {r.canonical: r for r in w.watch.resources}
-        for kind in list(w.watch.unchecked):
+        unchecked = set(w.watch.unchecked)
+        for kind in w.watch.unchecked:
             resource = served.get(kind)
             informer = self._hub.informer(resource) if resource is not None else None
             if resource is None or kind not in recorded:  # not watched now: nothing to compare
-                w.watch.unchecked.discard(kind)
+                unchecked.discard(kind)
                 continue
             if informer is None or not informer.synced.is_set():
                 continue  # its list is still coming; its sync asks for another look
-            w.watch.unchecked.discard(kind)
+            unchecked.discard(kind)
             now = _tally_in(informer, resource, w.watch.interest)
             reason = difference(kind, recorded[kind], now)
             # A wake already due names the object that changed: a better reason than a count.
             if reason is not None and w.idle.activity_at is None:
                 self._on_activity(w, Activity(resource.kind, "", "", reason), self._clock.now())
+        w.watch.unchecked = shared(frozenset(unchecked))
 
     def subscribe(self, w: Workload, wanted: set[APIResource]) -> None:
         """Hold exactly the watches in `wanted`; a warm one is replayed to an asleep workload."""
@@ -309,7 +315,7 @@ class Subscriptions:
                 assert w.watch.interest is not None
                 where = namespaces_to_read(resource, w.watch.interest)
                 self._replay(w, resource, informer.store.in_namespaces(where))
-        w.watch.resources = wanted
+        w.watch.resources = shared(frozenset(wanted))
 
     def _replay(self, w: Workload, resource: APIResource, objects: Iterable[Obj]) -> None:
         """A warm watch's store, seen as an initial list by a workload that joins it late."""

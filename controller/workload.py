@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any
 
+from zeroscaler.controller.sharing import NOTHING, shared_mapping, shared_strings
 from zeroscaler.core.activity import GroupKind, Interest, Scope
 from zeroscaler.core.annotations import (
+    OUR_PREFIXES,
     OWNED_KINDS,
     WATCHED_KINDS,
     Notice,
@@ -26,8 +30,10 @@ from zeroscaler.kube import Obj
 
 WORKLOAD_RESOURCES = {"Deployment": "deployments", "StatefulSet": "statefulsets"}
 WorkloadKey = tuple[str, str, str]  # kind, namespace, name
-Scopes = tuple[dict[GroupKind, Scope], dict[GroupKind, Scope]]  # watched, owned
+Scopes = tuple[Mapping[GroupKind, Scope], Mapping[GroupKind, Scope]]  # watched, owned
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+NO_STREAK = Streak()
+NO_NAMES: Mapping[GroupKind, frozenset[str]] = MappingProxyType({})
 
 
 def trim_workload(obj: Obj) -> Obj:
@@ -36,19 +42,17 @@ def trim_workload(obj: Obj) -> Obj:
     spec = obj.get("spec") or {}
     pod_spec = (spec.get("template") or {}).get("spec") or {}
     status = obj.get("status") or {}
+    labels = shared_strings(meta.get("labels") or {})
+    pod_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
     return {
         "metadata": {
-            k: meta[k]
-            for k in (
-                "name",
-                "namespace",
-                "uid",
-                "resourceVersion",
-                "generation",
-                "annotations",
-                "labels",
-            )
-            if k in meta
+            "name": sys.intern(meta.get("name", "")),
+            "namespace": sys.intern(meta.get("namespace", "")),
+            "uid": meta.get("uid", ""),
+            "resourceVersion": meta.get("resourceVersion", ""),
+            "generation": meta.get("generation"),
+            "annotations": shared_strings(ours(meta.get("annotations") or {})),
+            "labels": labels,
         },
         "spec": {
             "replicas": spec.get("replicas", 1),
@@ -56,15 +60,23 @@ def trim_workload(obj: Obj) -> Obj:
             or pod_spec.get("serviceAccount")
             or "default",
             # What Services select it by, and whether it makes pods at all (readiness).
-            "podLabels": ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {},
+            "podLabels": labels if pod_labels == labels else shared_strings(pod_labels),
             "paused": bool(spec.get("paused")),
         },
-        "status": {k: status[k] for k in ("observedGeneration", "readyReplicas") if k in status}
+        "status": shared_mapping(
+            {k: status[k] for k in ("observedGeneration", "readyReplicas") if k in status}
+        )
         if status
         else None,
         # Who last set the replicas, to tell a manifest re-applied again and again (flapping).
         "replicasManager": replicas_manager(meta.get("managedFields")),
     }
+
+
+def ours(annotations: Mapping[str, str]) -> dict[str, str]:
+    """The annotations zeroscaler reads (its own and the IBM scaler's it takes as aliases); the
+    rest, such as kubectl's last-applied-configuration, can be kilobytes a workload."""
+    return {k: v for k, v in annotations.items() if k.startswith(OUR_PREFIXES)}
 
 
 def is_newer(new: Obj, old: Obj) -> bool:
@@ -126,15 +138,16 @@ class WatchMemory:
 
     signature: tuple[Any, ...] | None = None  # what the last resolution depended on
     scopes: Scopes = ({}, {})  # replaced, never changed in place
-    kind_warnings: list[Notice] = field(default_factory=list)
+    kind_warnings: tuple[Notice, ...] = ()
     resources: AbstractSet[APIResource] = frozenset()  # the shared watches it holds
     unseen: AbstractSet[APIResource] = frozenset()  # kinds the controller may not watch
     interest: Interest | None = None
     inferred: bool = False  # no kinds annotated: they come from the ServiceAccount's RBAC
-    names: dict[GroupKind, frozenset[str]] = field(default_factory=dict)  # inferred resourceNames
+    # Inferred resourceNames, per kind.
+    names: Mapping[GroupKind, frozenset[str]] = field(default_factory=lambda: NO_NAMES)
     namespaces: Scope = None  # where it works: the namespaces its watched kinds cover
     definitions: frozenset[str] = frozenset()  # the CRDs of its watched kinds
-    unchecked: set[str] = field(default_factory=set)  # kinds of its census not yet compared
+    unchecked: frozenset[str] = frozenset()  # kinds of its census not yet compared
 
 
 @dataclass(slots=True)
@@ -144,7 +157,7 @@ class ScalingMemory:
     # Scaled up by us, still annotated asleep: in memory, so a failed record is not read as a
     # wake by someone else (only a crash before the record loses it).
     own_wake: OwnWake | None = None
-    streak: Streak = field(default_factory=Streak)  # wakes by others in a row (flapping)
+    streak: Streak = NO_STREAK  # wakes by others in a row (flapping)
     pretend: tuple[WorkloadStatus, int] | None = None  # dry run: the status we would have made
 
 
@@ -152,7 +165,7 @@ class ScalingMemory:
 class ReportMemory:
     """What `reporting.py` has said and `accounting.py` and `metrics.py` have counted."""
 
-    warned: set[Notice] = field(default_factory=set)
+    warned: frozenset[Notice] = NOTHING  # replaced, never changed in place
     accounted_at: float | None = None  # loop time replica-seconds were last counted
     tally: Tally | None = None  # its own metric series; kept only while it is managed
 
