@@ -29,21 +29,23 @@ from typing import Any
 
 import httpx
 
+from bench.bench_controller import (
+    GROUP,
+    NAMESPACE,
+    SCOPES,
+    TIMEOUT,
+    TYPES,
+    deployment,
+    kind_of,
+    scope_of,
+)
 from zeroscaler.controller.scaler import Scaler
 from zeroscaler.controller.settings import Settings
 from zeroscaler.core.annotations import CENSUS, asleep_annotations
 from zeroscaler.credentials import ClusterAccess
 from zeroscaler.kube import Kube
 
-GROUP = "bench.zeroscaler.io"
-TYPES = 50
-NAMESPACE = "zs-bench"
-SCOPES = 200  # namespaces the workloads watch in, as the scale row's 10,000 do
 SLEPT_AT = datetime(2026, 12, 1, 12, tzinfo=UTC)
-
-
-def _kind(t: int) -> tuple[str, str]:
-    return f"Thing{t}", f"things{t}"
 
 
 def _resource(name: str, kind: str, verbs: list[str], *, namespaced: bool = True) -> dict[str, Any]:
@@ -103,7 +105,7 @@ def _discovery() -> tuple[dict[str, Any], dict[str, Any]]:
         _group(
             GROUP,
             "v1",
-            [_resource(_kind(t)[1], _kind(t)[0], WATCH) for t in range(TYPES)],
+            [_resource(kind_of(t)[1], kind_of(t)[0], WATCH) for t in range(TYPES)],
         ),
     ]
     listed = {"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2"}
@@ -112,41 +114,25 @@ def _discovery() -> tuple[dict[str, Any], dict[str, Any]]:
 
 def _deployment(i: int) -> dict[str, Any]:
     """Workload number i, asleep: what the scale row's workloads look like once all sleep."""
-    kind, plural = _kind(i % TYPES)
-    scope = f"{NAMESPACE}-{(i // TYPES) % SCOPES}"
-    name = f"op-{i:05d}"
+    kind, plural = kind_of(i % TYPES)
     annotations = {
-        "zeroscaler.io/idle-timeout": "2s",
+        "zeroscaler.io/idle-timeout": TIMEOUT,
         "zeroscaler.io/watched-kinds": f"{kind}.{GROUP}",
-        "zeroscaler.io/watch-namespaces": scope,
+        "zeroscaler.io/watch-namespaces": scope_of(i),
         **asleep_annotations(1, SLEPT_AT, SLEPT_AT),
         CENSUS: f"{plural}.{GROUP}=0",
     }
-    labels = {"app": name}
-    return {
-        "metadata": {
-            "name": name,
-            "namespace": NAMESPACE,
-            "uid": f"00000000-0000-4000-8000-{i:012d}",
-            "resourceVersion": str(100 + i),
-            "generation": 2,
-            "annotations": annotations,
-            "labels": labels,
-        },
-        "spec": {
-            "replicas": 0,
-            "paused": True,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "serviceAccountName": "op",
-                    "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}],
-                },
-            },
-        },
-        "status": {"observedGeneration": 2},
-    }
+    obj = deployment(f"op-{i:05d}", annotations)
+    obj["metadata"].update(
+        namespace=NAMESPACE,
+        uid=f"00000000-0000-4000-8000-{i:012d}",
+        resourceVersion=str(100 + i),
+        generation=2,
+        labels=obj["spec"]["selector"]["matchLabels"],
+    )
+    obj["spec"]["replicas"] = 0
+    obj["status"] = {"observedGeneration": 2}
+    return obj
 
 
 def _rbac() -> dict[str, list[dict[str, Any]]]:
