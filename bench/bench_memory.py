@@ -8,7 +8,9 @@
 - how long the controller's minute housekeeping stalls the event loop with those objects alive,
   routine and full (the full pass unfreezes and walks every object);
 - what a sleep's census costs for one type of 100,000 objects over 200 namespaces: reading only
-  the workload's namespace from the store's index, against walking the whole type (as before).
+  the workload's namespace from the store's index, against walking the whole type (as before);
+- what one more workload costs the controller's heap, its own state apart from its Deployment
+  as stored (`bench/workload_state.py`).
 """
 
 from __future__ import annotations
@@ -79,9 +81,9 @@ def _api_object(t: int, k: int, i: int) -> dict[str, Any]:
 
 def main() -> None:
     results: dict[str, float] = {}
-    results["import_controller_mb"] = import_rss_mb("import controller.main")
+    results["import_controller_mb"] = import_rss_mb("import zeroscaler.controller.main")
     results["import_controller_with_old_packages_mb"] = import_rss_mb(
-        "import controller.main, kubernetes.config, pydantic_settings"
+        "import zeroscaler.controller.main, kubernetes.config, pydantic_settings"
     )
     print(
         f"controller imports: {results['import_controller_mb']:.1f} MB resident; with kubernetes "
@@ -96,7 +98,8 @@ def main() -> None:
         ("combined", "zeroscaler.combined"),
     ):
         results[f"import_{name}_mb"] = import_rss_mb(f"import {module}")
-        results[f"import_{name}_renewing_mb"] = import_rss_mb(f"import {module}, certs.renewer")
+        renewing = f"import {module}, zeroscaler.certs.renewer"
+        results[f"import_{name}_renewing_mb"] = import_rss_mb(renewing)
         print(
             f"{name} imports: {results[f'import_{name}_mb']:.1f} MB resident; renewing its "
             f"certificate: {results[f'import_{name}_renewing_mb']:.1f} MB",
@@ -132,7 +135,30 @@ def main() -> None:
     assert len(stores) == 50  # alive until here
     del stores
     results.update(census_ms())
+    results.update(workload_state())
     save_json("memory", results)
+
+
+def workload_state() -> dict[str, float]:
+    """What one more workload costs the controller, held by a real Scaler over a faked API."""
+    from bench.workload_state import per_workload
+
+    growth = per_workload(1_000, 10_000)
+    results = {
+        "workload_heap_bytes": growth.heap_bytes,
+        "workload_object_bytes": growth.object_bytes,
+        "workload_own_bytes": growth.own_bytes,
+        "workload_start_1000_s": growth.small.seconds,
+        "workload_start_10000_s": growth.large.seconds,
+    }
+    print(
+        f"one more workload (between 1,000 and 10,000 held, asleep, reconciled): "
+        f"{growth.heap_bytes:.0f} bytes of heap, of which its Deployment as stored "
+        f"{growth.object_bytes:.0f} and the controller's own state {growth.own_bytes:.0f} "
+        f"(target under 2,048); reconciled from start in {growth.small.seconds:.1f} s and "
+        f"{growth.large.seconds:.1f} s"
+    )
+    return results
 
 
 def census_ms() -> dict[str, float]:

@@ -18,7 +18,7 @@ class Accounting:
 
     def start(self, w: Workload) -> None:
         """Count `w` from now on."""
-        w.accounted_at = self._clock.monotonic()
+        w.report.accounted_at = self._clock.monotonic()
 
     def account(self, w: Workload, *, stop: bool = False) -> None:
         """Count the time since the last count; with `stop`, stop counting until `start`."""
@@ -35,10 +35,10 @@ class Accounting:
         saved = 0.0
         for w in workloads:
             if not w.managed:
-                w.tally = None
+                w.report.tally = None
                 continue
-            if w.accounted_at is None:
-                w.accounted_at = now
+            if w.report.accounted_at is None:
+                w.report.accounted_at = now
             else:
                 taken = self._take(w, now, stop=False)
                 if taken:
@@ -50,10 +50,10 @@ class Accounting:
     @staticmethod
     def _take(w: Workload, now: float, stop: bool) -> float:
         """The replica-seconds `w` saved since its last count, now counted."""
-        if w.accounted_at is None:
+        if w.report.accounted_at is None:
             return 0.0
         saved = 0.0
         if w.status.state == "asleep" and w.managed:
-            saved = (now - w.accounted_at) * (w.status.restore_replicas or 1)
-        w.accounted_at = None if stop else now
+            saved = (now - w.report.accounted_at) * (w.status.restore_replicas or 1)
+        w.report.accounted_at = None if stop else now
         return saved

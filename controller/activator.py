@@ -142,7 +142,7 @@ class Activator:
                 continue  # it is not put to sleep, and an asleep one is being woken
             if needs_cover(
                 asleep=w.shown_status.state == "asleep" or w.replicas == 0,
-                starting=w.starting,
+                starting=w.idle.starting,
                 going_to_sleep=key in self._going_to_sleep,
             ):
                 found.append(Covered(key[0], key[1], key[2], serving.hooks))

@@ -85,7 +85,7 @@ class ChangeFeed:
     def enqueue_inferred(self) -> None:
         """RBAC changed: look again at every opted-in workload whose kinds come from it."""
         for key, w in self._workloads.items():
-            if w.inferred or (w.follows_rbac and self._is_opted_in(w.namespace)):
+            if w.watch.inferred or (w.follows_rbac and self._is_opted_in(w.namespace)):
                 self._enqueue(key)
 
     def on_workload(self, kind: str, event: WatchEvent) -> None:
@@ -102,7 +102,7 @@ class ChangeFeed:
             w = Workload(key, event.obj, last_activity=start)
             # Not Ready when first seen (just created, or woken before a restart): its clock
             # waits for Ready, as after a wake.
-            w.starting = w.replicas > 0 and w.is_ready() is False
+            w.idle.starting = w.replicas > 0 and w.is_ready() is False
             self._workloads[key] = w
             self._enqueue(key)
             if self.on_first_seen is not None:
@@ -151,7 +151,7 @@ class ChangeFeed:
         """A watch holds its whole collection: sleepers still to compare their census look now."""
         for key in self._users(resource):
             w = self._workloads.get(key)
-            if w is not None and w.unchecked:
+            if w is not None and w.watch.unchecked:
                 self._enqueue(key)
 
     def on_object(self, resource: APIResource, event: WatchEvent) -> None:
@@ -169,9 +169,9 @@ class ChangeFeed:
         now: datetime | None = None
         for key in users:
             w = self._workloads.get(key)
-            if w is None or w.interest is None:
+            if w is None or w.watch.interest is None:
                 continue
-            found = find_activity(change, resource, w.interest)
+            found = find_activity(change, resource, w.watch.interest)
             if found is not None:
                 now = now or self._clock.now()
                 self.note_activity(w, found, now)
@@ -179,15 +179,15 @@ class ChangeFeed:
     def note_activity(self, w: Workload, found: Activity, now: datetime) -> None:
         """Restart the idle clock; an asleep workload's wake is due, a running one looks again."""
         self._metrics.activity.inc()
-        w.last_activity = now
+        w.idle.last_activity = now
         log.debug("activity", extra={"workload": w.label, "reason": found.reason})
         asleep = w.shown_status.state == "asleep"
         # A wake names the change that woke it, not the newest one seen while its write was retried.
-        if not asleep or w.activity_at is None:
-            w.activity_reason = found.reason
+        if not asleep or w.idle.activity_at is None:
+            w.idle.activity_reason = found.reason
         if asleep or self._is_running(w.key):
-            if w.activity_at is None:
-                w.activity_at = self._clock.monotonic()
+            if w.idle.activity_at is None:
+                w.idle.activity_at = self._clock.monotonic()
             if asleep:
                 self._wake_due(w.key)
             self._enqueue(w.key)

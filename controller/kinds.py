@@ -5,7 +5,9 @@ from __future__ import annotations
 import dataclasses
 
 from zeroscaler.cluster import ClusterView
+from zeroscaler.controller.sharing import shared_mapping
 from zeroscaler.controller.workload import Workload
+from zeroscaler.core.activity import GroupKind
 from zeroscaler.core.annotations import (
     Notice,
     WorkloadConfig,
@@ -21,10 +23,10 @@ def settle_kinds(
     w: Workload, config: WorkloadConfig, cluster: ClusterView
 ) -> tuple[WorkloadConfig, list[Notice]]:
     """The config with its kinds; without kinds annotated, those its RBAC says it watches."""
-    w.inferred, w.names = False, {}
+    w.watch.inferred, w.watch.names = False, shared_mapping({})
     if config.idle_timeout is None or has_kinds_annotated(w.annotations):
         return config, []
-    w.inferred = True  # RBAC changes now concern this workload
+    w.watch.inferred = True  # RBAC changes now concern this workload
     if not cluster.is_rbac_synced():
         return config, [("InferenceUnavailable", "RBAC is not readable; no kinds inferred")]
     discovery = cluster.discovery
@@ -35,10 +37,12 @@ def settle_kinds(
         discovery,
         ignore=DEFAULT_POLICY.inference.ignore,
     )
+    named: dict[GroupKind, frozenset[str]] = {}
     for canonical, names in found.resource_names.items():
         resolved = discovery.resolve(parse_kind_refs(canonical)[0][0])
         if resolved is not None:
-            w.names[(resolved.group, resolved.kind)] = frozenset(names)
+            named[(resolved.group, resolved.kind)] = frozenset(names)
+    w.watch.names = shared_mapping(named)
     warnings: list[Notice] = [("InferenceLimited", message) for message in found.warnings]
     if not found.watched:
         return config, warnings

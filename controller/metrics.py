@@ -119,7 +119,7 @@ class WorkloadSeries(Collector):
                 asleep.append(
                     ("zeroscaler_workload_asleep", labels, float(w.shown_status.state == "asleep"))
                 )
-                tally = w.tally or _EMPTY
+                tally = w.report.tally or _EMPTY
                 saved.append(
                     ("zeroscaler_workload_saved_replica_seconds_total", labels, tally.saved)
                 )
@@ -274,9 +274,9 @@ class Metrics:
     def _tally(self, w: Workload) -> Tally | None:
         if not self.per_workload or not w.managed:
             return None
-        if w.tally is None:
-            w.tally = Tally()
-        return w.tally
+        if w.report.tally is None:
+            w.report.tally = Tally()
+        return w.report.tally
 
     def render(self, names: Collection[str] = ()) -> bytes:
         """The text exposition; with `names`, only the series of those names (as Prometheus'

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -14,9 +16,17 @@ from zeroscaler.controller.kinds import settle_kinds
 from zeroscaler.controller.queue import KeyedQueue, WakeGate
 from zeroscaler.controller.reporting import Reporter
 from zeroscaler.controller.scaling import Scaling
+from zeroscaler.controller.sharing import shared
 from zeroscaler.controller.subscription import Subscriptions
 from zeroscaler.controller.timers import TimerHeap
-from zeroscaler.controller.workload import EPOCH, Workload, WorkloadKey, owes_wake, settle_start
+from zeroscaler.controller.workload import (
+    EPOCH,
+    WatchMemory,
+    Workload,
+    WorkloadKey,
+    owes_wake,
+    settle_start,
+)
 from zeroscaler.core.admission import annotate_from_policy
 from zeroscaler.core.annotations import (
     CENSUS,
@@ -43,47 +53,68 @@ log = logging.getLogger(__name__)
 RETRY_AFTER = 5.0  # seconds before a failed reconcile is tried again
 
 
+@dataclass(frozen=True, slots=True)
+class Scheduling:
+    """When reconciles run: the keyed queue, the wakes due, the timers, the clock, and the task
+    group that takes a workload's writes off the workers."""
+
+    queue: KeyedQueue[WorkloadKey]
+    gate: WakeGate[WorkloadKey]
+    timers: TimerHeap[WorkloadKey]
+    clock: Clock
+    background: Callable[[Coroutine[Any, Any, None]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcileInputs:
+    """What a reconcile reads besides the workload itself."""
+
+    cluster: ClusterView
+    hpa_names: Callable[[WorkloadKey], list[str]]
+    is_leader: Callable[[], bool]
+    dry_run: bool = False
+    policy: Callable[[], Policy | None] = lambda: None  # None until its ConfigMaps are listed
+    excluded: frozenset[str] = frozenset()  # namespaces policy is never written in
+    serving: Callable[[Workload], Serving | None] = lambda _: Serving()
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcileParts:
+    """The parts a reconcile hands its outcome to."""
+
+    subscriptions: Subscriptions
+    scaling: Scaling
+    reporter: Reporter
+    accounting: Accounting
+
+
 class Reconciler:
     """Decides for one workload at a time; the queue keeps two workers off the same one."""
 
     def __init__(
         self,
         workloads: dict[WorkloadKey, Workload],
-        cluster: ClusterView,
-        subscriptions: Subscriptions,
-        scaling: Scaling,
-        reporter: Reporter,
-        accounting: Accounting,
-        *,
-        queue: KeyedQueue[WorkloadKey],
-        gate: WakeGate[WorkloadKey],
-        timers: TimerHeap[WorkloadKey],
-        clock: Clock,
-        hpa_names: Callable[[WorkloadKey], list[str]],
-        is_leader: Callable[[], bool],
-        background: Callable[[Coroutine[Any, Any, None]], None],
-        dry_run: bool,
-        policy: Callable[[], Policy | None] = lambda: None,
-        excluded: frozenset[str] = frozenset(),
-        serving: Callable[[Workload], Serving | None] = lambda _: Serving(),
+        inputs: ReconcileInputs,
+        parts: ReconcileParts,
+        scheduling: Scheduling,
     ) -> None:
         self._workloads = workloads
-        self._cluster = cluster
-        self._subscriptions = subscriptions
-        self._scaling = scaling
-        self._reporter = reporter
-        self._accounting = accounting
-        self._queue = queue
-        self._gate = gate
-        self._timers = timers
-        self._clock = clock
-        self._hpa_names = hpa_names
-        self._is_leader = is_leader
-        self._background = background
-        self._dry_run = dry_run
-        self._policy = policy
-        self._excluded = excluded
-        self._serving = serving
+        self._cluster = inputs.cluster
+        self._subscriptions = parts.subscriptions
+        self._scaling = parts.scaling
+        self._reporter = parts.reporter
+        self._accounting = parts.accounting
+        self._queue = scheduling.queue
+        self._gate = scheduling.gate
+        self._timers = scheduling.timers
+        self._clock = scheduling.clock
+        self._background = scheduling.background
+        self._hpa_names = inputs.hpa_names
+        self._is_leader = inputs.is_leader
+        self._dry_run = inputs.dry_run
+        self._policy = inputs.policy
+        self._excluded = inputs.excluded
+        self._serving = inputs.serving
         self._wake_failures: dict[WorkloadKey, int] = {}  # failed wakes in a row, for backoff
 
     async def work(self, *, urgent_only: bool = False) -> None:
@@ -127,8 +158,8 @@ class Reconciler:
         """Seconds before a failed reconcile is tried again: sooner when it was to wake or to
         record its wake, backing off while that keeps failing."""
         w = self._workloads.get(key)
-        waking = w is not None and w.activity_at is not None
-        if w is None or not (waking or w.own_wake) or w.shown_status.state != "asleep":
+        waking = w is not None and w.idle.activity_at is not None
+        if w is None or not (waking or w.scaling.own_wake) or w.shown_status.state != "asleep":
             return RETRY_AFTER
         failures = self._wake_failures.get(key, 0) + 1
         self._wake_failures[key] = failures
@@ -171,7 +202,7 @@ class Reconciler:
         await self._subscriptions.prepare(w, config, urgent=self._gate.is_due(key))
         self._subscriptions.check_census(w)
         hpa = self._hpa_names(key)
-        warnings += w.kind_warnings + self._hpa_warnings(hpa, status)
+        warnings += [*w.watch.kind_warnings, *self._hpa_warnings(hpa, status)]
         decision, now, notices = self._decide(w, config, status, bool(hpa))
         self._reporter.warn(w, warnings + notices)
         checks = [decision.next_check]
@@ -256,12 +287,21 @@ class Reconciler:
     def _read(self, w: Workload) -> tuple[WorkloadConfig, WorkloadStatus, list[Notice]]:
         """The workload's annotations, parsed; the malformed ones become warnings."""
         config, problems = read_config(w.annotations)
+        # Workloads annotated alike (one operator in many tenants' namespaces) keep one copy.
+        config = shared(
+            dataclasses.replace(
+                config,
+                watched=shared(config.watched),
+                owned=shared(config.owned),
+                watch_namespaces=shared(config.watch_namespaces),
+            )
+        )
         status, status_problems = read_status(w.annotations)
         w.config, w.status = config, status
         if status.state != "asleep":  # recorded (by us or by the next leader): nothing pending
-            w.own_wake = None
-        if status.last_activity is not None and status.last_activity > w.last_activity:
-            w.last_activity = status.last_activity  # a person's `zeroscaler wake` restarts it
+            w.scaling.own_wake = None
+        if status.last_activity is not None and status.last_activity > w.idle.last_activity:
+            w.idle.last_activity = status.last_activity  # a person's `zeroscaler wake` restarts it
         warnings = [("InvalidAnnotation", f"{p}; ignored") for p in [*problems, *status_problems]]
         return config, status, warnings
 
@@ -269,8 +309,8 @@ class Reconciler:
         self, w: Workload, config: WorkloadConfig, status: WorkloadStatus, hpa_targeted: bool
     ) -> tuple[Decision, datetime, list[Notice]]:
         """The decision, when it was made, and the Warnings about what it serves and its start."""
-        if self._dry_run and w.pretend is not None:
-            status, replicas = w.pretend
+        if self._dry_run and w.scaling.pretend is not None:
+            status, replicas = w.scaling.pretend
         else:
             replicas = w.replicas
         self._subscriptions.set_interest(w, status)
@@ -279,13 +319,13 @@ class Reconciler:
         serving = self._serving(w)
         observed = Observed(
             replicas=replicas,
-            last_activity=w.last_activity,
+            last_activity=w.idle.last_activity,
             hpa_targeted=hpa_targeted,
-            can_wake=bool(w.scopes[0]) and not w.unseen,
-            wake_reason=w.activity_reason,
-            woken_to=None if w.own_wake is None else w.own_wake.replicas,
+            can_wake=bool(w.watch.scopes[0]) and not w.watch.unseen,
+            wake_reason=w.idle.activity_reason,
+            woken_to=None if w.scaling.own_wake is None else w.scaling.own_wake.replicas,
             serving=serving,
-            starting=w.starting and not self._dry_run,
+            starting=w.idle.starting and not self._dry_run,
             ready_replicas=w.ready_replicas,
         )
         notices = serving_notices(serving) if serving is not None else []
@@ -320,20 +360,20 @@ class Reconciler:
             return
         w.managed = True
         if status.state == "asleep":  # asleep before we watched: compare what it saw at sleep
-            w.unchecked = set(parse_census(w.annotations.get(CENSUS, ""))[0])
+            w.watch.unchecked = shared(frozenset(parse_census(w.annotations.get(CENSUS, ""))[0]))
         self._accounting.start(w)
-        w.last_activity = (
+        w.idle.last_activity = (
             (status.asleep_since or EPOCH)
             if status.state == "asleep"
-            else max(w.last_activity, self._clock.now())
+            else max(w.idle.last_activity, self._clock.now())
         )
         log.info("managing", extra={"workload": w.label})
 
     def _stop_managing(self, w: Workload, why: str) -> None:
         self._timers.cancel(w.key)
         self._subscriptions.subscribe(w, set())
-        w.interest, w.signature, w.scopes, w.pretend = None, None, ({}, {}), None
-        w.unseen = set()
+        w.watch = WatchMemory()  # resolved afresh if it is managed again
+        w.scaling.pretend = None
         if w.managed:
             log.info("no longer managed", extra={"workload": w.label, "why": why})
         w.managed = False

@@ -9,6 +9,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+from zeroscaler.controller.sharing import NOTHING
 from zeroscaler.controller.workload import Workload, WorkloadKey
 from zeroscaler.core.annotations import Notice
 from zeroscaler.events import EventRecorder, EventType
@@ -58,15 +59,15 @@ class Reporter:
 
     def warn(self, w: Workload, warnings: list[Notice]) -> None:
         """Say each warning once while it holds; one that went away may be said again later."""
-        w.warned &= set(warnings)
-        if not self._is_leader():
-            return
-        for reason, message in dict.fromkeys(warnings):
-            if (reason, message) in w.warned:
-                continue
-            w.warned.add((reason, message))
-            log.warning(message, extra={"workload": w.label, "reason": reason})
-            self.event(w, "Warning", reason, message)
+        held = w.report.warned & set(warnings) if w.report.warned else NOTHING
+        if self._is_leader():
+            for reason, message in dict.fromkeys(warnings):
+                if (reason, message) in held:
+                    continue
+                held |= {(reason, message)}
+                log.warning(message, extra={"workload": w.label, "reason": reason})
+                self.event(w, "Warning", reason, message)
+        w.report.warned = held or NOTHING  # most workloads have nothing to warn of
 
     def event(self, w: Workload, type_: EventType, reason: str, message: str) -> None:
         """Write an Event about `w` in the background."""

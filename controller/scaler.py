@@ -19,7 +19,12 @@ from zeroscaler.controller.memory import release_free_memory
 from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.permissions import AccessReviews
 from zeroscaler.controller.queue import KeyedQueue, WakeGate
-from zeroscaler.controller.reconcile import Reconciler
+from zeroscaler.controller.reconcile import (
+    ReconcileInputs,
+    ReconcileParts,
+    Reconciler,
+    Scheduling,
+)
 from zeroscaler.controller.reporting import Reporter
 from zeroscaler.controller.scaling import Scaling
 from zeroscaler.controller.serving import ServingIndex
@@ -84,17 +89,7 @@ class Scaler:
             lambda resource: self.changes.on_synced(resource),
             streaming=settings.streaming_lists,
         )
-        clients = {id(k): k for k in (kube, watcher)}.values()  # one Kube may do both
-        self.metrics = Metrics(
-            lambda: count_by_state(self.workloads.values()),
-            lambda: len(self.hub.resources),
-            self._leading,
-            count_pending=lambda: count_pending_wakes(self.workloads.values()),
-            api_errors=lambda: [k.errors for k in clients],
-            workloads=self.workloads.values if settings.workload_metrics else None,
-        )
-        for client in {id(kube): kube, id(watcher): watcher}.values():
-            client.on_throttled = self.metrics.throttled.inc
+        self.metrics = self._metrics(kube, watcher)
         self.changes = ChangeFeed(
             self.workloads,
             clock=clock,
@@ -114,7 +109,40 @@ class Scaler:
             on_rbac=self._on_rbac,
         )
         self.cluster.namespaces.add_handler(self.changes.on_namespace)
-        self.serving = ServingIndex(
+        self.serving, self.activator = self._serving_parts(kube, watcher, clock)
+        self.hpas, self.workload_informers = self._workload_watches(watcher)
+        self.policies = PolicyWatch(
+            watcher,
+            settings.policy_source,
+            on_change=self.changes.enqueue_all,
+            on_rejected=self._on_policy_rejected,
+        )
+        self.events = EventRecorder(kube, "zeroscaler-controller", self.settings.id)
+        self.accounting = Accounting(self.metrics, clock)
+        self.reconciler = self._assemble(kube, clock)
+
+    def _metrics(self, kube: Kube, watcher: Kube) -> Metrics:
+        """The controller's metrics, read from its parts at scrape time; both clients count
+        their throttled requests there."""
+        clients = list({id(k): k for k in (kube, watcher)}.values())  # one Kube may do both
+        metrics = Metrics(
+            lambda: count_by_state(self.workloads.values()),
+            lambda: len(self.hub.resources),
+            self._leading,
+            count_pending=lambda: count_pending_wakes(self.workloads.values()),
+            api_errors=lambda: [k.errors for k in clients],
+            workloads=self.workloads.values if self.settings.workload_metrics else None,
+        )
+        for client in clients:
+            client.on_throttled = metrics.throttled.inc
+        return metrics
+
+    def _serving_parts(
+        self, kube: Kube, watcher: Kube, clock: Clock
+    ) -> tuple[ServingIndex, Activator]:
+        """What each workload serves, and the activator that covers the webhooks of sleepers."""
+        settings = self.settings
+        serving = ServingIndex(
             watcher,
             self.cluster.crds,
             self.workloads,
@@ -122,9 +150,9 @@ class Scaler:
             activation=self._activation,
             on_hooks=self._hooks_changed,
         )
-        self.activator = Activator(
+        activator = Activator(
             kube,
-            self.serving,
+            serving,
             self.workloads,
             configuration=settings.activator_configuration,
             webhook_configuration=settings.webhook_configuration,
@@ -137,28 +165,23 @@ class Scaler:
             enqueue=self.queue.add,
             on_activity=self.changes.note_activity,
         )
-        if self.activator.enabled:
-            self.serving.registrations["MutatingWebhookConfiguration"].add_handler(
-                self.activator.on_configuration
-            )
-        self.hpas = Informer(
+        if activator.enabled:
+            configurations = serving.registrations["MutatingWebhookConfiguration"]
+            configurations.add_handler(activator.on_configuration)
+        return serving, activator
+
+    def _workload_watches(self, watcher: Kube) -> tuple[Informer, dict[str, Informer]]:
+        """The HPAs (which workloads they target) and the Deployments and StatefulSets."""
+        hpas = Informer(
             watcher, "/apis/autoscaling/v2/horizontalpodautoscalers", transform=trim_hpa
         )
-        self.hpas.add_handler(self.changes.on_hpa)
-        self.workload_informers: dict[str, Informer] = {}
+        hpas.add_handler(self.changes.on_hpa)
+        workloads: dict[str, Informer] = {}
         for kind, resource in WORKLOAD_RESOURCES.items():
             informer = Informer(watcher, f"/apis/apps/v1/{resource}", transform=trim_workload)
             informer.add_handler(functools.partial(self.changes.on_workload, kind))
-            self.workload_informers[kind] = informer
-        self.policies = PolicyWatch(
-            watcher,
-            settings.policy_source,
-            on_change=self.changes.enqueue_all,
-            on_rejected=self._on_policy_rejected,
-        )
-        self.events = EventRecorder(kube, "zeroscaler-controller", self.settings.id)
-        self.accounting = Accounting(self.metrics, clock)
-        self.reconciler = self._assemble(kube, clock)
+            workloads[kind] = informer
+        return hpas, workloads
 
     def _assemble(self, kube: Kube, clock: Clock) -> Reconciler:
         """The parts that decide and write, wired to the queue, the gate and each other."""
@@ -211,25 +234,18 @@ class Scaler:
             cover=self.activator.cover,
             covered_done=self.activator.covered_done,
         )
-        return Reconciler(
-            self.workloads,
+        inputs = ReconcileInputs(
             self.cluster,
-            subscriptions,
-            scaling,
-            reporter,
-            self.accounting,
-            queue=self.queue,
-            gate=self.gate,
-            timers=self.timers,
-            clock=clock,
             hpa_names=self.changes.hpa_names,
             is_leader=self._leading,
-            background=self.tasks.background,
             dry_run=self.settings.dry_run,
             policy=self._policy,
             excluded=self.settings.excluded,
             serving=self.activator.serving,
         )
+        parts = ReconcileParts(subscriptions, scaling, reporter, self.accounting)
+        scheduling = Scheduling(self.queue, self.gate, self.timers, clock, self.tasks.background)
+        return Reconciler(self.workloads, inputs, parts, scheduling)
 
     async def run(self) -> None:
         """Start the watches, wait for them and discovery, then reconcile until cancelled."""

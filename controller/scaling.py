@@ -96,8 +96,9 @@ class Scaling:
             # It waits its turn behind every wake and record: off the worker, so that however
             # many sleeps wait, a wake always finds a worker free.
             # What it was decided on: activity seen from now calls the sleep off.
-            seen = (w.last_activity, w.resource_version)
-            w.activity_at = None  # activity so far is in `seen`; only later activity is owed a wake
+            seen = (w.idle.last_activity, w.resource_version)
+            # Activity so far is in `seen`; only later activity is owed a wake.
+            w.idle.activity_at = None
             self._follow_ups[w.key] = self._guarded(w, self._sleep(w, decision, now, seen))
         elif decision.action == "wake":
             cause = "serving" if self._keeps_awake(w) else "activity"
@@ -177,7 +178,7 @@ class Scaling:
             log.warning(
                 "not put to sleep: the activator is unanswered", extra={"workload": w.label}
             )
-            w.activity_at = None
+            w.idle.activity_at = None
             self._enqueue(w.key)
             return
         # One write, status and scale together: a crash never leaves a workload at zero without
@@ -196,7 +197,7 @@ class Scaling:
                 status,
                 replicas=0,
                 unless=lambda: (
-                    w.last_activity > decided_on
+                    w.idle.last_activity > decided_on
                     or w.resource_version != version
                     or self._is_not_leader()
                     or self._keeps_awake(w)  # a link seen meanwhile
@@ -204,15 +205,15 @@ class Scaling:
             )
         except Withdrawn:
             log.debug("sleep called off", extra={"workload": w.label})
-            w.activity_at = None  # still awake: no wake is owed
+            w.idle.activity_at = None  # still awake: no wake is owed
             self._enqueue(w.key)
             return
-        cause = "not-ready" if w.starting else "idle"
-        w.starting = False
-        if w.last_activity > decided_on:  # activity while the write was on its way: wake it
+        cause = "not-ready" if w.idle.starting else "idle"
+        w.idle.starting = False
+        if w.idle.last_activity > decided_on:  # activity while the write was on its way: wake it
             self._gate.due(w.key)
         else:
-            w.activity_at = None
+            w.idle.activity_at = None
         self._accounting.start(w)
         self._metrics.slept(w, cause)
         kinds = ", ".join(sorted(w.kind_names()))
@@ -227,25 +228,26 @@ class Scaling:
         """Scale up now; recording the wake is left as a follow-up (`take_follow_up`)."""
         self._accounting.account(w, stop=True)
         await self._scale_up(w, replicas)
-        w.starting = True  # its idle clock starts again once it is Ready
+        w.idle.starting = True  # its idle clock starts again once it is Ready
         # The clock restarts once it is awake, not at the event: a wake may come long after it.
-        w.last_activity = restart_clock(w.last_activity, self._clock.now())
-        latency = None if w.activity_at is None else self._clock.monotonic() - w.activity_at
+        w.idle.last_activity = restart_clock(w.idle.last_activity, self._clock.now())
+        waking_event = w.idle.activity_at
+        latency = None if waking_event is None else self._clock.monotonic() - waking_event
         self._metrics.woke(w, cause, latency)
-        w.activity_at = None
+        w.idle.activity_at = None
         self._gate.done(w.key)
         # Recording the wake can wait for other scale writes. Until it lands the wake is
         # remembered here, so a failed record is tried again rather than read as someone
         # else's wake; only a crash before it leaves one that reads so.
-        w.own_wake = OwnWake(replicas, reason, latency)
+        w.scaling.own_wake = OwnWake(replicas, reason, latency)
         self._follow_ups[w.key] = self._record_wake(w)
 
     async def _record_wake(self, w: Workload) -> None:
-        own = w.own_wake
+        own = w.scaling.own_wake
         if own is None:
             return
-        awake: dict[str, str | None] = dict(awake_annotations(w.last_activity))
-        w.streak = Streak()  # woken for a reason of its own: whatever flapped has stopped
+        awake: dict[str, str | None] = dict(awake_annotations(w.idle.last_activity))
+        w.scaling.streak = Streak()  # woken for a reason of its own: whatever flapped has stopped
         if FLAPPING in w.annotations:
             awake[FLAPPING] = None
         try:
@@ -266,9 +268,9 @@ class Scaling:
             w.deleted = True
         except Withdrawn:
             return
-        w.own_wake = None
+        w.scaling.own_wake = None
         # Only now does it read as awake: a record that came late must not shorten its time up.
-        w.last_activity = restart_clock(w.last_activity, self._clock.now())
+        w.idle.last_activity = restart_clock(w.idle.last_activity, self._clock.now())
         message = f"{own.reason}: scaled from 0 to {own.replicas} replicas"
         extra: dict[str, object] = {"workload": w.label, "reason": own.reason}
         if own.latency is not None:  # from the watch event to the scale write's answer
@@ -278,22 +280,24 @@ class Scaling:
         self._enqueue(w.key)
 
     async def _mark_awake(self, w: Workload, decision: Decision, now: datetime) -> None:
-        w.last_activity = now
-        w.starting = True
+        w.idle.last_activity = now
+        w.idle.starting = True
         self._accounting.account(w, stop=True)
-        w.activity_at = None
+        w.idle.activity_at = None
         manager = w.replicas_manager
         replicas = decision.replicas or w.replicas
         streak = Streak()
         if manager is not None:
             slept = now - (w.status.asleep_since or now)
-            streak = after_external_wake(w.streak, ExternalWake(manager, replicas, now, slept))
+            streak = after_external_wake(
+                w.scaling.streak, ExternalWake(manager, replicas, now, slept)
+            )
         annotations: dict[str, str | None] = dict(awake_annotations(now))
         flapping = streak.reason() if streak.is_flapping else None
         if flapping is not None or FLAPPING in w.annotations:
             annotations[FLAPPING] = flapping
         await self._patch_annotations(w, annotations)
-        w.streak = streak  # only once recorded: a write that lost a race is decided again
+        w.scaling.streak = streak  # only once recorded: a write that lost a race is decided again
         self._metrics.woke(w, "external")
         by = f" (field manager {manager})" if manager else ""
         message = (
@@ -319,7 +323,7 @@ class Scaling:
         since = w.status.asleep_since
         if FLAPPING not in w.annotations or w.status.state != "asleep" or since is None:
             return None
-        quiet = quiet_at(w.streak, since)
+        quiet = quiet_at(w.scaling.streak, since)
         if now < quiet or not self._is_leader() or self._dry_run:
             return quiet
         try:
@@ -328,7 +332,7 @@ class Scaling:
             await self.refresh(w)
             self._enqueue(w.key)
             return None
-        w.streak = Streak()
+        w.scaling.streak = Streak()
         log.info("no longer flapping", extra={"workload": w.label})
         self._reporter.event(
             w, "Normal", "FlappingStopped", "asleep without being woken again: no longer flapping"
@@ -338,20 +342,23 @@ class Scaling:
     def _pretend(self, w: Workload, decision: Decision, now: datetime) -> None:
         if decision.action == "sleep":
             replicas = decision.replicas or w.replicas
-            status = WorkloadStatus("asleep", replicas, now, w.last_activity)
-            w.pretend = (status, 0)
+            status = WorkloadStatus("asleep", replicas, now, w.idle.last_activity)
+            w.scaling.pretend = (status, 0)
             message = f"dry run: would sleep ({decision.reason}), scaling {replicas} to 0"
             reason = "WouldSleep"
         elif decision.action == "wake":
             replicas = decision.replicas or 1
-            w.last_activity = restart_clock(w.last_activity, now)
-            w.pretend = (WorkloadStatus("awake", last_activity=w.last_activity), replicas)
+            w.idle.last_activity = restart_clock(w.idle.last_activity, now)
+            w.scaling.pretend = (
+                WorkloadStatus("awake", last_activity=w.idle.last_activity),
+                replicas,
+            )
             message = f"dry run: would wake ({decision.reason}), scaling 0 to {replicas}"
             reason = "WouldWake"
         else:
-            w.pretend = None
+            w.scaling.pretend = None
             return
-        w.activity_at = None
+        w.idle.activity_at = None
         log.info(message, extra={"workload": w.label})
         self._reporter.event(w, "Normal", reason, message)
         self._enqueue(w.key)

@@ -136,6 +136,114 @@ def _from_environment(
     return values
 
 
+def _cluster_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("the cluster and this replica")
+    group.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config)")
+    group.add_argument(
+        "--id", help="this replica's identity in the Lease (default: $POD_NAME, else host-pid)"
+    )
+    group.add_argument("--lease-namespace", help="namespace of the leader-election Lease")
+    group.add_argument("--lease-name", help="name of the leader-election Lease")
+    group.add_argument("--lease-duration", type=float, help="seconds a leader holds the Lease")
+
+
+def _behaviour_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("what it manages and how")
+    group.add_argument(
+        "--dry-run",
+        action="store_true",
+        default=None,
+        help="log and emit Events for what would be done; change nothing",
+    )
+    group.add_argument(
+        "--policy-namespace",
+        help="namespace of the policy ConfigMaps (default: the lease namespace)",
+    )
+    group.add_argument(
+        "--exclude-namespaces",
+        help="comma-separated namespaces policy is never applied in (default: kube-system)",
+    )
+    group.add_argument("--workers", type=int, help="concurrent reconciles")
+    group.add_argument(
+        "--access-review-ttl", type=float, help="seconds a SubjectAccessReview answer is kept"
+    )
+    group.add_argument(
+        "--access-from-rbac",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="take a watch RBAC grants as allowed without a SubjectAccessReview (default: on; "
+        "turn off when an authorizer ahead of RBAC, such as a webhook, may deny)",
+    )
+    group.add_argument(
+        "--discovery-interval", type=float, help="seconds between API discovery refreshes"
+    )
+
+
+def _api_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("requests to the API server")
+    group.add_argument(
+        "--streaming-lists",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="list each watched type as a watch that sends the collection first "
+        "(sendInitialEvents), where the API server offers it (default: on; pages where not)",
+    )
+    group.add_argument(
+        "--warm-watches",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="on a start, list the types the workloads' annotations name as soon as the "
+        "workloads are seen, before each is reconciled (default: on)",
+    )
+    group.add_argument(
+        "--api-qps",
+        type=float,
+        help="requests a second to the API server once a burst is spent (0: no client-side limit)",
+    )
+    group.add_argument(
+        "--api-burst", type=int, help="requests sent at once before --api-qps applies"
+    )
+
+
+def _activator_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("the activator")
+    group.add_argument(
+        "--activator-configuration",
+        help="the activator's MutatingWebhookConfiguration (empty: no activator, and workloads "
+        "serving admission webhooks are never put to sleep)",
+    )
+    group.add_argument(
+        "--webhook-configuration",
+        help="zeroscaler's own MutatingWebhookConfiguration, whose client settings it copies",
+    )
+    group.add_argument("--activator-requests", help="the ConfigMap the webhook asks for wakes in")
+    group.add_argument(
+        "--activator-timeout", type=int, help="seconds the API server waits for the activator"
+    )
+    group.add_argument(
+        "--activator-probe-interval",
+        type=float,
+        help="seconds between probes of the activator while it covers anything",
+    )
+
+
+def _output_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("metrics and logs")
+    group.add_argument("--metrics-host", help="address for /metrics, /healthz, /readyz")
+    group.add_argument("--metrics-port", type=int, help="port for /metrics etc. (0: none)")
+    group.add_argument(
+        "--workload-metrics",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="each managed workload's own series on /metrics (default: on; turn off on "
+        "huge clusters to keep only the cluster totals)",
+    )
+    group.add_argument("--log-level", choices=LOG_LEVELS)
+    group.add_argument(
+        "--log-format", choices=LOG_FORMATS, help="text (logfmt, the default) or json"
+    )
+
+
 def parse_settings(
     argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
 ) -> Settings:
@@ -144,94 +252,14 @@ def parse_settings(
         prog="zeroscaler-controller",
         description="Scale idle operators to zero and wake them on the first change.",
     )
-    parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config)")
-    parser.add_argument(
-        "--dry-run",
-        action="store_true",
-        default=None,
-        help="log and emit Events for what would be done; change nothing",
-    )
-    parser.add_argument("--metrics-host", help="address for /metrics, /healthz, /readyz")
-    parser.add_argument("--metrics-port", type=int, help="port for /metrics etc. (0: none)")
-    parser.add_argument(
-        "--workload-metrics",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="each managed workload's own series on /metrics (default: on; turn off on "
-        "huge clusters to keep only the cluster totals)",
-    )
-    parser.add_argument("--lease-namespace", help="namespace of the leader-election Lease")
-    parser.add_argument("--lease-name", help="name of the leader-election Lease")
-    parser.add_argument(
-        "--policy-namespace",
-        help="namespace of the policy ConfigMaps (default: the lease namespace)",
-    )
-    parser.add_argument(
-        "--exclude-namespaces",
-        help="comma-separated namespaces policy is never applied in (default: kube-system)",
-    )
-    parser.add_argument(
-        "--id", help="this replica's identity in the Lease (default: $POD_NAME, else host-pid)"
-    )
-    parser.add_argument("--lease-duration", type=float, help="seconds a leader holds the Lease")
-    parser.add_argument(
-        "--discovery-interval", type=float, help="seconds between API discovery refreshes"
-    )
-    parser.add_argument(
-        "--access-review-ttl", type=float, help="seconds a SubjectAccessReview answer is kept"
-    )
-    parser.add_argument(
-        "--access-from-rbac",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="take a watch RBAC grants as allowed without a SubjectAccessReview (default: on; "
-        "turn off when an authorizer ahead of RBAC, such as a webhook, may deny)",
-    )
-    parser.add_argument(
-        "--streaming-lists",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="list each watched type as a watch that sends the collection first "
-        "(sendInitialEvents), where the API server offers it (default: on; pages where not)",
-    )
-    parser.add_argument(
-        "--warm-watches",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="on a start, list the types the workloads' annotations name as soon as the "
-        "workloads are seen, before each is reconciled (default: on)",
-    )
-    parser.add_argument("--workers", type=int, help="concurrent reconciles")
-    parser.add_argument(
-        "--api-qps",
-        type=float,
-        help="requests a second to the API server once a burst is spent (0: no client-side limit)",
-    )
-    parser.add_argument(
-        "--api-burst", type=int, help="requests sent at once before --api-qps applies"
-    )
-    parser.add_argument(
-        "--activator-configuration",
-        help="the activator's MutatingWebhookConfiguration (empty: no activator, and workloads "
-        "serving admission webhooks are never put to sleep)",
-    )
-    parser.add_argument(
-        "--webhook-configuration",
-        help="zeroscaler's own MutatingWebhookConfiguration, whose client settings it copies",
-    )
-    parser.add_argument("--activator-requests", help="the ConfigMap the webhook asks for wakes in")
-    parser.add_argument(
-        "--activator-timeout", type=int, help="seconds the API server waits for the activator"
-    )
-    parser.add_argument(
-        "--activator-probe-interval",
-        type=float,
-        help="seconds between probes of the activator while it covers anything",
-    )
-    parser.add_argument("--log-level", choices=LOG_LEVELS)
-    parser.add_argument(
-        "--log-format", choices=LOG_FORMATS, help="text (logfmt, the default) or json"
-    )
+    for add_flags in (
+        _cluster_flags,
+        _behaviour_flags,
+        _api_flags,
+        _activator_flags,
+        _output_flags,
+    ):
+        add_flags(parser)
     args = parser.parse_args(argv)
     environ = os.environ if environ is None else environ
     try:

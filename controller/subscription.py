@@ -3,19 +3,20 @@ ServiceAccount may watch them in, and the shared watches it holds."""
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from datetime import datetime
-from typing import Any, overload
+from typing import Any
 
 from zeroscaler.cluster import ClusterView
 from zeroscaler.controller.clock import Clock
 from zeroscaler.controller.permissions import AccessReviews
+from zeroscaler.controller.sharing import NOTHING, compact_mapping, shared
 from zeroscaler.controller.watches import WatchHub
 from zeroscaler.controller.workload import Scopes, Workload, WorkloadKey
 from zeroscaler.core.activity import (
     Activity,
     Change,
+    GroupKind,
     Interest,
     Scope,
     definitions_of,
@@ -71,7 +72,7 @@ class Subscriptions:
         self._answered: set[WorkloadKey] = set()
         # Per workload, what RBAC as watched let it watch: a change that takes one back makes
         # it look again (a refusal was a review's, asked again as it ages).
-        self._granted: dict[WorkloadKey, list[tuple[APIResource, str, str]]] = {}
+        self._granted: dict[WorkloadKey, tuple[tuple[APIResource, str, str], ...]] = {}
         self._revisions: dict[WorkloadKey, int] = {}  # grants taken back, part of the signature
 
     def _signature(self, w: Workload, config: WorkloadConfig) -> tuple[Any, ...]:
@@ -82,8 +83,8 @@ class Subscriptions:
             config.watch_namespaces,
             self._cluster.discovery_generation,
             w.service_account,
-            self._cluster.rbac_generation if w.inferred else 0,
-            tuple(sorted(w.names.items())),
+            self._cluster.rbac_generation if w.watch.inferred else 0,
+            tuple(sorted(w.watch.names.items())),
             self._revisions.get(w.key, 0),
             self._access.epoch(),
         )
@@ -92,9 +93,9 @@ class Subscriptions:
         """Resolve kinds, check the ServiceAccount may watch them, and (un)subscribe watches;
         `urgent` (a wake is due) never waits for access answers that only aged."""
         signature = self._signature(w, config)
-        if signature == w.signature:
+        if signature == w.watch.signature:
             return
-        aged = w.signature is not None and signature[:-1] == w.signature[:-1]
+        aged = w.watch.signature is not None and signature[:-1] == w.watch.signature[:-1]
         if aged and (urgent or w.key not in self._answered):
             # Only the access answers aged: they are asked again off the reconcile (behind a
             # backlog of writes that can take seconds), and it looks again once they are in.
@@ -104,8 +105,8 @@ class Subscriptions:
             return
         self._answered.discard(w.key)
         scopes, wanted, warnings = await self._resolve(w, config)
-        w.unseen = await self._unseen(wanted, warnings)
-        wanted -= w.unseen
+        w.watch.unseen = shared(frozenset(await self._unseen(wanted, warnings)))
+        wanted -= w.watch.unseen
         if not scopes[0]:
             warnings.append(
                 (
@@ -114,14 +115,13 @@ class Subscriptions:
                     "kind), so it is never put to sleep",
                 )
             )
-        w.signature, w.scopes, w.kind_warnings = signature, scopes, warnings
+        w.watch.signature, w.watch.scopes = signature, scopes
+        w.watch.kind_warnings = tuple(warnings)
         watched = [
             (r, scopes[0][(r.group, r.kind)]) for r in wanted if (r.group, r.kind) in scopes[0]
         ]
-        w.reach = (
-            _shared(working_namespaces(watched)),
-            _shared(definitions_of(r for r, _ in watched)),
-        )
+        w.watch.namespaces = shared(working_namespaces(watched))
+        w.watch.definitions = shared(definitions_of(r for r, _ in watched))
         self.set_interest(w, w.status)
         self.subscribe(w, wanted)
 
@@ -142,7 +142,7 @@ class Subscriptions:
     ) -> tuple[Scopes, set[APIResource], list[Notice]]:
         self._granted.pop(w.key, None)
         warnings: list[Notice] = []
-        scopes: Scopes = ({}, {})
+        scopes: tuple[dict[GroupKind, Scope], dict[GroupKind, Scope]] = ({}, {})
         wanted: set[APIResource] = set()
         lists = zip((config.watched, config.owned), kind_list_keys(w.annotations), strict=True)
         for (refs, key), target in zip(lists, scopes, strict=True):
@@ -152,9 +152,9 @@ class Subscriptions:
                     continue
                 resolved = await self._resolve_scope(w, ref, resource, config, warnings, fresh)
                 if resolved.permitted:
-                    target[(resource.group, resource.kind)] = _shared(resolved.scope)
+                    target[(resource.group, resource.kind)] = shared(resolved.scope)
                     wanted.add(resource)
-        return scopes, wanted, warnings
+        return (compact_mapping(scopes[0]), compact_mapping(scopes[1])), wanted, warnings
 
     async def _unseen(
         self, wanted: set[APIResource], warnings: list[Notice], *, fresh: bool = False
@@ -201,7 +201,7 @@ class Subscriptions:
         fresh: bool = False,
     ) -> ResolvedScope:
         """Ask the reviews the scope rules need, in their order; warn where watching is denied."""
-        names = sorted(w.names.get((resource.group, resource.kind), ()))
+        names = sorted(w.watch.names.get((resource.group, resource.kind), ()))
         answers: dict[str, bool] = {}
         wanted = config.watch_namespaces
         while isinstance(
@@ -229,7 +229,8 @@ class Subscriptions:
         for name in names or [""]:
             granted, from_rbac = await self._access.answer(*account, name, fresh=fresh)
             if from_rbac:
-                self._granted.setdefault(w.key, []).append((resource, scope, name))
+                asked = self._granted.get(w.key, ())
+                self._granted[w.key] = (*asked, (resource, scope, name))
             allowed = allowed and granted
         return allowed
 
@@ -255,98 +256,85 @@ class Subscriptions:
         """What wakes it now: its scopes, and since when a listed object counts as news."""
         since = status.asleep_since if status.state == "asleep" else status.last_activity
         interest = Interest(
-            watched=w.scopes[0],
-            owned=w.scopes[1],
+            watched=w.watch.scopes[0],
+            owned=w.watch.scopes[1],
             self_ref=("apps", w.kind, w.namespace, w.name),
             since=since,
-            names=w.names,
-            namespaces=w.reach[0],
-            definitions=w.reach[1],
+            names=w.watch.names,
+            namespaces=w.watch.namespaces,
+            definitions=w.watch.definitions,
         )
-        if interest != w.interest:
-            w.interest = interest
+        if interest != w.watch.interest:
+            w.watch.interest = interest
 
     def census(self, w: Workload) -> Census:
         """Per kind whose watch holds its whole collection, what is in the workload's scope now."""
-        if w.interest is None:
+        if w.watch.interest is None:
             return {}
         found: dict[str, Tally] = {}
-        for resource in w.resources:
+        for resource in w.watch.resources:
             informer = self._hub.informer(resource)
             if informer is not None and informer.synced.is_set():
-                found[resource.canonical] = _tally_in(informer, resource, w.interest)
+                found[resource.canonical] = _tally_in(informer, resource, w.watch.interest)
         return found
 
     def check_census(self, w: Workload) -> None:
         """Asleep since before we watched: a kind whose objects differ from its census wakes it."""
-        if not w.unchecked or w.interest is None or w.status.state != "asleep":
-            w.unchecked.clear()
+        if not w.watch.unchecked or w.watch.interest is None or w.status.state != "asleep":
+            w.watch.unchecked = NOTHING
             return
         recorded, _ = parse_census(w.annotations.get(CENSUS, ""))
-        served = {r.canonical: r for r in w.resources}
-        for kind in list(w.unchecked):
+        served = {r.canonical: r for r in w.watch.resources}
+        unchecked = set(w.watch.unchecked)
+        for kind in w.watch.unchecked:
             resource = served.get(kind)
             informer = self._hub.informer(resource) if resource is not None else None
             if resource is None or kind not in recorded:  # not watched now: nothing to compare
-                w.unchecked.discard(kind)
+                unchecked.discard(kind)
                 continue
             if informer is None or not informer.synced.is_set():
                 continue  # its list is still coming; its sync asks for another look
-            w.unchecked.discard(kind)
-            now = _tally_in(informer, resource, w.interest)
+            unchecked.discard(kind)
+            now = _tally_in(informer, resource, w.watch.interest)
             reason = difference(kind, recorded[kind], now)
             # A wake already due names the object that changed: a better reason than a count,
             # and so does an object changed since the sleep, when the list was not replayed.
-            if reason is None or w.activity_at is not None:
+            if reason is None or w.idle.activity_at is not None:
                 continue
-            where = namespaces_to_read(resource, w.interest)
+            where = namespaces_to_read(resource, w.watch.interest)
             if not self._replay(w, resource, informer.store.in_namespaces(where)):
                 self._on_activity(w, Activity(resource.kind, "", "", reason), self._clock.now())
+        w.watch.unchecked = shared(frozenset(unchecked))
 
     def subscribe(self, w: Workload, wanted: set[APIResource]) -> None:
         """Hold exactly the watches in `wanted`; a warm one is replayed to an asleep workload."""
-        for resource in w.resources - wanted:
+        for resource in w.watch.resources - wanted:
             self._hub.release(resource, w.key)
-        for resource in wanted & w.resources:
+        for resource in wanted & w.watch.resources:
             self._hub.set_scope(resource, w.key, _scope_of(w, resource))
-        for resource in wanted - w.resources:
+        for resource in wanted - w.watch.resources:
             informer = self._hub.acquire(resource, w.key, _scope_of(w, resource))
             warm = informer is not None and informer.synced.is_set()
             if warm and informer is not None and w.status.state == "asleep":
-                assert w.interest is not None
-                if resource.canonical in w.unchecked:
+                assert w.watch.interest is not None
+                if resource.canonical in w.watch.unchecked:
                     # Its census, compared next (`check_census`), moves with every change the
                     # replay would find: the replay waits for a difference, to name the object.
                     continue
-                where = namespaces_to_read(resource, w.interest)
+                where = namespaces_to_read(resource, w.watch.interest)
                 self._replay(w, resource, informer.store.in_namespaces(where))
-        w.resources = wanted
+        w.watch.resources = shared(frozenset(wanted))
 
     def _replay(self, w: Workload, resource: APIResource, objects: Iterable[Obj]) -> bool:
         """A warm watch's store, seen as an initial list by a workload that joins it late;
         whether it found activity."""
-        assert w.interest is not None
+        assert w.watch.interest is not None
         for obj in list(objects):
-            found = find_activity(Change("ADDED", obj, initial=True), resource, w.interest)
+            found = find_activity(Change("ADDED", obj, initial=True), resource, w.watch.interest)
             if found is not None:
                 self._on_activity(w, found, self._clock.now())
                 return True
         return False
-
-
-# Equal scopes are one object: the workloads of a namespace mostly watch the same namespaces,
-# and a set of one namespace costs 216 bytes, several times over per workload.
-_SCOPES: weakref.WeakValueDictionary[frozenset[str], frozenset[str]] = weakref.WeakValueDictionary()
-
-
-@overload
-def _shared(scope: frozenset[str]) -> frozenset[str]: ...
-@overload
-def _shared(scope: None) -> None: ...
-def _shared(scope: frozenset[str] | None) -> frozenset[str] | None:
-    if scope is None:
-        return None
-    return _SCOPES.setdefault(scope, scope)
 
 
 def _tally_in(informer: Informer, resource: APIResource, interest: Interest) -> Tally:
@@ -357,7 +345,7 @@ def _tally_in(informer: Informer, resource: APIResource, interest: Interest) -> 
 
 def _scope_of(w: Workload, resource: APIResource) -> Scope:
     """Where a change to `resource` can be activity for `w`: as `is_in_interest` reads scopes."""
-    watched, owned = w.scopes
+    watched, owned = w.watch.scopes
     group_kind = (resource.group, resource.kind)
     if group_kind in watched:
         return watched[group_kind]

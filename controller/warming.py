@@ -107,7 +107,7 @@ class Warming:
             keys |= by_namespace.pop(namespace, set())
         for key in keys:
             w = self._workloads.get(key)
-            if w is not None and w.signature is None:  # not subscribed yet
+            if w is not None and w.watch.signature is None:  # not subscribed yet
                 self._hurry(key)
 
     def finish(self) -> None:

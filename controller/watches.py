@@ -66,7 +66,8 @@ class WatchHub(Generic[U]):
         self._users: dict[APIResource, set[U]] = {}
         self._scopes: dict[APIResource, dict[U, Scope]] = {}
         self._everywhere: dict[APIResource, set[U]] = {}
-        self._by_namespace: dict[APIResource, dict[str, set[U]]] = {}
+        # Tuples, not sets: most namespaces have one user a type, and a set of one is 216 bytes.
+        self._by_namespace: dict[APIResource, dict[str, tuple[U, ...]]] = {}
 
     @property
     def resources(self) -> list[APIResource]:
@@ -94,7 +95,7 @@ class WatchHub(Generic[U]):
             return
         by_namespace = self._by_namespace.setdefault(resource, {})
         for namespace in scope:
-            by_namespace.setdefault(namespace, set()).add(user)
+            by_namespace[namespace] = (*by_namespace.get(namespace, ()), user)
 
     def _unindex(self, resource: APIResource, user: U) -> None:
         scopes = self._scopes.get(resource, {})
@@ -106,9 +107,10 @@ class WatchHub(Generic[U]):
             return
         by_namespace = self._by_namespace[resource]
         for namespace in scope:
-            users = by_namespace[namespace]
-            users.discard(user)
-            if not users:
+            users = tuple(u for u in by_namespace[namespace] if u != user)
+            if users:
+                by_namespace[namespace] = users
+            else:
                 del by_namespace[namespace]
 
     def informer(self, resource: APIResource) -> Informer | None:

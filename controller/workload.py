@@ -1,14 +1,19 @@
-"""One Deployment or StatefulSet as the controller knows it, and what it keeps of the object."""
+"""One Deployment or StatefulSet as the controller knows it: the object, and a memory per part."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any
 
+from zeroscaler.controller.sharing import NOTHING, shared_mapping, shared_strings
 from zeroscaler.core.activity import GroupKind, Interest, Scope
 from zeroscaler.core.annotations import (
+    OUR_PREFIXES,
     OWNED_KINDS,
     WATCHED_KINDS,
     Notice,
@@ -25,8 +30,10 @@ from zeroscaler.kube import Obj
 
 WORKLOAD_RESOURCES = {"Deployment": "deployments", "StatefulSet": "statefulsets"}
 WorkloadKey = tuple[str, str, str]  # kind, namespace, name
-Scopes = tuple[dict[GroupKind, Scope], dict[GroupKind, Scope]]  # watched, owned
+Scopes = tuple[Mapping[GroupKind, Scope], Mapping[GroupKind, Scope]]  # watched, owned
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+NO_STREAK = Streak()
+NO_NAMES: Mapping[GroupKind, frozenset[str]] = MappingProxyType({})
 
 
 def trim_workload(obj: Obj) -> Obj:
@@ -35,19 +42,17 @@ def trim_workload(obj: Obj) -> Obj:
     spec = obj.get("spec") or {}
     pod_spec = (spec.get("template") or {}).get("spec") or {}
     status = obj.get("status") or {}
+    labels = shared_strings(meta.get("labels") or {})
+    pod_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
     return {
         "metadata": {
-            k: meta[k]
-            for k in (
-                "name",
-                "namespace",
-                "uid",
-                "resourceVersion",
-                "generation",
-                "annotations",
-                "labels",
-            )
-            if k in meta
+            "name": sys.intern(meta.get("name", "")),
+            "namespace": sys.intern(meta.get("namespace", "")),
+            "uid": meta.get("uid", ""),
+            "resourceVersion": meta.get("resourceVersion", ""),
+            "generation": meta.get("generation"),
+            "annotations": shared_strings(ours(meta.get("annotations") or {})),
+            "labels": labels,
         },
         "spec": {
             "replicas": spec.get("replicas", 1),
@@ -55,15 +60,23 @@ def trim_workload(obj: Obj) -> Obj:
             or pod_spec.get("serviceAccount")
             or "default",
             # What Services select it by, and whether it makes pods at all (readiness).
-            "podLabels": ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {},
+            "podLabels": labels if pod_labels == labels else shared_strings(pod_labels),
             "paused": bool(spec.get("paused")),
         },
-        "status": {k: status[k] for k in ("observedGeneration", "readyReplicas") if k in status}
+        "status": shared_mapping(
+            {k: status[k] for k in ("observedGeneration", "readyReplicas") if k in status}
+        )
         if status
         else None,
         # Who last set the replicas, to tell a manifest re-applied again and again (flapping).
         "replicasManager": replicas_manager(meta.get("managedFields")),
     }
+
+
+def ours(annotations: Mapping[str, str]) -> dict[str, str]:
+    """The annotations zeroscaler reads (its own and the IBM scaler's it takes as aliases); the
+    rest, such as kubectl's last-applied-configuration, can be kilobytes a workload."""
+    return {k: v for k, v in annotations.items() if k.startswith(OUR_PREFIXES)}
 
 
 def is_newer(new: Obj, old: Obj) -> bool:
@@ -109,39 +122,84 @@ class Tally:
     latency_count: int = 0
 
 
-@dataclass
-class Workload:
-    """One Deployment or StatefulSet as the scaler knows it."""
+@dataclass(slots=True)
+class IdleMemory:
+    """The idle clock, kept by the change feed (`changes.py`) and restarted by scaling writes."""
 
-    key: WorkloadKey
-    obj: Obj
     last_activity: datetime
     activity_reason: str = ""  # what a wake is for: the first activity since the sleep
-    deleted: bool = False
-    managed: bool = False
-    config: WorkloadConfig = field(default_factory=WorkloadConfig)
-    status: WorkloadStatus = field(default_factory=WorkloadStatus)
-    signature: tuple[Any, ...] | None = None
-    scopes: Scopes = ({}, {})
-    kind_warnings: list[Notice] = field(default_factory=list)
-    resources: set[APIResource] = field(default_factory=set)
-    unseen: set[APIResource] = field(default_factory=set)  # kinds the controller may not watch
-    interest: Interest | None = None
     activity_at: float | None = None  # loop time the waking event arrived
-    warned: set[Notice] = field(default_factory=set)
-    accounted_at: float | None = None  # loop time replica-seconds were last counted
-    pretend: tuple[WorkloadStatus, int] | None = None  # dry run: the status we would have made
-    streak: Streak = field(default_factory=Streak)  # wakes by others in a row (flapping)
-    paused: bool = False  # held by zeroscaler.io/paused, as last seen
+    starting: bool = False  # woken (or first seen) and not Ready since: the idle clock waits
+
+
+@dataclass(slots=True)
+class WatchMemory:
+    """What the workload watches, kept by `kinds.py` and `subscription.py`."""
+
+    signature: tuple[Any, ...] | None = None  # what the last resolution depended on
+    scopes: Scopes = ({}, {})  # replaced, never changed in place
+    kind_warnings: tuple[Notice, ...] = ()
+    resources: AbstractSet[APIResource] = frozenset()  # the shared watches it holds
+    unseen: AbstractSet[APIResource] = frozenset()  # kinds the controller may not watch
+    interest: Interest | None = None
     inferred: bool = False  # no kinds annotated: they come from the ServiceAccount's RBAC
-    names: dict[GroupKind, frozenset[str]] = field(default_factory=dict)  # inferred resourceNames
-    reach: tuple[Scope, frozenset[str]] = (None, frozenset())  # working namespaces, own CRDs
-    unchecked: set[str] = field(default_factory=set)  # kinds of its census not yet compared
+    # Inferred resourceNames, per kind.
+    names: Mapping[GroupKind, frozenset[str]] = field(default_factory=lambda: NO_NAMES)
+    namespaces: Scope = None  # where it works: the namespaces its watched kinds cover
+    definitions: frozenset[str] = frozenset()  # the CRDs of its watched kinds
+    unchecked: frozenset[str] = frozenset()  # kinds of its census not yet compared
+
+
+@dataclass(slots=True)
+class ScalingMemory:
+    """What `scaling.py` remembers between writes."""
+
     # Scaled up by us, still annotated asleep: in memory, so a failed record is not read as a
     # wake by someone else (only a crash before the record loses it).
     own_wake: OwnWake | None = None
-    starting: bool = False  # woken (or first seen) and not Ready since: the idle clock waits
+    streak: Streak = NO_STREAK  # wakes by others in a row (flapping)
+    pretend: tuple[WorkloadStatus, int] | None = None  # dry run: the status we would have made
+
+
+@dataclass(slots=True)
+class ReportMemory:
+    """What `reporting.py` has said and `accounting.py` and `metrics.py` have counted."""
+
+    warned: frozenset[Notice] = NOTHING  # replaced, never changed in place
+    accounted_at: float | None = None  # loop time replica-seconds were last counted
     tally: Tally | None = None  # its own metric series; kept only while it is managed
+
+
+class Workload:
+    """One Deployment or StatefulSet as the controller knows it: the object and its annotations
+    as last read, and one memory for each part that keeps something of its own about it."""
+
+    __slots__ = (
+        "config",
+        "deleted",
+        "idle",
+        "key",
+        "managed",
+        "obj",
+        "paused",
+        "report",
+        "scaling",
+        "status",
+        "watch",
+    )
+
+    def __init__(self, key: WorkloadKey, obj: Obj, last_activity: datetime) -> None:
+        self.key = key
+        self.obj = obj
+        self.deleted = False
+        self.managed = False
+        self.paused = False  # held by zeroscaler.io/paused, as last seen
+        self.config = WorkloadConfig()
+        self.status = WorkloadStatus()
+        self.idle = IdleMemory(last_activity)
+        self.watch = WatchMemory()
+        self.scaling = ScalingMemory()
+        self.report = ReportMemory()
 
     @property
     def pod_labels(self) -> dict[str, str]:
@@ -202,7 +260,8 @@ class Workload:
     @property
     def shown_status(self) -> WorkloadStatus:
         """The status it has, or in a dry run the one it would have."""
-        return self.pretend[0] if self.pretend else self.status
+        pretend = self.scaling.pretend
+        return pretend[0] if pretend else self.status
 
     @property
     def follows_rbac(self) -> bool:
@@ -210,7 +269,7 @@ class Workload:
         annotations = self.annotations
         listed = read_injected(annotations)
         return (
-            self.inferred
+            self.watch.inferred
             or not has_kinds_annotated(annotations)
             or WATCHED_KINDS in listed
             or OWNED_KINDS in listed
@@ -231,21 +290,21 @@ class Workload:
 
     def kind_names(self) -> Iterable[str]:
         """The watched and owned kinds resolved for it, as `Kind.group`."""
-        for group, kind in (*self.scopes[0], *self.scopes[1]):
+        for group, kind in (*self.watch.scopes[0], *self.watch.scopes[1]):
             yield f"{kind}.{group}" if group else kind
 
 
 def settle_start(w: Workload, now: datetime) -> bool:
     """A starting workload seen Ready: its idle clock starts now. True when it stopped starting
     (a workload with no readiness to wait for stops at once, its clock left as it is)."""
-    if not w.starting:
+    if not w.idle.starting:
         return False
     ready = w.is_ready()
     if ready is False:
         return False
-    w.starting = False
+    w.idle.starting = False
     if ready:
-        w.last_activity = max(w.last_activity, now)
+        w.idle.last_activity = max(w.idle.last_activity, now)
     return True
 
 
@@ -254,7 +313,7 @@ def owes_wake(w: Workload) -> bool:
     return (
         w.managed
         and not w.deleted
-        and w.activity_at is not None
+        and w.idle.activity_at is not None
         and w.shown_status.state == "asleep"
     )
 

@@ -3,7 +3,6 @@ and which wake requests count. The API server is a function (`httpx.MockTranspor
 
 from __future__ import annotations
 
-import asyncio
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -126,14 +125,14 @@ class Rig:
         self.activity.append((w.key, found.reason))
 
 
-def test_a_backend_is_covered_and_the_probe_answered_before_it_may_sleep() -> None:
+async def test_a_backend_is_covered_and_the_probe_answered_before_it_may_sleep() -> None:
     api = API()
     rig = Rig(api, backend(asleep=False))
     w = rig.workloads[KEY]
     served = rig.activator.serving(w)
     assert served is not None
     assert served.unanswered is None  # the activator may answer: it may sleep
-    assert asyncio.run(rig.activator.cover(w))
+    assert await rig.activator.cover(w)
     written = api.written[-1]["webhooks"]
     assert written[0]["name"] == PROBE_WEBHOOK
     assert len(written) == 2  # the probe, and the copy of its one webhook
@@ -143,11 +142,11 @@ def test_a_backend_is_covered_and_the_probe_answered_before_it_may_sleep() -> No
     assert api.probes[-1]["metadata"]["labels"][PROBE_LABEL] == token
     # The sleep is written (here: called off); from now its state says whether it is covered.
     rig.activator.covered_done(w)
-    asyncio.run(rig.activator.sync())
+    await rig.activator.sync()
     assert [h["name"] for h in api.written[-1]["webhooks"]] == [PROBE_WEBHOOK]
 
 
-def test_an_unanswered_probe_calls_the_sleep_off_and_wakes_what_it_covers(
+async def test_an_unanswered_probe_calls_the_sleep_off_and_wakes_what_it_covers(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr("zeroscaler.controller.activator.PROBE_PAUSE", 0.0)
@@ -155,7 +154,7 @@ def test_an_unanswered_probe_calls_the_sleep_off_and_wakes_what_it_covers(
     rig = Rig(api, backend(asleep=True))
     w = rig.workloads[KEY]
     rig.activator.serving(w)
-    assert not asyncio.run(rig.activator.cover(w))
+    assert not await rig.activator.cover(w)
     assert rig.activator.state.health == "failed"
     assert KEY in rig.enqueued  # looked at again: an asleep backend is woken
     served = rig.activator.serving(w)
@@ -165,19 +164,19 @@ def test_an_unanswered_probe_calls_the_sleep_off_and_wakes_what_it_covers(
     assert "cannot serve" in served.unanswered
 
 
-def test_only_the_leader_writes_the_configuration() -> None:
+async def test_only_the_leader_writes_the_configuration() -> None:
     api = API()
     rig = Rig(api, backend(asleep=True), leader=False)
-    asyncio.run(rig.activator.sync())
+    await rig.activator.sync()
     assert api.written == []
 
 
-def test_an_asleep_backend_stays_covered_and_is_written_once() -> None:
+async def test_an_asleep_backend_stays_covered_and_is_written_once() -> None:
     api = API()
     rig = Rig(api, backend(asleep=True))
     rig.activator.serving(rig.workloads[KEY])
-    asyncio.run(rig.activator.sync())
-    asyncio.run(rig.activator.sync())
+    await rig.activator.sync()
+    await rig.activator.sync()
     assert len(api.written) == 1
     assert len(api.written[0]["webhooks"]) == 2
 

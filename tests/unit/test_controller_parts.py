@@ -145,7 +145,12 @@ def test_trim_workload_keeps_what_the_scaler_reads() -> None:
             "namespace": "ops",
             "uid": "u",
             "resourceVersion": "5",
-            "annotations": {"a": "b"},
+            "generation": 4,
+            "annotations": {
+                "zeroscaler.io/idle-timeout": "5m",
+                "controller-zero-scaler/watchedKinds": "Backup",
+                "kubectl.kubernetes.io/last-applied-configuration": "{...}",
+            },
             "labels": {"app": "op"},
             "managedFields": [
                 {
@@ -164,13 +169,19 @@ def test_trim_workload_keeps_what_the_scaler_reads() -> None:
         },
         "status": {"replicas": 3, "readyReplicas": 2, "observedGeneration": 4},
     }
-    assert trim_workload(obj) == {
+    trimmed = trim_workload(obj)
+    assert trimmed == {
         "metadata": {
             "name": "op",
             "namespace": "ops",
             "uid": "u",
             "resourceVersion": "5",
-            "annotations": {"a": "b"},
+            "generation": 4,
+            # Only what zeroscaler reads: last-applied-configuration alone can be kilobytes.
+            "annotations": {
+                "zeroscaler.io/idle-timeout": "5m",
+                "controller-zero-scaler/watchedKinds": "Backup",
+            },
             "labels": {"app": "op"},
         },
         "spec": {
@@ -182,6 +193,10 @@ def test_trim_workload_keeps_what_the_scaler_reads() -> None:
         "status": {"readyReplicas": 2, "observedGeneration": 4},
         "replicasManager": "argocd-controller",
     }
+    # Pod labels equal to the workload's own are one dict, not two.
+    template = {"metadata": {"labels": {"app": "op"}}, "spec": {}}
+    again = trim_workload({**obj, "spec": {"replicas": 1, "template": template}})
+    assert again["spec"]["podLabels"] is again["metadata"]["labels"]
 
 
 async def test_the_lease_is_freed_only_after_the_writes_on_their_way() -> None:

@@ -102,8 +102,8 @@ def test_activity_restarts_the_clock_and_makes_a_wake_due(
     w = Workload(KEY, {"metadata": {}}, last_activity=datetime(2026, 1, 1, tzinfo=UTC))
     w.status = WorkloadStatus(state="asleep" if state == "asleep" else "awake")
     feed.note_activity(w, Activity("ConfigMap", "ops", "c", "ConfigMap ops/c created"), NOW)
-    assert (w.last_activity, w.activity_reason) == (NOW, "ConfigMap ops/c created")
-    assert (woken, queued, w.activity_at) == (due, enqueued, activity_at)
+    assert (w.idle.last_activity, w.idle.activity_reason) == (NOW, "ConfigMap ops/c created")
+    assert (woken, queued, w.idle.activity_at) == (due, enqueued, activity_at)
 
 
 def test_a_pending_wake_keeps_the_reason_of_the_change_that_woke_it() -> None:
@@ -120,10 +120,10 @@ def test_a_pending_wake_keeps_the_reason_of_the_change_that_woke_it() -> None:
     w.status = WorkloadStatus(state="asleep")
     for name in ("first", "second"):
         feed.note_activity(w, Activity("Backup", "ops", name, f"Backup ops/{name} created"), NOW)
-    assert (w.last_activity, w.activity_reason) == (NOW, "Backup ops/first created")
+    assert (w.idle.last_activity, w.idle.activity_reason) == (NOW, "Backup ops/first created")
     w.status = WorkloadStatus(state="awake")
     feed.note_activity(w, Activity("Backup", "ops", "third", "Backup ops/third created"), NOW)
-    assert w.activity_reason == "Backup ops/third created"
+    assert w.idle.activity_reason == "Backup ops/third created"
 
 
 @pytest.mark.parametrize(
@@ -145,6 +145,6 @@ def test_a_wake_is_owed_while_asleep_with_activity_unanswered(
 ) -> None:
     w = Workload(KEY, {"metadata": {}}, last_activity=NOW)
     w.status = WorkloadStatus(state=state)
-    w.activity_at, w.managed, w.deleted = activity_at, managed, deleted
+    w.idle.activity_at, w.managed, w.deleted = activity_at, managed, deleted
     assert owes_wake(w) is owed
     assert count_pending_wakes([w, w]) == (2 if owed else 0)

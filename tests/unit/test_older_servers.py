@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
@@ -130,17 +129,13 @@ def _legacy_server(overrides: dict[str, httpx.Response] | None = None) -> dict[s
     return {**answers, **(overrides or {})}
 
 
-def test_a_server_without_aggregated_discovery_is_asked_group_by_group(
+async def test_a_server_without_aggregated_discovery_is_asked_group_by_group(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     seen: list[httpx.Request] = []
     kube = _served_by(_legacy_server(), seen)
-
-    async def twice() -> tuple[list[APIResource], list[APIResource]]:
-        return await kube.discover(), await kube.discover()
-
     with caplog.at_level(logging.WARNING, logger="zeroscaler.kube"):
-        first, second = asyncio.run(twice())
+        first, second = await kube.discover(), await kube.discover()
     assert kube.aggregated_discovery is False
     assert set(first) == set(second) == EXPECTED
     # The preferred version only; said once, not at every refresh.
@@ -148,20 +143,20 @@ def test_a_server_without_aggregated_discovery_is_asked_group_by_group(
     assert [r.getMessage() for r in caplog.records].count(NO_AGGREGATED_DISCOVERY) == 1
 
 
-def test_a_group_that_fails_to_answer_is_left_out_and_named(
+async def test_a_group_that_fails_to_answer_is_left_out_and_named(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     down = httpx.Response(503, json={"kind": "Status", "message": "service unavailable"})
     kube = _served_by(_legacy_server({"/apis/metrics.k8s.io/v1beta1": down}), [])
     with caplog.at_level(logging.WARNING, logger="zeroscaler.kube"):
-        assert set(asyncio.run(kube.discover())) == EXPECTED
+        assert set(await kube.discover()) == EXPECTED
     assert any(
         "apis/metrics.k8s.io/v1beta1 failed, leaving it out: 503" in r.getMessage()
         for r in caplog.records
     )
 
 
-def test_aggregated_discovery_is_asked_first_and_read_when_served() -> None:
+async def test_aggregated_discovery_is_asked_first_and_read_when_served() -> None:
     seen: list[httpx.Request] = []
     answers = {
         "/api": httpx.Response(200, json={"kind": "APIGroupDiscoveryList", "items": []}),
@@ -175,7 +170,7 @@ def test_aggregated_discovery_is_asked_first_and_read_when_served() -> None:
         ),
     }
     kube = _served_by(answers, seen)
-    found = asyncio.run(kube.discover())
+    found = await kube.discover()
     assert kube.aggregated_discovery is True
     assert found == [
         APIResource("apps", "v1", "deployments", "Deployment", True,
@@ -188,8 +183,8 @@ def test_aggregated_discovery_is_asked_first_and_read_when_served() -> None:
     assert accept[-1] == "application/json"
 
 
-def test_the_cli_says_which_api_it_misses_when_self_subject_review_is_not_served() -> None:
+async def test_the_cli_says_which_api_it_misses_when_self_subject_review_is_not_served() -> None:
     session = Session(ClusterAccess(server="https://127.0.0.1:1"))
     session.kube._http = _transport({}, [])  # before 1.28: every path answers 404
     with pytest.raises(Failure, match=r"does not serve SelfSubjectReview .*1\.28 or later"):
-        asyncio.run(session.username())
+        await session.username()

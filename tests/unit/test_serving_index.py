@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from zeroscaler.controller.changes import ChangeFeed
+from zeroscaler.controller.clock import ManualClock
 from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.serving import ServingIndex, trim_registration, trim_service
 from zeroscaler.controller.workload import Workload, WorkloadKey, trim_workload
@@ -26,19 +27,6 @@ def deployment(name: str, labels: dict[str, str], **extra: Any) -> dict[str, Any
         "spec": {"replicas": 1, "template": {"metadata": {"labels": labels}}},
         **extra,
     }
-
-
-class SetClock:
-    """A clock that shows what the test sets."""
-
-    def __init__(self, now: datetime) -> None:
-        self.at = now
-
-    def now(self) -> datetime:
-        return self.at
-
-    def monotonic(self) -> float:
-        return self.at.timestamp()
 
 
 def service(name: str, selector: dict[str, str]) -> dict[str, Any]:
@@ -122,7 +110,7 @@ def test_readiness_after_a_wake_starts_the_idle_clock() -> None:
     workloads: dict[WorkloadKey, Workload] = {}
     queued: list[WorkloadKey] = []
     later = datetime(2026, 1, 1, 12, 5, tzinfo=UTC)
-    clock = SetClock(NOW)
+    clock = ManualClock(NOW)
     feed = ChangeFeed(
         workloads,
         clock=clock,
@@ -135,15 +123,15 @@ def test_readiness_after_a_wake_starts_the_idle_clock() -> None:
     starting = deployment("op", {"app": "op"}, status={"observedGeneration": 2})
     feed.on_workload("Deployment", WatchEvent("ADDED", trim_workload(starting)))
     w = workloads[KEY]
-    assert w.starting  # first seen with no replica Ready
-    assert w.last_activity == NOW
+    assert w.idle.starting  # first seen with no replica Ready
+    assert w.idle.last_activity == NOW
     queued.clear()
-    clock.at = later  # five minutes on
+    clock.advance((later - NOW).total_seconds())  # five minutes on
     ready = deployment("op", {"app": "op"}, status={"observedGeneration": 2, "readyReplicas": 1})
     ready["metadata"]["resourceVersion"] = "2"
     feed.on_workload("Deployment", WatchEvent("MODIFIED", trim_workload(ready)))
-    assert not w.starting
-    assert w.last_activity == later
+    assert not w.idle.starting
+    assert w.idle.last_activity == later
     assert queued == [KEY]  # a status-only update, yet decided again
 
 

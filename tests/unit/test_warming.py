@@ -196,7 +196,7 @@ async def test_a_change_hurries_the_first_look_of_those_naming_it_there_once() -
     for w in (here, anywhere, elsewhere, looked, nodes):
         start.add(w)
     await start.settle()
-    start.workloads[looked.key].signature = ()  # reconciled already: subscribed as usual
+    start.workloads[looked.key].watch.signature = ()  # reconciled already: subscribed as usual
     change = {"metadata": {"name": "x", "namespace": "ops", "resourceVersion": "6"}}
     start.feed.on_object(WIDGET, WatchEvent("ADDED", change, initial=True))  # a list: not news
     assert start.hurried == []
@@ -259,8 +259,8 @@ async def test_a_sleeper_joining_a_warm_watch_is_woken_by_what_changed_while_dow
     notes = notes_for_sleeper(f"Widget.example.com={at_sleep}")
     w = workload("sleeper", "ops", notes)
     w.status, _ = read_status(notes)
-    w.unchecked = {"Widget.example.com"}
-    w.scopes = ({("example.com", "Widget"): frozenset({"ops"})}, {})
+    w.watch.unchecked = frozenset({"Widget.example.com"})
+    w.watch.scopes = ({("example.com", "Widget"): frozenset({"ops"})}, {})
     start = Start()
     start.hub.warm(WIDGET)
     informer = start.hub.informer(WIDGET)

@@ -140,7 +140,7 @@ def test_a_workload_no_longer_managed_loses_its_counts_and_starts_over() -> None
     fleet.metrics.slept(w, "idle")
     w.managed = False
     accounting.account_all(fleet.workloads.values())  # the periodic round frees them
-    assert w.tally is None
+    assert w.report.tally is None
     w.managed = True
     assert ("zeroscaler_workload_sleeps_total", labels("op", reason="idle")) not in samples(
         fleet.metrics
@@ -157,7 +157,7 @@ def test_a_release_wake_counts_in_the_total_only() -> None:
     w = fleet.add("op", "asleep", managed=False)  # handed back: no longer managed when woken
     fleet.metrics.woke(w, "released")
     assert samples(fleet.metrics) == {}
-    assert w.tally is None
+    assert w.report.tally is None
     assert fleet.metrics.wakes._value.get() == 1
 
 
@@ -176,7 +176,7 @@ def test_turned_off_only_the_cluster_totals_remain() -> None:
     fleet.metrics.woke(w, "activity", 0.1)
     text = fleet.metrics.render().decode()
     assert "zeroscaler_workload_" not in text
-    assert w.tally is None
+    assert w.report.tally is None
     assert fleet.metrics.wakes._value.get() == 1
 
 

@@ -58,6 +58,8 @@ POLICY_KEY = "policy.yaml"
 IBM_IDLE_TIMEOUT = ("controller-zero-scaler/idleTimeout", "controller-zero-scaler/zeroScaleTimeout")
 IBM_WATCHED_KINDS = "controller-zero-scaler/watchedKinds"
 IBM_OWNED_KINDS = "controller-zero-scaler/ownedKinds"
+# Every annotation zeroscaler reads starts with one of these.
+OUR_PREFIXES = (PREFIX, "controller-zero-scaler/")
 
 LEADER_ANNOTATION = "control-plane.alpha.kubernetes.io/leader"
 
