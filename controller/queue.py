@@ -21,6 +21,7 @@ class KeyedQueue(Generic[K]):
         self._running: set[K] = set()
         self._again: set[K] = set()
         self._ready = asyncio.Event()
+        self._idled = asyncio.Event()  # set when the last running key is released, none waiting
 
     def __len__(self) -> int:
         return len(self._queued)
@@ -69,12 +70,20 @@ class KeyedQueue(Generic[K]):
         """Nothing waiting and nothing running."""
         return not self._queued and not self._running and not self._again
 
+    async def until_idle(self) -> None:
+        """Until nothing waits and nothing runs."""
+        while not self.idle:
+            self._idled.clear()
+            await self._idled.wait()
+
     def release(self, key: K) -> None:
         """`key` is done; if it was asked for meanwhile, it waits again."""
         self._running.discard(key)
         if key in self._again:
             self._again.discard(key)
             self.add(key)
+        if self.idle:
+            self._idled.set()
 
 
 class WakeGate(Generic[K]):

@@ -7,6 +7,7 @@ events into workload records and keys to reconcile, the reconciler decides, scal
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 
@@ -56,6 +57,7 @@ log = logging.getLogger(__name__)
 HOUSEKEEPING_INTERVAL = 10.0
 _RBAC_SETTLE = 0.2  # seconds a burst of RBAC changes has to arrive before grants are checked
 WAKE_ONLY_SHARE = 8  # one worker more per this many that takes only wakes due
+WARMING_BOUND = 60.0  # seconds after ready that a start's warming ends at the latest
 
 
 class Scaler:
@@ -213,6 +215,7 @@ class Scaler:
             self.workloads,
             background=self.tasks.background,
             hurry=self._hurry,
+            is_opted_in=self._is_opted_in,
         )
         if self.settings.warm_watches:
             self.changes.on_first_seen = self.warming.on_workload
@@ -270,7 +273,16 @@ class Scaler:
         reserved = max(1, self.settings.workers // WAKE_ONLY_SHARE)
         self.tasks.spawn(*(self.reconciler.work(urgent_only=True) for _ in range(reserved)))
         self.tasks.spawn(*(self.reconciler.work() for _ in range(self.settings.workers)))
+        self.tasks.spawn(self._finish_warming())
         await self.tasks.wait()
+
+    async def _finish_warming(self) -> None:
+        """Once every workload has had its first look (a minute at most), warm nothing more and
+        stop the warm watches nobody took."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.queue.until_idle(), WARMING_BOUND)
+        self.warming.finish()
+        self.changes.on_first_seen = self.changes.on_change = None
 
     async def aclose(self) -> None:
         if self._rbac_check is not None:
@@ -360,10 +372,6 @@ class Scaler:
         while True:
             await asyncio.sleep(HOUSEKEEPING_INTERVAL)
             rounds += 1
-            # Every workload has had its first look (or, with reconciles never done, a minute).
-            if self.warming.active and self.ready and (self.queue.idle or rounds >= 6):
-                self.warming.finish()
-                self.changes.on_first_seen = self.changes.on_change = None
             if rounds % 6 == 0:  # a minute; a full collection every half hour
                 release_free_memory(full=rounds % 180 == 0)
             if self.is_leader:

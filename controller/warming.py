@@ -41,8 +41,10 @@ class Warming:
         *,
         background: Callable[[Coroutine[Any, Any, None]], None],
         hurry: Callable[[WorkloadKey], None],
+        is_opted_in: Callable[[str], bool] = lambda _: True,
     ) -> None:
         self._hub = hub
+        self._is_opted_in = is_opted_in
         self._access = access
         self._cluster = cluster
         self._workloads = workloads
@@ -50,7 +52,8 @@ class Warming:
         self._hurry = hurry
         self.active = True
         self._asked: set[APIResource] = set()  # types warmed, or being checked
-        self._undiscovered: list[WorkloadKey] = []  # seen before API discovery answered
+        # Seen before API discovery answered or the namespaces were listed.
+        self._undiscovered: list[WorkloadKey] = []
         # Per type, by namespace (ANYWHERE: any), the workloads that name it and have not been
         # reconciled since: a change there asks for their first reconcile at once.
         self._waiting: dict[APIResource, dict[str, set[WorkloadKey]]] = {}
@@ -59,11 +62,13 @@ class Warming:
         """A workload first seen: warm what its annotations name."""
         if not self.active:
             return
-        if not self._cluster.discovered.is_set():
+        if not (self._cluster.discovered.is_set() and self._cluster.namespaces.synced.is_set()):
             if not self._undiscovered:
                 self._background(self._after_discovery())
             self._undiscovered.append(key)
             return
+        if not self._is_opted_in(key[1]):
+            return  # not managed there: nothing of it is watched
         named = named_types(annotations, self._cluster.discovery)
         for resource in named.resources:
             by_namespace = self._waiting.setdefault(resource, {})
@@ -75,6 +80,7 @@ class Warming:
 
     async def _after_discovery(self) -> None:
         await self._cluster.discovered.wait()
+        await self._cluster.namespaces.synced.wait()
         keys, self._undiscovered = self._undiscovered, []
         for key in keys:
             w = self._workloads.get(key)

@@ -148,3 +148,23 @@ def test_a_wake_is_owed_while_asleep_with_activity_unanswered(
     w.idle.activity_at, w.managed, w.deleted = activity_at, managed, deleted
     assert owes_wake(w) is owed
     assert count_pending_wakes([w, w]) == (2 if owed else 0)
+
+
+async def test_the_queue_says_when_nothing_waits_and_nothing_runs() -> None:
+    queue: KeyedQueue[str] = KeyedQueue()
+    await queue.until_idle()  # nothing ever added
+    queue.add("a")
+    queue.add("b")
+    idle = asyncio.ensure_future(queue.until_idle())
+    a = await queue.take()
+    queue.release(a)
+    await asyncio.sleep(0)
+    assert not idle.done()  # b still waits
+    b = await queue.take()
+    queue.add(b)  # asked for again while it runs
+    queue.release(b)
+    await asyncio.sleep(0)
+    assert not idle.done()
+    queue.release(await queue.take())
+    await idle
+    assert queue.idle

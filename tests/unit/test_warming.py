@@ -89,10 +89,21 @@ class Api:
         )
 
 
+class Namespaces:
+    def __init__(self) -> None:
+        self.synced = asyncio.Event()
+
+
 class Cluster:
     def __init__(self) -> None:
         self.discovered = asyncio.Event()
         self.discovery = DISCOVERY
+        self.namespaces = Namespaces()
+
+    def list(self) -> None:
+        """Discovery answered and the namespaces listed."""
+        self.discovered.set()
+        self.namespaces.synced.set()
 
 
 def workload(name: str, namespace: str, notes: dict[str, str]) -> Workload:
@@ -138,6 +149,7 @@ class Start:
             self.workloads,
             background=self._background,
             hurry=self.hurried.append,
+            is_opted_in=lambda namespace: namespace != "closed",
         )
         self.feed.on_first_seen = self.warming.on_workload
         self.feed.on_change = self.warming.on_change
@@ -151,7 +163,7 @@ class Start:
     async def settle(self) -> None:
         for _ in range(20):
             await asyncio.sleep(0)
-        if self.cluster.discovered.is_set():  # else one waits for it
+        if self.cluster.namespaces.synced.is_set():  # else one waits for it
             await asyncio.gather(*self.tasks)
 
     async def aclose(self) -> None:
@@ -164,9 +176,10 @@ async def test_a_start_warms_what_workloads_name_and_delivers_it_to_no_one() -> 
     start.add(workload("a", "ops", notes("Widget.example.com")))
     start.add(workload("b", "ops", notes("Secret.example.com")))  # we may not watch it
     start.add(workload("c", "ops", {"zeroscaler.io/watched-kinds": "Gadget.example.com"}))
+    start.add(workload("d", "closed", notes("Gadget.example.com")))  # its namespace not opted in
     await start.settle()
     assert start.hub.resources == []  # discovery has not answered yet
-    start.cluster.discovered.set()
+    start.cluster.list()
     await start.settle()
     assert start.hub.resources == [WIDGET]
     informer = start.hub.informer(WIDGET)
@@ -183,7 +196,7 @@ async def test_a_start_warms_what_workloads_name_and_delivers_it_to_no_one() -> 
 
 async def test_a_change_hurries_the_first_look_of_those_naming_it_there_once() -> None:
     start = Start()
-    start.cluster.discovered.set()
+    start.cluster.list()
     here = workload("here", "ops", notes("Widget.example.com"))
     anywhere = workload("anywhere", "team", notes("Widget.example.com"))
     elsewhere = workload(
@@ -212,7 +225,7 @@ async def test_a_change_hurries_the_first_look_of_those_naming_it_there_once() -
 
 async def test_finishing_stops_the_warm_watches_nobody_took_and_warms_no_more() -> None:
     start = Start()
-    start.cluster.discovered.set()
+    start.cluster.list()
     start.add(workload("a", "ops", notes("Widget.example.com")))
     start.add(workload("b", "ops", notes("Gadget.example.com")))
     await start.settle()
