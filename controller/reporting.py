@@ -49,8 +49,9 @@ class Reporter:
         self._is_leader = is_leader
         self._slots = slots
         self._writers = 0
-        # Waiting Events, oldest first; one per workload, type and reason.
-        self._pending: dict[tuple[WorkloadKey, EventType, str], _Pending] = {}
+        # Waiting Events, oldest first; one per workload, type and reason, and for warnings one
+        # per message too (each is said once while it holds, so they are few).
+        self._pending: dict[tuple[WorkloadKey, EventType, str, str], _Pending] = {}
 
     @property
     def pending(self) -> int:
@@ -66,12 +67,15 @@ class Reporter:
                     continue
                 held |= {(reason, message)}
                 log.warning(message, extra={"workload": w.label, "reason": reason})
-                self.event(w, "Warning", reason, message)
+                self.event(w, "Warning", reason, message, distinct=True)
         w.report.warned = held or NOTHING  # most workloads have nothing to warn of
 
-    def event(self, w: Workload, type_: EventType, reason: str, message: str) -> None:
-        """Write an Event about `w` in the background."""
-        key = (w.key, type_, reason)
+    def event(
+        self, w: Workload, type_: EventType, reason: str, message: str, *, distinct: bool = False
+    ) -> None:
+        """Write an Event about `w` in the background; one waiting of the same reason is joined
+        unless the message is `distinct` (two webhooks a workload backs are two warnings)."""
+        key = (w.key, type_, reason, message if distinct else "")
         waiting = self._pending.get(key)
         if waiting is not None:  # not written yet: one Event tells both, in the newer words
             waiting.obj, waiting.message = dict(w.obj), message
@@ -90,7 +94,7 @@ class Reporter:
                 while self._pending:
                     key = next(iter(self._pending))
                     event = self._pending.pop(key)
-                    _, type_, reason = key
+                    _, type_, reason, _ = key
                     message = joined_message(event.message, event.count)
                     await self._events.emit(
                         event.obj, "apps/v1", event.kind, type_, reason, message, event.count

@@ -20,6 +20,12 @@ from tests.support.crds import create_crd
 from tests.system.controller_kit import WIDGET_GROUP, ControllerProcess, start_controller
 
 ENABLED_LABEL = "zeroscaler.io/enabled"
+# The controllers, webhooks and commands these tests start import this checkout's code, even where
+# the virtualenv's editable install points at another checkout (a git worktree sharing it).
+_CHECKOUT = str(Path(__file__).resolve().parents[2])
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [_CHECKOUT, *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
+)
 
 
 def _say(message: str) -> None:

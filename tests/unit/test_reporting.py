@@ -49,6 +49,32 @@ async def test_events_waiting_to_be_written_join_the_newest_of_their_kind() -> N
     ]
 
 
+async def test_two_warnings_of_one_reason_waiting_together_are_two_events() -> None:
+    recorder = HeldRecorder()
+    tasks: list[asyncio.Task[None]] = []
+
+    def background(work: Coroutine[Any, Any, None]) -> None:
+        tasks.append(asyncio.create_task(work))
+
+    reporter = Reporter(recorder, background=background, is_leader=lambda: True, slots=1)
+    a = workload("a")
+    reporter.event(a, "Normal", "Woken", "o-1 created")
+    await asyncio.sleep(0)  # the one writer takes it and waits
+    first = ("BacksWebhook", "serves ValidatingWebhookConfiguration widgets")
+    second = ("BacksWebhook", "serves MutatingWebhookConfiguration widgets")
+    reporter.warn(a, [first, second])
+    reporter.warn(a, [first, second])  # still held: said once
+    assert reporter.pending == 2
+    recorder.release.set()
+    await asyncio.gather(*tasks)
+    back = Priority.BACKGROUND
+    assert recorder.written == [
+        ("a", "Woken", "o-1 created", 1, back),
+        ("a", "BacksWebhook", first[1], 1, back),
+        ("a", "BacksWebhook", second[1], 1, back),
+    ]
+
+
 def test_a_joined_message_says_how_many_it_stands_for() -> None:
     assert joined_message("idle for 5s", 1) == "idle for 5s"
     assert joined_message("idle for 5s", 3) == "idle for 5s (the latest of 3)"
