@@ -168,6 +168,7 @@ class Informer:
         self.last_error: KubeError | None = None
         # Whether the server streams the initial list (watch-list): None until it has answered.
         self.streaming: bool | None = None if streaming else False
+        self._lists = 0  # complete lists so far: after the first, what a list finds is news
         self._handlers: list[Handler] = []
         self._sync_handlers: list[Callable[[], None]] = []
 
@@ -184,15 +185,13 @@ class Informer:
     async def run(self) -> None:
         """List (or stream the list) and watch until cancelled."""
         backoff = 0.2
-        first = True
         while True:
+            lists = self._lists
             try:
                 if self.streaming is False:
-                    await self._list(initial=first)
+                    await self._list()
                 else:
-                    await self._stream(initial=first)  # on until its stream ends
-                first = False
-                backoff = 0.2
+                    await self._stream()  # on until its stream ends
                 while True:
                     await self._watch()
             except Gone:
@@ -206,6 +205,8 @@ class Informer:
                 self._failed(e)
             except KubeError as e:
                 self._failed(e)
+            if self._lists > lists:  # it listed before failing: a new outage, not the same one
+                backoff = 0.2
             await asyncio.sleep(backoff * (0.5 + random.random()))
             backoff = min(backoff * 2, self.max_backoff)
 
@@ -218,16 +219,16 @@ class Informer:
         self.attempted.set()
         log.warning("watch failed: %s", e, extra=self._at)
 
-    async def _list(self, *, initial: bool) -> None:
+    async def _list(self) -> None:
         items, rv = await self.kube.list_all(
             self.path,
             params=self.params,
             metadata_only=self.metadata_only,
             transform=self.transform,  # page by page: a big list is never held as it came
         )
-        self._install(Store(items), rv, initial=initial)
+        self._install(Store(items), rv)
 
-    async def _stream(self, *, initial: bool) -> None:
+    async def _stream(self) -> None:
         """Watch with the whole collection sent first (`sendInitialEvents`), on one connection:
         the store is replaced when the server marks the end of the initial events, then the
         stream goes on as a watch from there."""
@@ -248,22 +249,25 @@ class Informer:
                 self._apply(event)
                 continue
             kind, raw = event.get("type"), event.get("object") or {}
-            if (
-                kind == "ADDED"
-            ):  # an initial event: its resourceVersion is its own, not the stream's
+            # Items' resourceVersions are their own, not the stream's. A server may send changes
+            # made after its snapshot before the end (one that ends at its next bookmark tick):
+            # they go into the collection, which the end's resourceVersion then covers.
+            if kind in ("ADDED", "MODIFIED"):
                 obj = self._shape(raw)
                 fresh[key_of(obj)] = obj
+            elif kind == "DELETED":
+                fresh.pop(key_of(self._shape(raw)), None)
             elif kind == "BOOKMARK" and _is_initial_end(raw):
                 self.streaming = True
-                self._install(fresh, _rv(raw), initial=initial)
+                self._install(fresh, _rv(raw))
                 fresh = None
-            elif kind != "BOOKMARK":
-                raise Transient(0, "UnexpectedEvent", f"{kind} before the initial events ended")
         if fresh is not None:  # ended before the whole collection came: stream it again
             raise Transient(0, "StreamEnded", "the stream ended before its initial events did")
 
-    def _install(self, fresh: Store, rv: str, *, initial: bool) -> None:
+    def _install(self, fresh: Store, rv: str) -> None:
         """The whole collection as of `rv`: replace the store, tell what changed, mark synced."""
+        initial = self._lists == 0
+        self._lists += 1
         old_store, self.store = self.store, fresh
         self.resource_version = rv
         for key, obj in fresh.items():

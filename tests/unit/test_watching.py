@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
+from collections.abc import Callable
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.unit.mock_api import kube_served_by
 from zeroscaler.watching import INITIAL_EVENTS_END, Informer, WatchEvent
@@ -49,7 +52,7 @@ class Server:
             if self.streamed:
                 return self.streamed.pop(0)
         if params.get("watch") == "true":
-            await asyncio.sleep(3600)  # a quiet watch
+            await asyncio.Event().wait()  # a quiet watch
         items = [thing("a", "3"), thing("b", "4", "dev")]
         return httpx.Response(200, json={"items": items, "metadata": {"resourceVersion": "9"}})
 
@@ -117,3 +120,97 @@ async def test_a_stream_that_ends_before_its_initial_events_do_is_streamed_again
     assert len(informer.store) == 2
     assert [e.obj["metadata"]["name"] for e in seen] == ["a", "b"]  # nothing of the cut stream
     assert [asked.get("sendInitialEvents") for asked in server.asked[:2]] == ["true", "true"]
+
+
+def failed(code: int) -> tuple[str, dict[str, Any]]:
+    """An ERROR event: the stream breaks with this status."""
+    return ("ERROR", {"kind": "Status", "code": code, "reason": "InternalError"})
+
+
+async def run_until(
+    server: Server, done: Callable[[list[WatchEvent]], bool]
+) -> tuple[Informer, list[WatchEvent]]:
+    """Run an informer over `server` until what its handlers saw satisfies `done`."""
+    kube = kube_served_by(server, connections=4)
+    informer = Informer(kube, PATH, metadata_only=True, streaming=True)
+    seen: list[WatchEvent] = []
+    enough = asyncio.Event()
+
+    def record(event: WatchEvent) -> None:
+        seen.append(event)
+        if done(seen):
+            enough.set()
+
+    informer.add_handler(record)
+    task = asyncio.create_task(informer.run())
+    try:
+        async with asyncio.timeout(5):
+            await enough.wait()
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await kube.aclose()
+    return informer, seen
+
+
+async def test_changes_before_the_end_of_the_initial_events_belong_to_the_collection() -> None:
+    # A server that ends the initial events at its next bookmark tick sends what changed since its
+    # snapshot first: the stream is not broken for it, the list is these changes applied.
+    server = Server(
+        streamed=[
+            stream(
+                ("ADDED", thing("a", "3")),
+                ("ADDED", thing("b", "4", "dev")),
+                ("MODIFIED", thing("a", "7")),
+                ("DELETED", thing("b", "8", "dev")),
+                ("ADDED", thing("c", "9")),
+                END,
+            )
+        ]
+    )
+    informer, seen = await run_until_synced(server)
+    assert [(e.type, e.obj["metadata"]["name"], e.initial) for e in seen] == [
+        ("ADDED", "a", True),
+        ("ADDED", "c", True),
+    ]
+    assert informer.store[("ops", "a")] == thing("a", "7")
+    assert sorted(informer.store) == [("ops", "a"), ("ops", "c")]
+    assert informer.resource_version == "10"
+    # Streamed once, then watched on from the end: never streamed again.
+    assert [asked.get("sendInitialEvents") for asked in server.asked] == ["true", None]
+
+
+async def test_what_a_list_after_a_broken_stream_finds_is_news() -> None:
+    # The first stream ends its initial events, then breaks. Whatever the next list finds that
+    # the first did not happened while the informer was watching: it is not an initial object.
+    first = stream(("ADDED", thing("a", "3")), END, failed(500))
+    again = stream(("ADDED", thing("a", "3")), ("ADDED", thing("new", "12")), END)
+    server = Server(streamed=[first, again])
+    informer, seen = await run_until(server, lambda seen: len(seen) >= 2)
+    assert [(e.type, e.obj["metadata"]["name"], e.initial) for e in seen] == [
+        ("ADDED", "a", True),
+        ("ADDED", "new", False),
+    ]
+    assert sorted(informer.store) == [("ops", "a"), ("ops", "new")]
+    assert [asked.get("sendInitialEvents") for asked in server.asked[:2]] == ["true", "true"]
+
+
+async def test_a_stream_that_breaks_after_its_list_retries_at_the_first_backoff(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Three refusals back the informer off; a stream that then lists and breaks is a new outage.
+    waits: list[float] = []
+    sleep = asyncio.sleep
+
+    async def no_wait(delay: float) -> None:
+        waits.append(delay)
+        await sleep(0)
+
+    monkeypatch.setattr(random, "random", lambda: 0.5)  # no jitter
+    monkeypatch.setattr(asyncio, "sleep", no_wait)
+    refused = [httpx.Response(503, json={"kind": "Status", "code": 503}) for _ in range(3)]
+    listed_then_broken = stream(("ADDED", thing("a", "3")), END, failed(500))
+    again = stream(("ADDED", thing("a", "3")), ("ADDED", thing("new", "12")), END)
+    server = Server(streamed=[*refused, listed_then_broken, again])
+    await run_until(server, lambda seen: len(seen) >= 2)
+    assert waits == [0.2, 0.4, 0.8, 0.2]
