@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
@@ -187,10 +188,12 @@ class Reconciler:
         if not self._is_candidate(w, config):
             await self._release(w, config)
             return
+        read = w.obj
         applied, policy_warnings = await self._apply_policy(w)
         if not applied:
             return
-        config, status, warnings = self._read(w)
+        if w.obj is not read:  # the policy's write came back: read what it wrote
+            config, status, warnings = self._read(w)
         warnings += policy_warnings
         config, inference_warnings = settle_kinds(w, config, self._cluster)
         warnings += inference_warnings
@@ -286,17 +289,10 @@ class Reconciler:
 
     def _read(self, w: Workload) -> tuple[WorkloadConfig, WorkloadStatus, list[Notice]]:
         """The workload's annotations, parsed; the malformed ones become warnings."""
-        config, problems = read_config(w.annotations)
-        # Workloads annotated alike (one operator in many tenants' namespaces) keep one copy.
-        config = shared(
-            dataclasses.replace(
-                config,
-                watched=shared(config.watched),
-                owned=shared(config.owned),
-                watch_namespaces=shared(config.watch_namespaces),
-            )
-        )
-        status, status_problems = read_status(w.annotations)
+        annotations = w.annotations
+        config, problems = read_config(annotations)
+        config = _shared_config(config)
+        status, status_problems = read_status(annotations)
         w.config, w.status = config, status
         if status.state != "asleep":  # recorded (by us or by the next leader): nothing pending
             w.scaling.own_wake = None
@@ -403,3 +399,17 @@ class Reconciler:
         self._subscriptions.subscribe(w, set())
         self._accounting.account(w, stop=True)
         self._workloads.pop(w.key, None)
+
+
+@functools.lru_cache(maxsize=4096)
+def _shared_config(config: WorkloadConfig) -> WorkloadConfig:
+    """One copy of a config and of its parts for all workloads that have them alike (one operator
+    in many tenants' namespaces): its kinds and namespaces are shared with other configs too."""
+    return shared(
+        dataclasses.replace(
+            config,
+            watched=shared(config.watched),
+            owned=shared(config.owned),
+            watch_namespaces=shared(config.watch_namespaces),
+        )
+    )

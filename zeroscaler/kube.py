@@ -481,9 +481,7 @@ class Kube:
                 if resp.status_code >= 300:
                     self.errors[("WATCH", resp.status_code)] += 1
                     raise error_for(resp.status_code, await resp.aread())
-                async for line in resp.aiter_lines():
-                    if not line:
-                        continue
+                async for line in _lines(resp.aiter_bytes()):
                     event: Obj = json.loads(line)
                     if event.get("type") == "ERROR":
                         status = event.get("object") or {}
@@ -629,6 +627,23 @@ def _warning_text(header: str) -> str:
     if code.isdigit() and agent and text.startswith('"') and text.endswith('"'):
         return text[1:-1].replace('\\"', '"')
     return header
+
+
+async def _lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The non-empty lines of a byte stream. A watch sends one JSON event a line, unencoded (see
+    `Kube.watch`): split as bytes, without httpx's text decoding and line decoder, which cost more
+    than the JSON decoding of each event (a restart streams 200,000 of them in the scale row)."""
+    rest = b""
+    async for chunk in chunks:
+        lines = chunk.split(b"\n")
+        if rest:
+            lines[0] = rest + lines[0]
+        rest = lines.pop()
+        for line in lines:
+            if line.strip():
+                yield line
+    if rest.strip():
+        yield rest
 
 
 def _params(params: Mapping[str, str | int | bool] | None) -> dict[str, str] | None:

@@ -4,15 +4,19 @@ lists in pages where the server refuses it."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import random
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.unit.mock_api import kube_served_by
+from zeroscaler.kube import _lines
 from zeroscaler.watching import INITIAL_EVENTS_END, Informer, WatchEvent
 
 PATH = "/apis/example.com/v1/things"
@@ -214,3 +218,47 @@ async def test_a_stream_that_breaks_after_its_list_retries_at_the_first_backoff(
     server = Server(streamed=[*refused, listed_then_broken, again])
     await run_until(server, lambda seen: len(seen) >= 2)
     assert waits == [0.2, 0.4, 0.8, 0.2]
+
+
+async def _chunked(data: bytes, cuts: list[int]) -> AsyncIterator[bytes]:
+    start = 0
+    for cut in sorted(cuts):
+        yield data[start:cut]
+        start = cut
+    yield data[start:]
+
+
+@given(
+    st.lists(st.text(alphabet='ab{}:" ', min_size=1, max_size=8), max_size=6),
+    st.lists(st.integers(min_value=0, max_value=80), max_size=6),
+    st.booleans(),
+)
+def test_a_watch_stream_is_split_into_its_lines_wherever_its_chunks_end(
+    texts: list[str], cuts: list[int], trailing_newline: bool
+) -> None:  # sync: hypothesis runs no coroutines
+    wanted = [t.encode() for t in texts if t.strip()]
+    data = b"\n\n".join(t.encode() for t in texts) + (b"\n" if trailing_newline else b"")
+    chunks = _chunked(data, [min(c, len(data)) for c in cuts])
+
+    async def split() -> list[bytes]:
+        return [line async for line in _lines(chunks)]
+
+    assert asyncio.run(split()) == wanted
+
+
+async def test_a_watch_the_server_compressed_all_the_same_is_read_decompressed() -> None:
+    body = gzip.compress(
+        b"".join(
+            json.dumps({"type": "ADDED", "object": thing(n, "3")}).encode() + b"\n" for n in "ab"
+        )
+    )
+
+    async def server(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=body, headers={"Content-Encoding": "gzip"})
+
+    kube = kube_served_by(server, connections=1)
+    try:
+        seen = [e async for e in kube.watch(PATH, resource_version="1")]
+    finally:
+        await kube.aclose()
+    assert [e["object"]["metadata"]["name"] for e in seen] == ["a", "b"]
