@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
@@ -291,7 +290,15 @@ class Reconciler:
         """The workload's annotations, parsed; the malformed ones become warnings."""
         annotations = w.annotations
         config, problems = read_config(annotations)
-        config = _shared_config(config)
+        # Workloads annotated alike (one operator in many tenants' namespaces) keep one copy.
+        config = shared(
+            dataclasses.replace(
+                config,
+                watched=shared(config.watched),
+                owned=shared(config.owned),
+                watch_namespaces=shared(config.watch_namespaces),
+            )
+        )
         status, status_problems = read_status(annotations)
         w.config, w.status = config, status
         if status.state != "asleep":  # recorded (by us or by the next leader): nothing pending
@@ -399,17 +406,3 @@ class Reconciler:
         self._subscriptions.subscribe(w, set())
         self._accounting.account(w, stop=True)
         self._workloads.pop(w.key, None)
-
-
-@functools.lru_cache(maxsize=4096)
-def _shared_config(config: WorkloadConfig) -> WorkloadConfig:
-    """One copy of a config and of its parts for all workloads that have them alike (one operator
-    in many tenants' namespaces): its kinds and namespaces are shared with other configs too."""
-    return shared(
-        dataclasses.replace(
-            config,
-            watched=shared(config.watched),
-            owned=shared(config.owned),
-            watch_namespaces=shared(config.watch_namespaces),
-        )
-    )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -73,8 +72,6 @@ State = Literal["awake", "asleep"]
 Notice = tuple[str, str]  # an Event reason and its message
 _TIMEOUT_KEYS = (IDLE_TIMEOUT, *IBM_IDLE_TIMEOUT)
 _KIND_KEYS = (WATCHED_KINDS, OWNED_KINDS, IBM_WATCHED_KINDS, IBM_OWNED_KINDS)
-# Every key `read_config` reads, and nothing else: its parses are kept by these keys' values.
-CONFIG_KEYS = (*_TIMEOUT_KEYS, *_KIND_KEYS, WATCH_NAMESPACES, WAKE_REPLICAS, ENABLED, PAUSED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,17 +113,7 @@ class WorkloadStatus:
 
 
 def read_config(annotations: Mapping[str, str]) -> tuple[WorkloadConfig, list[Problem]]:
-    """Parse the user-facing annotations; bad values are left out and reported, never raised.
-
-    Workloads annotated alike (one operator in many tenants' namespaces) are parsed once: a
-    restart reads every workload's annotations, and parsing was a tenth of its reconcile."""
-    config, problems = _read_config_of(tuple(map(annotations.get, CONFIG_KEYS)))
-    return config, list(problems)
-
-
-@functools.lru_cache(maxsize=4096)
-def _read_config_of(values: tuple[str | None, ...]) -> tuple[WorkloadConfig, tuple[Problem, ...]]:
-    annotations = {k: v for k, v in zip(CONFIG_KEYS, values, strict=True) if v is not None}
+    """Parse the user-facing annotations; bad values are left out and reported, never raised."""
     problems: list[Problem] = []
     timeout = _read_timeout(annotations, problems)
     watched = _read_kinds(annotations, WATCHED_KINDS, IBM_WATCHED_KINDS, problems)
@@ -148,7 +135,7 @@ def _read_config_of(values: tuple[str | None, ...]) -> tuple[WorkloadConfig, tup
         watch_namespaces=namespaces,
         wake_replicas=wake,
     )
-    return config, tuple(problems)
+    return config, problems
 
 
 def read_status(annotations: Mapping[str, str]) -> tuple[WorkloadStatus, list[Problem]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import UTC, datetime
 
@@ -16,6 +17,8 @@ class DurationError(ValueError):
     """A value that is not a duration."""
 
 
+# Kept: every reconcile reads its workload's timeout, and most workloads have one of a few.
+@functools.lru_cache(maxsize=256)
 def parse_duration(text: str) -> float:
     """Seconds in a Go-style duration or a plain number of seconds."""
     value = text.strip()

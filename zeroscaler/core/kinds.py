@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -75,6 +76,8 @@ class APIResource:
         return f"{base}/{name}" if name else base
 
 
+# Kept: every reconcile reads its workload's kinds, and thousands of workloads name the same few.
+@functools.lru_cache(maxsize=1024)
 def parse_kind_ref(text: str) -> KindRef:
     """Parse one kind reference; raise KindRefError naming the accepted forms."""
     ref = text.strip()
