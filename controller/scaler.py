@@ -16,7 +16,7 @@ from zeroscaler.controller.accounting import Accounting
 from zeroscaler.controller.activator import Activator
 from zeroscaler.controller.changes import ChangeFeed, trim_hpa
 from zeroscaler.controller.clock import Clock, LoopClock
-from zeroscaler.controller.memory import release_free_memory
+from zeroscaler.controller.memory import pause_collection, release_free_memory, resume_collection
 from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.permissions import AccessReviews
 from zeroscaler.controller.queue import KeyedQueue, WakeGate
@@ -58,6 +58,7 @@ HOUSEKEEPING_INTERVAL = 10.0
 _RBAC_SETTLE = 0.2  # seconds a burst of RBAC changes has to arrive before grants are checked
 WAKE_ONLY_SHARE = 8  # one worker more per this many that takes only wakes due
 WARMING_BOUND = 60.0  # seconds after ready that a start's warming ends at the latest
+CATCH_UP_BOUND = 120.0  # seconds after ready that the collector, paused for a start, runs again
 
 
 class Scaler:
@@ -255,6 +256,7 @@ class Scaler:
         # Needed before deciding anything; the CRD and RBAC watches only help (a chart that does
         # not grant them must not keep the controller from becoming ready).
         essential = [self.cluster.namespaces, self.hpas, *self.workload_informers.values()]
+        pause_collection()
         self.tasks.spawn(self.cluster.run(), self.hpas.run(), self.policies.run())
         # Not essential to start: until they have listed, nothing is put to sleep.
         self.tasks.spawn(*(i.run() for i in self.serving.informers))
@@ -273,8 +275,23 @@ class Scaler:
         reserved = max(1, self.settings.workers // WAKE_ONLY_SHARE)
         self.tasks.spawn(*(self.reconciler.work(urgent_only=True) for _ in range(reserved)))
         self.tasks.spawn(*(self.reconciler.work() for _ in range(self.settings.workers)))
-        self.tasks.spawn(self._finish_warming())
+        self.tasks.spawn(self._finish_warming(), self._end_catch_up())
         await self.tasks.wait()
+
+    async def _end_catch_up(self) -> None:
+        """Run the collector again once every watch has listed and no reconcile waits (at most
+        CATCH_UP_BOUND after ready): the start's catch-up is over."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(CATCH_UP_BOUND):
+                await self.queue.until_idle()
+                while unsynced := [
+                    i
+                    for r in self.hub.resources
+                    if (i := self.hub.informer(r)) and not i.synced.is_set()
+                ]:
+                    await asyncio.gather(*(i.synced.wait() for i in unsynced))
+                    await self.queue.until_idle()
+        resume_collection()
 
     async def _finish_warming(self) -> None:
         """Once every workload has had its first look (a minute at most), warm nothing more and
