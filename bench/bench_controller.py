@@ -247,6 +247,7 @@ class DeploymentWatch:
         self.state: dict[str, str] = {}
         self.changed = asyncio.Condition()
         self.seen_at: dict[str, float] = {}
+        self.last_event = time.monotonic()  # of any change to any of them, status included
 
     async def run(self) -> None:
         path = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments"
@@ -257,6 +258,7 @@ class DeploymentWatch:
                     self._take(obj)
                 async for event in self.kube.watch(path, resource_version=rv):
                     if event["type"] != "BOOKMARK":
+                        self.last_event = time.monotonic()
                         self._take(event["object"])
                         async with self.changed:
                             self.changed.notify_all()

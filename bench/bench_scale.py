@@ -67,6 +67,7 @@ class Stage:
     latency: list[float] = field(default_factory=list)
     paired: list[float] = field(default_factory=list)  # the baseline beside each sample
     idle_windows: list[float] = field(default_factory=list)
+    idle_quiet: bool = False  # whether no Deployment had changed for QUIET s when it began
     idle_cpu_percent: float = 0.0
     idle_rss_mb: float = 0.0
     ready_s: float = 0.0  # restart to /readyz
@@ -225,6 +226,9 @@ async def run_stage(
         measure_controller(kube, watch, baseline, count, args.samples, args.gap, churn=False),
     )
     await _phase(stage, "idle settle", args.idle_settle + 300, _settle(watch, count, args))
+    stage.idle_quiet = await _phase(
+        stage, "quiet cluster", QUIET_BOUND + 60, _quiet(watch, QUIET_BOUND)
+    )
     stage.idle_windows, stage.idle_cpu_percent = await _phase(
         stage, "idle", args.idle_seconds + 60, measure_idle(controller.pid, args.idle_seconds)
     )
@@ -311,6 +315,21 @@ async def _event_cost(kube: Kube, pid: int, number: int, etcd: str) -> tuple[flo
     total = await fill_objects(kube, EVENTS * number, ["fan-out"], etcd=etcd, on_listed=listed)
     await asyncio.sleep(3)  # the last events' handling
     return 1e6 * (_cpu_seconds(pid) - before) / EVENTS, total
+
+
+QUIET = 20.0  # seconds without a change to any workload before idle is measured
+QUIET_BOUND = 600.0
+
+
+async def _quiet(watch: DeploymentWatch, limit: float) -> bool:
+    """Until no workload has changed for QUIET seconds (the controller manager writes the status
+    of new Deployments for minutes, and the controller reads each write); False after `limit`."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() - watch.last_event < QUIET:
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(1)
+    return True
 
 
 async def _settle(watch: DeploymentWatch, count: int, args: argparse.Namespace) -> None:
@@ -408,7 +427,8 @@ def _list_baseline(s: Stage) -> float:
 
 def check(results: ScaleResults) -> list[str]:
     """What makes the run say nothing: a stage without wakes timed, without its baseline beside
-    them, without a restart or without the raw list beside the restart. Empty when all is there."""
+    them, without a restart, without the raw list beside the restart, or without an idle window
+    in a quiet cluster. Empty when all is there."""
     if not results.stages:
         return ["no stage was measured"]
     problems = []
@@ -420,6 +440,8 @@ def check(results: ScaleResults) -> list[str]:
             problems.append(f"{where}: no restart to every workload reconciled measured")
         if not s.list_baseline_s or not s.list_baseline_objects:
             problems.append(f"{where}: no raw list beside the restart, or it listed nothing")
+        if not s.idle_windows or not s.idle_quiet:
+            problems.append(f"{where}: idle CPU not measured, or measured while workloads changed")
     return problems
 
 

@@ -9,6 +9,7 @@ from bench.bench_scale import ScaleResults, Stage, check
 
 def measured(**changes: object) -> Stage:
     stage = Stage(1000, latency=[0.01], paired=[0.01], managed_s=7.2)
+    stage.idle_windows, stage.idle_quiet = [0.3, 0.4], True
     stage.list_baseline_s, stage.list_baseline_objects = [6.0, 6.4], 51_000
     for name, value in changes.items():
         setattr(stage, name, value)
@@ -31,6 +32,8 @@ def test_no_stage_fails() -> None:
         ({"managed_s": 0.0}, "no restart"),
         ({"list_baseline_s": []}, "no raw list"),
         ({"list_baseline_objects": 0}, "listed nothing"),
+        ({"idle_windows": []}, "idle CPU not measured"),
+        ({"idle_quiet": False}, "measured while workloads changed"),
     ],
 )
 def test_a_stage_without_samples_fails(missing: dict[str, object], said: str) -> None:
