@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.bench_scale import ScaleResults, Stage, check
+from bench.bench_scale import ScaleResults, Stage, check, rows
 
 
 def measured(**changes: object) -> Stage:
@@ -41,3 +41,15 @@ def test_a_stage_without_samples_fails(missing: dict[str, object], said: str) ->
     assert len(problems) == 1
     assert problems[0].startswith("10000 workloads: ")
     assert said in problems[0]
+
+
+def test_the_table_has_rows_for_the_restart_modes_run_and_no_others() -> None:
+    stage = measured()
+    stage.restarts = {"cold": [1.0, 2.0, 3.0], "default": [1.0, 4.0, 5.0]}
+    found = {name: values for name, values in rows(ScaleResults([stage])) if "restart, " in name}
+    assert found == {
+        "restart, watches by first reconciles: synced (s)": [2.0],
+        "restart, watches by first reconciles: managed (s)": [3.0],
+        "restart, as configured: synced (s)": [4.0],
+        "restart, as configured: managed (s)": [5.0],
+    }
