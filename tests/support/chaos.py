@@ -120,6 +120,25 @@ class Stage:
         for name in self.names:
             create_workload(self.api, self.ns, name, config, replicas=REPLICAS)
             self.observer.expect(name, REPLICAS, TIMEOUT)
+        self._wait_running()
+
+    def _wait_running(self) -> None:
+        """Until every workload's pods are Ready, before any controller starts.
+
+        After a scenario that took the API server or etcd away, the controller manager's, the
+        scheduler's and kwok's watches back off for up to a minute before they list again, and
+        the pods made meanwhile wait for them (in one CI run, 61 s: the workloads were still not
+        Ready when the scenario's 60 s wait for their first sleep ended). That recovery is the
+        cluster's, not zeroscaler's, so the scenario begins after it.
+        """
+        apps = k8s.AppsV1Api(self.api)
+
+        def running() -> bool:
+            items = apps.list_namespaced_deployment(self.ns).items
+            ready = {d.metadata.name for d in items if (d.status.ready_replicas or 0) >= REPLICAS}
+            return ready >= set(self.names)
+
+        wait_for(running, f"every workload in {self.ns} running", timeout=180.0)
 
     def _publish_root_ca(self, core: k8s.CoreV1Api) -> None:
         """The controller manager's CA ConfigMap, written here as its publisher writes it.
