@@ -58,7 +58,7 @@ HOUSEKEEPING_INTERVAL = 10.0
 _RBAC_SETTLE = 0.2  # seconds a burst of RBAC changes has to arrive before grants are checked
 WAKE_ONLY_SHARE = 8  # one worker more per this many that takes only wakes due
 WARMING_BOUND = 60.0  # seconds after ready that a start's warming ends at the latest
-CATCH_UP_BOUND = 120.0  # seconds after ready that the collector, paused for a start, runs again
+CATCH_UP_BOUND = 120.0  # seconds after a start that the collector, paused for it, runs again
 
 
 class Scaler:
@@ -80,6 +80,7 @@ class Scaler:
         self.settings = settings
         self.is_leader = False
         self.ready = False
+        self._synced = asyncio.Event()  # set with `ready`
         self._rbac_check: asyncio.TimerHandle | None = None
         self.workloads: dict[WorkloadKey, Workload] = {}
         self.tasks = Tasks()
@@ -257,6 +258,7 @@ class Scaler:
         # not grant them must not keep the controller from becoming ready).
         essential = [self.cluster.namespaces, self.hpas, *self.workload_informers.values()]
         pause_collection()
+        self.tasks.spawn(self._end_catch_up())
         self.tasks.spawn(self.cluster.run(), self.hpas.run(), self.policies.run())
         # Not essential to start: until they have listed, nothing is put to sleep.
         self.tasks.spawn(*(i.run() for i in self.serving.informers))
@@ -269,29 +271,31 @@ class Scaler:
             await self._rbac_listed()
         release_free_memory(full=True)
         self.ready = True
+        self._synced.set()
         log.info("synced", extra={"workloads": len(self.workloads)})
         # A few workers take only wakes that are due: however many slow reconciles the others
         # are busy with (access reviews, a re-read after a conflict), a wake finds one free.
         reserved = max(1, self.settings.workers // WAKE_ONLY_SHARE)
         self.tasks.spawn(*(self.reconciler.work(urgent_only=True) for _ in range(reserved)))
         self.tasks.spawn(*(self.reconciler.work() for _ in range(self.settings.workers)))
-        self.tasks.spawn(self._finish_warming(), self._end_catch_up())
+        self.tasks.spawn(self._finish_warming())
         await self.tasks.wait()
 
     async def _end_catch_up(self) -> None:
-        """Run the collector again once every watch has listed and no reconcile waits (at most
-        CATCH_UP_BOUND after ready): the start's catch-up is over."""
+        """Run the collector again once the start's catch-up is over: ready, every watch listed
+        and no reconcile waiting; CATCH_UP_BOUND after the start at the latest, ready or not."""
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(CATCH_UP_BOUND):
+                await self._synced.wait()
                 await self.queue.until_idle()
-                while unsynced := [
-                    i
-                    for r in self.hub.resources
-                    if (i := self.hub.informer(r)) and not i.synced.is_set()
-                ]:
+                while unsynced := self._unsynced_watches():
                     await asyncio.gather(*(i.synced.wait() for i in unsynced))
                     await self.queue.until_idle()
         resume_collection()
+
+    def _unsynced_watches(self) -> list[Informer]:
+        informers = (self.hub.informer(r) for r in self.hub.resources)
+        return [i for i in informers if i is not None and not i.synced.is_set()]
 
     async def _finish_warming(self) -> None:
         """Once every workload has had its first look (a minute at most), warm nothing more and
