@@ -36,7 +36,6 @@ from zeroscaler.controller.timers import TimerHeap
 from zeroscaler.controller.warming import Warming
 from zeroscaler.controller.watches import WatchHub
 from zeroscaler.controller.workload import (
-    WORKLOAD_RESOURCES,
     Workload,
     WorkloadKey,
     count_by_state,
@@ -47,6 +46,7 @@ from zeroscaler.core.activator import Hook
 from zeroscaler.core.annotations import is_namespace_enabled
 from zeroscaler.core.inference import RBACSnapshot
 from zeroscaler.core.policy import Policy
+from zeroscaler.core.workloads import WORKLOAD_RESOURCES
 from zeroscaler.events import EventRecorder
 from zeroscaler.kube import Kube
 from zeroscaler.policies import PolicyWatch, Rejection

@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from zeroscaler.controller.workload import WORKLOAD_RESOURCES
 from zeroscaler.core.decision import plan_release
+from zeroscaler.core.workloads import WORKLOAD_RESOURCES
 from zeroscaler.credentials import load_access
 from zeroscaler.events import EventRecorder
 from zeroscaler.kube import Conflict, Kube, KubeError, NotFound, Obj

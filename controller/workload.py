@@ -26,9 +26,9 @@ from zeroscaler.core.annotations import (
 from zeroscaler.core.flapping import Streak, replicas_manager
 from zeroscaler.core.kinds import APIResource
 from zeroscaler.core.readiness import is_ready
+from zeroscaler.core.workloads import workload_path
 from zeroscaler.kube import Obj
 
-WORKLOAD_RESOURCES = {"Deployment": "deployments", "StatefulSet": "statefulsets"}
 WorkloadKey = tuple[str, str, str]  # kind, namespace, name
 Scopes = tuple[Mapping[GroupKind, Scope], Mapping[GroupKind, Scope]]  # watched, owned
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -254,8 +254,7 @@ class Workload:
 
     @property
     def path(self) -> str:
-        resource = WORKLOAD_RESOURCES[self.kind]
-        return f"/apis/apps/v1/namespaces/{self.namespace}/{resource}/{self.name}"
+        return workload_path(self.kind, self.namespace, self.name)
 
     @property
     def shown_status(self) -> WorkloadStatus:

@@ -2,9 +2,10 @@
 
 The webhook scales nothing itself (one writer): it asks the leading controller for the wake by
 writing the request into a ConfigMap the controller watches, then answers once the backend's
-Service has a ready endpoint, or when its time is up. Either way the request is allowed: the
-backend's own webhook is called next by the API server and decides. The probe endpoint only
-answers with a warning naming the configuration's content, which the controller reads back.
+Service has a ready endpoint of a pod started by the wake, or when its time is up. Either way
+the request is allowed: the backend's own webhook is called next by the API server and decides.
+The probe endpoint only answers with a warning naming the configuration's content, which the
+controller reads back.
 """
 
 from __future__ import annotations
@@ -26,18 +27,20 @@ from zeroscaler.core.activator import (
     PROBE_LABEL,
     PROBE_WARNING,
     describe_request,
-    has_ready_endpoint,
     parse_activate_path,
+    ready_endpoints,
     request_key,
 )
 from zeroscaler.core.admission import AdmissionRequest
 from zeroscaler.core.durations import format_time
-from zeroscaler.kube import Kube, KubeError, Obj
+from zeroscaler.core.workloads import workload_path
+from zeroscaler.kube import Kube, KubeError, NotFound, Obj
 from zeroscaler.webhook.review import BadReview, build_response, parse_review, read_limited
 
 log = logging.getLogger(__name__)
 
 ASK_AGAIN_AFTER = 1.0  # seconds: a burst of requests for one sleeper writes one wake request
+NONE: frozenset[str] = frozenset()
 READY_FRESH = 0.5  # seconds a ready endpoint seen is trusted without reading again
 WAIT_BUCKETS = (0.001, 0.01, 0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 
@@ -91,17 +94,12 @@ class Activation:
             self._answers.labels("failed").inc()
             log.warning("activator called at an unknown path", extra={"path": rest})
             return JSONResponse(build_response(review, [], []))
-        wait, kind, namespace, name, service = target
+        wait, _, namespace, name, _ = target
         started = time.perf_counter()
         outcome = "failed"
         try:
             async with asyncio.timeout(max(wait, 0.5)):
-                if await self._ready(self._kube, namespace, service):
-                    # Covered but up (woken, or put to sleep this moment): still activity.
-                    self._background(self._ask(self._kube, kind, namespace, name, review))
-                else:
-                    await self._ask(self._kube, kind, namespace, name, review)
-                    await asyncio.shield(self._waiter(self._kube, namespace, service))
+                await self._answer(self._kube, target, review)
                 outcome = "ready"
         except TimeoutError:
             outcome = "timeout"
@@ -110,6 +108,23 @@ class Activation:
         self._answers.labels(outcome).inc()
         self._waits.observe(time.perf_counter() - started)
         return JSONResponse(build_response(review, [], []))
+
+    async def _answer(
+        self, kube: Kube, target: tuple[int, str, str, str, str], review: AdmissionRequest
+    ) -> None:
+        """Ask for the wake and wait for it, unless the backend serves already."""
+        _, kind, namespace, name, service = target
+        stale = NONE
+        waiter = self._waiting.get((namespace, service))
+        if waiter is None or waiter.done():  # else join the wait under way
+            found = await self._stale(kube, target)
+            if found is None:
+                # Covered but up (woken, or about to be put to sleep): still activity.
+                self._background(self._ask(kube, kind, namespace, name, review))
+                return
+            stale = found
+        await self._ask(kube, kind, namespace, name, review)
+        await asyncio.shield(self._waiter(kube, namespace, service, stale))
 
     async def _review(self, request: Request) -> AdmissionRequest | Response:
         body = await read_limited(request, self._max_body)
@@ -145,41 +160,57 @@ class Activation:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _ready(self, kube: Kube, namespace: str, service: str) -> bool:
-        """Whether the Service has a ready endpoint; a yes is trusted for READY_FRESH seconds,
-        so a burst of requests for an awake backend costs one read."""
+    async def _stale(
+        self, kube: Kube, target: tuple[int, str, str, str, str]
+    ) -> frozenset[str] | None:
+        """None if the backend serves and goes on serving: the workload wants replicas and its
+        Service has a ready endpoint (a yes is trusted for READY_FRESH seconds, so a burst of
+        requests costs one look). Otherwise the ready endpoints that will not serve for long."""
+        _, kind, namespace, name, service = target
         now = asyncio.get_running_loop().time()
         if now - self._ready_at.get((namespace, service), -READY_FRESH) < READY_FRESH:
-            return True
+            return None
+        # The workload first: once it is seen at zero, every endpoint listed after it is of a
+        # pod being stopped, which its EndpointSlice still calls ready for a moment.
+        asleep = await _asleep(kube, kind, namespace, name)
         listing = await kube.get(self._slices_path(namespace), params=_selector(service))
-        if has_ready_endpoint(listing.get("items") or []):
+        ready = ready_endpoints(listing.get("items") or [])
+        if asleep:
+            return ready
+        if ready:
             self._ready_at[(namespace, service)] = now
-            return True
-        return False
+            return None
+        return NONE
 
-    def _waiter(self, kube: Kube, namespace: str, service: str) -> asyncio.Task[None]:
+    def _waiter(
+        self, kube: Kube, namespace: str, service: str, stale: frozenset[str]
+    ) -> asyncio.Task[None]:
         """One watch per Service for every request waiting on it, bounded in time."""
         key = (namespace, service)
         task = self._waiting.get(key)
         if task is None or task.done():
-            task = asyncio.create_task(self._wait_ready(kube, namespace, service))
+            task = asyncio.create_task(self._wait_ready(kube, namespace, service, stale))
             self._waiting[key] = task
             task.add_done_callback(lambda t: _forget(self._waiting, key, t))
         return task
 
-    async def _wait_ready(self, kube: Kube, namespace: str, service: str) -> None:
+    async def _wait_ready(
+        self, kube: Kube, namespace: str, service: str, stale: frozenset[str]
+    ) -> None:
         async with asyncio.timeout(MAX_TIMEOUT):
-            await self._until_ready(kube, namespace, service)
+            await self._until_ready(kube, namespace, service, stale)
         self._ready_at[(namespace, service)] = asyncio.get_running_loop().time()
 
-    async def _until_ready(self, kube: Kube, namespace: str, service: str) -> None:
-        """Until the Service's EndpointSlices hold a ready endpoint."""
+    async def _until_ready(
+        self, kube: Kube, namespace: str, service: str, stale: frozenset[str]
+    ) -> None:
+        """Until the Service's EndpointSlices hold a ready endpoint not in `stale`."""
         while True:
             listing = await kube.get(self._slices_path(namespace), params=_selector(service))
             slices: dict[str, Obj] = {
                 str(s["metadata"]["name"]): s for s in listing.get("items") or []
             }
-            if has_ready_endpoint(slices.values()):
+            if ready_endpoints(slices.values()) - stale:
                 return
             version = str((listing.get("metadata") or {}).get("resourceVersion", ""))
             async for event in kube.watch(
@@ -194,8 +225,18 @@ class Activation:
                     slices.pop(name, None)
                 elif event.get("type") in ("ADDED", "MODIFIED"):
                     slices[name] = obj
-                if has_ready_endpoint(slices.values()):
+                if ready_endpoints(slices.values()) - stale:
                     return
+
+
+async def _asleep(kube: Kube, kind: str, namespace: str, name: str) -> bool:
+    """Whether the workload is scaled to zero (read from its scale, all the webhook may read of
+    it). A workload that is gone is not: its endpoints alone say whether anything serves."""
+    try:
+        scale = await kube.get(workload_path(kind, namespace, name) + "/scale")
+    except NotFound:
+        return False
+    return not (scale.get("spec") or {}).get("replicas")  # zero is left out of a Scale
 
 
 async def _logged(work: Coroutine[Any, Any, None]) -> None:

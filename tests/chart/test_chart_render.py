@@ -500,6 +500,10 @@ def test_write_access_is_exactly_what_each_part_needs(helm: Helm) -> None:
                   "patch", config)  # fmt: skip
     assert not grants(hook_rules, "admissionregistration.k8s.io", "mutatingwebhookconfigurations",
                       "patch", "someone-elses")  # fmt: skip
+    # The activator reads whether a backend sleeps from its scale, never its pod template.
+    for resource in ("deployments", "statefulsets"):
+        assert grants(hook_rules, "apps", f"{resource}/scale", "get")
+        assert not grants(hook_rules, "apps", resource, "get")
     assert write_grants(by_name[f"Role/{prefix}-webhook"]) == {
         ("", "events", "create"),
         ("", "events", "patch"),

@@ -23,6 +23,7 @@ from zeroscaler.core.activator import (
     parse_request_key,
     probe_answered,
     probe_lease,
+    ready_endpoints,
     render,
     request_key,
 )
@@ -211,6 +212,24 @@ def test_a_service_is_ready_with_one_ready_endpoint(
     slices: list[dict[str, Any]], ready: bool
 ) -> None:
     assert has_ready_endpoint(slices) is ready
+
+
+def test_ready_endpoints_are_named_by_their_pod_so_a_new_pod_is_told_from_a_stopping_one() -> None:
+    # Host-network pods share the node's address: only the Pod's uid tells them apart.
+    slices = [
+        {"endpoints": [_endpoint("old", True), _endpoint("gone", False)]},
+        {"endpoints": [_endpoint("new", True), {"addresses": ["10.0.0.9", "10.0.0.8"]}]},
+    ]
+    assert ready_endpoints(slices) == {"old", "new", "10.0.0.9,10.0.0.8"}
+    assert ready_endpoints(slices) - ready_endpoints(slices[:1]) == {"new", "10.0.0.9,10.0.0.8"}
+
+
+def _endpoint(uid: str, ready: bool) -> dict[str, Any]:
+    return {
+        "addresses": ["192.0.2.10"],
+        "conditions": {"ready": ready},
+        "targetRef": {"kind": "Pod", "name": f"guard-{uid}", "uid": uid},
+    }
 
 
 def test_a_request_is_described_as_an_event_would_say_it() -> None:

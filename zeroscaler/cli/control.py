@@ -13,18 +13,17 @@ from datetime import datetime
 
 from zeroscaler.cli.session import (
     FIELD_MANAGER,
-    WORKLOAD_RESOURCES,
     Failure,
     Session,
     add_target,
     run,
     target_of,
-    workload_path,
 )
 from zeroscaler.cli.view import WorkloadView, read_view
 from zeroscaler.core.annotations import WorkloadConfig, WorkloadStatus
 from zeroscaler.core.durations import format_duration
 from zeroscaler.core.manual import Manual, Refused, plan_sleep, plan_wake
+from zeroscaler.core.workloads import WORKLOAD_RESOURCES, workload_path
 from zeroscaler.events import EventRecorder
 from zeroscaler.kube import Conflict, NotFound, Obj
 

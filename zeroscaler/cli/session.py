@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from zeroscaler.core.workloads import WORKLOAD_RESOURCES, workload_path
 from zeroscaler.credentials import ClusterAccess, ConfigError, load_access
 from zeroscaler.kube import (
     SELF_ACCESS_REVIEWS,
@@ -26,7 +27,6 @@ from zeroscaler.kube import (
     self_access_review,
 )
 
-WORKLOAD_RESOURCES = {"Deployment": "deployments", "StatefulSet": "statefulsets"}
 FIELD_MANAGER = "zeroscaler-cli"
 _VERBS = {"GET": "get", "POST": "create", "PATCH": "patch", "PUT": "update", "DELETE": "delete"}
 
@@ -186,12 +186,6 @@ class Session:
                 f"say which: deployment/{name} or sts/{name} with -n {namespace}"
             )
         return found[0]
-
-
-def workload_path(kind: str, namespace: str, name: str = "") -> str:
-    """The REST path of a Deployment or StatefulSet (or of the collection)."""
-    path = f"/apis/apps/v1/namespaces/{namespace}/{WORKLOAD_RESOURCES[kind]}"
-    return f"{path}/{name}" if name else path
 
 
 # kubectl's names for the two workload types (`kubectl api-resources`): TYPE in `TYPE/NAME`.

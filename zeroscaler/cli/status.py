@@ -18,12 +18,12 @@ from zeroscaler.cli.session import (
     add_namespace,
     option,
     run,
-    workload_path,
 )
 from zeroscaler.cli.view import WakeInspector, WorkloadView, read_view
 from zeroscaler.core.annotations import NAMESPACE_ENABLED_LABEL
 from zeroscaler.core.decision import wake_replicas
 from zeroscaler.core.durations import format_duration, format_time
+from zeroscaler.core.workloads import workload_path
 from zeroscaler.kube import NotFound, Obj
 
 # The Events that say why a workload last woke: the controller's, someone else's, a person's.

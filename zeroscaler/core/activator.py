@@ -242,15 +242,24 @@ def parse_request_key(key: str) -> tuple[str, str, str] | None:
     return _KINDS[parts[0]], parts[1], parts[2]
 
 
-def has_ready_endpoint(slices: Iterable[Obj]) -> bool:
-    """Whether a Service's EndpointSlices hold an endpoint the API server would call (an
-    address whose `ready` condition is true or unset, which means ready)."""
+def ready_endpoints(slices: Iterable[Obj]) -> frozenset[str]:
+    """The endpoints of a Service's EndpointSlices that the API server would call (an address
+    whose `ready` condition is true or unset, which means ready), each named by the uid of the
+    Pod behind it, or by its addresses when it names none."""
+    ready: set[str] = set()
     for slice_ in slices:
         for endpoint in slice_.get("endpoints") or []:
             conditions = endpoint.get("conditions") or {}
-            if endpoint.get("addresses") and conditions.get("ready") is not False:
-                return True
-    return False
+            addresses = endpoint.get("addresses")
+            if addresses and conditions.get("ready") is not False:
+                uid = (endpoint.get("targetRef") or {}).get("uid")
+                ready.add(str(uid) if uid else ",".join(map(str, addresses)))
+    return frozenset(ready)
+
+
+def has_ready_endpoint(slices: Iterable[Obj]) -> bool:
+    """Whether a Service's EndpointSlices hold an endpoint the API server would call."""
+    return bool(ready_endpoints(slices))
 
 
 def describe_request(request: Obj) -> str:
