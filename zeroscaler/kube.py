@@ -26,6 +26,7 @@ from zeroscaler.core.annotations import FIELD_MANAGER
 from zeroscaler.core.kinds import APIResource
 from zeroscaler.core.pacing import Pacer, parse_retry_after
 from zeroscaler.credentials import ClusterAccess
+from zeroscaler.network import cheap_idle_checks
 
 log = logging.getLogger(__name__)
 
@@ -210,6 +211,7 @@ class Kube:
             ),
             transport=transport,
         )
+        cheap_idle_checks(self._http)
         # SNI and certificate check against this name instead of the server's host (a tunnel).
         self._extensions = (
             {"sni_hostname": access.tls_server_name} if access.tls_server_name else None

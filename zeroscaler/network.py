@@ -1,0 +1,102 @@
+"""The sockets under the API client: httpcore's own, with a cheaper check of idle connections.
+
+Each time a request starts or ends, httpcore's pool asks every idle connection whether its socket
+has become readable (the server hung up). Its anyio stream answers by building the socket's whole
+attribute map, a `getpeername` call included, on every ask. While 10,000 workloads were put to
+sleep that was an eighth of the controller's CPU (docs/scaling.md). Here the socket is found once,
+when the connection is made, and the check is one `poll`.
+"""
+
+# httpcore's interface passes timeouts as arguments; these methods keep its signatures.
+# ruff: noqa: ASYNC109
+
+from __future__ import annotations
+
+import select
+import socket
+import ssl
+from collections.abc import Iterable
+from typing import Any
+
+import httpcore
+import httpx
+
+
+def _readable(sock: socket.socket) -> bool:
+    """Whether a read would return at once; a closed socket counts as readable, as httpcore's
+    own check has it (its next read gives the end of the stream)."""
+    if sock.fileno() < 0:
+        return True
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+class Stream(httpcore.AsyncNetworkStream):
+    """A connection's stream, answering "is_readable" from the socket found when it was made."""
+
+    def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
+        self._inner = inner
+        self._socket: socket.socket | None = inner.get_extra_info("socket")
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return await self._inner.read(max_bytes, timeout)
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        await self._inner.write(buffer, timeout)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        return Stream(await self._inner.start_tls(ssl_context, server_hostname, timeout))
+
+    def get_extra_info(self, info: str) -> Any:
+        if info == "is_readable" and self._socket is not None:
+            return _readable(self._socket)
+        return self._inner.get_extra_info(info)
+
+
+class Network(httpcore.AsyncNetworkBackend):
+    """Another network backend, its streams wrapped in `Stream`."""
+
+    def __init__(self, inner: httpcore.AsyncNetworkBackend) -> None:
+        self._inner = inner
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        inner = await self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
+        return Stream(inner)
+
+    async def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.AsyncNetworkStream:
+        return Stream(await self._inner.connect_unix_socket(path, timeout, socket_options))
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+def cheap_idle_checks(client: httpx.AsyncClient) -> int:
+    """Put `Network` under every connection pool of `client` (its own and a proxy's); how many.
+
+    httpx gives no way to pass a network backend, so the pools it made are reached through
+    private attributes; a test fails if an upgrade of httpx or httpcore moves them."""
+    pools = 0
+    for transport in (client._transport, *client._mounts.values()):
+        pool = getattr(transport, "_pool", None)
+        if isinstance(pool, httpcore.AsyncConnectionPool):
+            pool._network_backend = Network(pool._network_backend)
+            pools += 1
+    return pools
