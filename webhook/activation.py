@@ -34,7 +34,7 @@ from zeroscaler.core.activator import (
 from zeroscaler.core.admission import AdmissionRequest
 from zeroscaler.core.durations import format_time
 from zeroscaler.core.workloads import workload_path
-from zeroscaler.kube import Kube, KubeError, NotFound, Obj
+from zeroscaler.kube import Forbidden, Kube, KubeError, NotFound, Obj
 from zeroscaler.webhook.review import BadReview, build_response, parse_review, read_limited
 
 log = logging.getLogger(__name__)
@@ -63,6 +63,7 @@ class Activation:
         self._ready_at: dict[tuple[str, str], float] = {}  # Service: when last seen ready
         self._waiting: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._scale_forbidden = False  # warned once that scales may not be read
         self._answers = Counter(
             "zeroscaler_activator_requests_total",
             "Requests the activator answered, by outcome (ready, timeout, failed, probe)",
@@ -172,7 +173,7 @@ class Activation:
             return None
         # The workload first: once it is seen at zero, every endpoint listed after it is of a
         # pod being stopped, which its EndpointSlice still calls ready for a moment.
-        asleep = await _asleep(kube, kind, namespace, name)
+        asleep = await self._asleep(kube, kind, namespace, name)
         listing = await kube.get(self._slices_path(namespace), params=_selector(service))
         ready = ready_endpoints(listing.get("items") or [])
         if asleep:
@@ -181,6 +182,26 @@ class Activation:
             self._ready_at[(namespace, service)] = now
             return None
         return NONE
+
+    async def _asleep(self, kube: Kube, kind: str, namespace: str, name: str) -> bool:
+        """Whether the workload is scaled to zero (read from its scale, all the webhook may read
+        of it). A workload that is gone is not: its endpoints alone say whether anything serves,
+        as they do when the webhook may not read scales (its role made by hand, without them)."""
+        try:
+            scale = await kube.get(workload_path(kind, namespace, name) + "/scale")
+        except NotFound:
+            return False
+        except Forbidden as e:
+            if not self._scale_forbidden:
+                self._scale_forbidden = True
+                log.warning(
+                    "the activator may not get deployments/scale and statefulsets/scale: a "
+                    "request just after a sleep may be answered on a stopping pod's endpoint "
+                    "(grant them as the chart's webhook ClusterRole does): %s",
+                    e,
+                )
+            return False
+        return not (scale.get("spec") or {}).get("replicas")  # zero is left out of a Scale
 
     def _waiter(
         self, kube: Kube, namespace: str, service: str, stale: frozenset[str]
@@ -227,16 +248,6 @@ class Activation:
                     slices[name] = obj
                 if ready_endpoints(slices.values()) - stale:
                     return
-
-
-async def _asleep(kube: Kube, kind: str, namespace: str, name: str) -> bool:
-    """Whether the workload is scaled to zero (read from its scale, all the webhook may read of
-    it). A workload that is gone is not: its endpoints alone say whether anything serves."""
-    try:
-        scale = await kube.get(workload_path(kind, namespace, name) + "/scale")
-    except NotFound:
-        return False
-    return not (scale.get("spec") or {}).get("replicas")  # zero is left out of a Scale
 
 
 async def _logged(work: Coroutine[Any, Any, None]) -> None:

@@ -1,0 +1,110 @@
+"""The activator's endpoint over a stand-in API server: what it reads to tell a backend that serves
+from one put to sleep a moment ago, and what it does when it may not read a workload's scale.
+(`tests/system/test_activation_wait.py` shows the same against the real API server.)"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from prometheus_client import CollectorRegistry
+
+from tests.unit.mock_api import kube_served_by
+from zeroscaler.webhook.activation import Activation
+
+SCALE = "/apis/apps/v1/namespaces/ops/deployments/guard/scale"
+SLICES = "/apis/discovery.k8s.io/v1/namespaces/ops/endpointslices"
+REQUESTS = "/api/v1/namespaces/zs/configmaps/wakes"
+REVIEW = {
+    "apiVersion": "admission.k8s.io/v1",
+    "kind": "AdmissionReview",
+    "request": {"uid": "u1", "operation": "CREATE", "namespace": "ops", "object": {}},
+}
+
+
+class Server:
+    """The few answers the activator asks for; a wake request, once written, is remembered."""
+
+    def __init__(self, scale: int | None) -> None:
+        self.scale = scale  # None: the scale may not be read (403)
+        self.asked: list[str] = []
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        self.asked.append(f"{request.method} {path}")
+        if path == SCALE:
+            if self.scale is None:
+                return _status(403, "Forbidden")
+            spec = {"replicas": self.scale} if self.scale else {}  # zero is left out
+            return httpx.Response(200, json={"kind": "Scale", "spec": spec})
+        if path == SLICES and request.method == "GET":
+            if request.url.params.get("watch"):
+                await asyncio.sleep(30)  # a watch on which nothing happens
+                return httpx.Response(200, content=b"")
+            endpoint = {"addresses": ["192.0.2.10"], "targetRef": {"kind": "Pod", "uid": "p1"}}
+            return httpx.Response(200, json={"metadata": {"resourceVersion": "5"},
+                                             "items": [{"metadata": {"name": "guard-1"},
+                                                        "endpoints": [endpoint]}]})  # fmt: skip
+        if path == REQUESTS and request.method == "PATCH":
+            return httpx.Response(200, json={"data": json.loads(request.content)["data"]})
+        return _status(404, "NotFound")
+
+
+def _status(code: int, reason: str) -> httpx.Response:
+    return httpx.Response(code, json={"kind": "Status", "reason": reason, "message": reason})
+
+
+def _answer(server: Server, wait: int) -> tuple[dict[str, Any], CollectorRegistry]:
+    async def scenario() -> tuple[dict[str, Any], CollectorRegistry]:
+        registry = CollectorRegistry()
+        async with kube_served_by(server, connections=4) as kube:
+            activation = Activation(kube, "zs", "wakes", 1 << 20, registry)
+            app = FastAPI()
+            app.post("/activate/{rest:path}")(activation.activate)
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://a") as client:
+                answer = await client.post(f"/activate/{wait}/deployment/ops/guard/guard",
+                                           json=REVIEW)  # fmt: skip
+                await asyncio.sleep(0.05)  # the wake asked in the background, if it was
+        return answer.json()["response"], registry
+
+    return asyncio.run(scenario())
+
+
+def _outcome(registry: CollectorRegistry, outcome: str) -> float:
+    labels = {"outcome": outcome}
+    return registry.get_sample_value("zeroscaler_activator_requests_total", labels) or 0.0
+
+
+def test_an_awake_backend_with_a_ready_endpoint_is_answered_at_once() -> None:
+    server = Server(scale=1)
+    answer, registry = _answer(server, wait=2)
+    assert answer == {"uid": "u1", "allowed": True}
+    assert _outcome(registry, "ready") == 1
+    assert f"PATCH {REQUESTS}" in server.asked  # still activity: the wake asked beside it
+
+
+def test_the_endpoint_of_a_backend_at_zero_is_not_taken_for_it() -> None:
+    server = Server(scale=0)
+    answer, registry = _answer(server, wait=2)
+    assert answer["allowed"] is True  # allowed at the timeout: its own webhook decides
+    assert _outcome(registry, "timeout") == 1
+    assert server.asked[:3] == [f"GET {SCALE}", f"GET {SLICES}", f"PATCH {REQUESTS}"]
+
+
+def test_without_leave_to_read_scales_the_endpoints_alone_decide_and_it_says_so(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    server = Server(scale=None)
+    with caplog.at_level(logging.WARNING, logger="zeroscaler.webhook.activation"):
+        answer, registry = _answer(server, wait=2)
+    assert answer["allowed"] is True
+    assert _outcome(registry, "ready") == 1  # as before the scale was read: not failed
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "deployments/scale" in warnings[0]
