@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.bench_controller import deployment
 from bench.bench_webhook import _quantile, _start, _wait_up
 from bench.saved import RESULTS
 from localcluster import build, netns
@@ -172,9 +173,11 @@ async def _part_one(cluster: Cluster, rate: int, seconds: float) -> list[Way]:
         plain = await _load(kube, [PLAIN], rate, seconds)
         noop_ = await _load(kube, [NOOP], rate, seconds)
 
-        # The awake backend: its Deployment wants a replica, and its Service has a ready
-        # endpoint, kept by hand (placed on no node, the Deployment runs no pod).
-        await kube.create("/apis/apps/v1/namespaces/bench-awake/deployments", _placed_nowhere())
+        # The awake backend: its Deployment wants a replica (paused, it runs no pod), and its
+        # Service has a ready endpoint, kept by hand.
+        await kube.create(
+            "/apis/apps/v1/namespaces/bench-awake/deployments", deployment("guard", {})
+        )
         slice_ = {
             "metadata": {"name": "guard-1", "labels": {"kubernetes.io/service-name": "guard"}},
             "addressType": "IPv4",
@@ -331,15 +334,6 @@ def _report_wakes(wakes: list[Wake]) -> None:
     median = Wake(*(statistics.median(getattr(w, f) for w in wakes) for f in Wake.__annotations__))
     print(f"{'median':<8} {median.total:>7.2f} {median.wake:>7.2f} {median.pod_start:>7.2f} "
           f"{median.backend_start:>8.2f} {median.answer:>7.2f}")  # fmt: skip
-
-
-def _placed_nowhere() -> dict[str, Any]:
-    labels = {"app": "guard"}
-    pod = {"nodeSelector": {"bench.zeroscaler.io/node": "none"},
-           "containers": [{"name": "guard", "image": "guard:bench"}]}  # fmt: skip
-    return {"metadata": {"name": "guard"},
-            "spec": {"replicas": 1, "selector": {"matchLabels": labels},
-                     "template": {"metadata": {"labels": labels}, "spec": pod}}}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -115,15 +115,15 @@ class Activation:
     ) -> None:
         """Ask for the wake and wait for it, unless the backend serves already."""
         _, kind, namespace, name, service = target
-        stale = NONE
         waiter = self._waiting.get((namespace, service))
-        if waiter is None or waiter.done():  # else join the wait under way
-            found = await self._stale(kube, target)
-            if found is None:
+        if waiter is None or waiter.done():
+            stale = await self._stale(kube, target)
+            if stale is None:
                 # Covered but up (woken, or about to be put to sleep): still activity.
                 self._background(self._ask(kube, kind, namespace, name, review))
                 return
-            stale = found
+        else:
+            stale = NONE  # joins the wait under way, which keeps its own
         await self._ask(kube, kind, namespace, name, review)
         await asyncio.shield(self._waiter(kube, namespace, service, stale))
 
