@@ -1,4 +1,4 @@
-"""Replica-seconds saved: counted for asleep managed workloads every few seconds and at wakes."""
+"""Replica-seconds saved: counted for asleep managed workloads when read and at wakes."""
 
 from __future__ import annotations
 
@@ -28,9 +28,9 @@ class Accounting:
             self._metrics.saved(w, saved)
 
     def account_all(self, workloads: Iterable[Workload]) -> None:
-        """The periodic count over every managed workload, added to the counter once (at 10,000
-        workloads, once each was a third of a percent of a core at idle). A workload no longer
-        managed loses its own series' counts here."""
+        """The count over every managed workload, at each scrape, added to the counter once
+        (at 10,000 workloads, once each was a third of a percent of a core). A workload no
+        longer managed loses its own series' counts here."""
         now = self._clock.monotonic()
         saved = 0.0
         for w in workloads:

@@ -54,7 +54,7 @@ from zeroscaler.watching import Informer
 
 log = logging.getLogger(__name__)
 
-HOUSEKEEPING_INTERVAL = 10.0
+HOUSEKEEPING_INTERVAL = 60.0
 _RBAC_SETTLE = 0.2  # seconds a burst of RBAC changes has to arrive before grants are checked
 WAKE_ONLY_SHARE = 8  # one worker more per this many that takes only wakes due
 WARMING_BOUND = 60.0  # seconds after ready that a start's warming ends at the latest
@@ -136,6 +136,7 @@ class Scaler:
             count_pending=lambda: count_pending_wakes(self.workloads.values()),
             api_errors=lambda: [k.errors for k in clients],
             workloads=self.workloads.values if self.settings.workload_metrics else None,
+            count_savings=self._count_savings,
         )
         for client in clients:
             client.on_throttled = metrics.throttled.inc
@@ -393,7 +394,9 @@ class Scaler:
         while True:
             await asyncio.sleep(HOUSEKEEPING_INTERVAL)
             rounds += 1
-            if rounds % 6 == 0:  # a minute; a full collection every half hour
-                release_free_memory(full=rounds % 180 == 0)
-            if self.is_leader:
-                self.accounting.account_all(self.workloads.values())
+            release_free_memory(full=rounds % 30 == 0)  # a full collection every half hour
+
+    def _count_savings(self) -> None:
+        # At a scrape; only the leader counts (a standby sleeps nothing).
+        if self.is_leader:
+            self.accounting.account_all(self.workloads.values())

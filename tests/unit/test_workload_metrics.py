@@ -42,12 +42,20 @@ class Fleet:
     def __init__(self, *, per_workload: bool = True, leading: bool = True) -> None:
         self.workloads: dict[WorkloadKey, Workload] = {}
         self.leading = leading
+        self.counted = 0  # passes of the savings' count that scrapes asked for
         self.metrics = Metrics(
             lambda: {},
             lambda: 0,
             lambda: self.leading,
             workloads=self.workloads.values if per_workload else None,
+            count_savings=self._count_savings,
         )
+        self.clock = ManualClock()
+        self.accounting = Accounting(self.metrics, self.clock)
+
+    def _count_savings(self) -> None:
+        self.counted += 1
+        self.accounting.account_all(self.workloads.values())
 
     def add(self, name: str, state: State = "awake", *, managed: bool = True) -> Workload:
         w = workload(name)
@@ -101,8 +109,7 @@ def test_wakes_and_sleeps_are_counted_by_reason_and_latency_per_workload() -> No
 
 def test_savings_are_counted_per_workload_and_in_the_total_alike() -> None:
     fleet = Fleet()
-    clock = ManualClock()
-    accounting = Accounting(fleet.metrics, clock)
+    clock, accounting = fleet.clock, fleet.accounting
     three, one = fleet.add("three", "asleep"), fleet.add("one", "asleep")
     three.status = WorkloadStatus("asleep", 3)
     one.status = WorkloadStatus("asleep")
@@ -111,10 +118,26 @@ def test_savings_are_counted_per_workload_and_in_the_total_alike() -> None:
     accounting.account_all(fleet.workloads.values())
     clock.advance(2)
     accounting.account(one, stop=True)  # woken
+    got = samples(fleet.metrics)  # the scrape counts "three" up to its own moment
+    assert got[("zeroscaler_workload_saved_replica_seconds_total", labels("three"))] == 36.0
+    assert got[("zeroscaler_workload_saved_replica_seconds_total", labels("one"))] == 12.0
+    assert fleet.metrics.replica_seconds_saved._value.get() == 48.0
+
+
+def test_savings_are_counted_by_the_scrape_that_reads_them_and_no_other() -> None:
+    fleet = Fleet()
+    fleet.add("three", "asleep").status = WorkloadStatus("asleep", 3)
+    fleet.metrics.render()  # the first scrape starts the count
+    fleet.clock.advance(10)
+    assert fleet.metrics.replica_seconds_saved._value.get() == 0.0  # no timer counted
+    fleet.metrics.render(["zeroscaler_wakes_total"])  # a poll for another figure: not counted
+    assert fleet.counted == 1
     got = samples(fleet.metrics)
     assert got[("zeroscaler_workload_saved_replica_seconds_total", labels("three"))] == 30.0
-    assert got[("zeroscaler_workload_saved_replica_seconds_total", labels("one"))] == 12.0
-    assert fleet.metrics.replica_seconds_saved._value.get() == 42.0
+    fleet.clock.advance(5)
+    total = fleet.metrics.render(["zeroscaler_saved_replica_seconds_total"]).decode()
+    assert "zeroscaler_saved_replica_seconds_total 45.0" in total
+    assert fleet.counted == 3
 
 
 @pytest.mark.parametrize("leave", ["deleted", "unmanaged"])
@@ -135,7 +158,7 @@ def test_a_workload_that_goes_has_no_series_from_the_next_scrape(leave: str) -> 
 
 def test_a_workload_no_longer_managed_loses_its_counts_and_starts_over() -> None:
     fleet = Fleet()
-    accounting = Accounting(fleet.metrics, ManualClock())
+    accounting = fleet.accounting
     w = fleet.add("op")
     fleet.metrics.slept(w, "idle")
     w.managed = False
