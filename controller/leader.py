@@ -42,6 +42,7 @@ class LeaderElector:
         self._observed: tuple[str, str] | None = None  # (holder, renewTime) last seen
         self._observed_at = 0.0  # loop time it was first seen; expiry is judged on our own clock
         self._renewed_at = 0.0
+        self._written = ""  # resourceVersion of our own last write while holding the Lease
 
     async def run(self) -> None:
         """Renew every third of the lease duration, or try to acquire it, until cancelled."""
@@ -68,6 +69,7 @@ class LeaderElector:
         if not self.is_leader:
             return
         self._set(False)
+        self._written = ""
         try:
             with prioritized(Priority.URGENT):
                 lease = await self._kube.get(self._path)
@@ -85,6 +87,18 @@ class LeaderElector:
 
     async def _attempt(self, now: float) -> bool:
         wall = _micro_time(datetime.now(UTC))
+        if self.is_leader and self._written:
+            # A holder renews over its own last write without reading the Lease first (as
+            # client-go does): one request a renewal, not two. Any other write since then fails
+            # the precondition, and the Lease is read as a standby would.
+            renewal: Obj = {
+                "metadata": {"resourceVersion": self._written},
+                "spec": {"renewTime": wall},
+            }
+            try:
+                return self._wrote(await self._kube.patch(self._path, renewal), now)
+            except (Conflict, NotFound):
+                self._written = ""
         try:
             lease = await self._kube.get(self._path)
         except NotFound:
@@ -95,11 +109,9 @@ class LeaderElector:
                 "spec": self._spec(wall, transitions=0),
             }
             try:
-                await self._kube.create(self._path.rsplit("/", 1)[0], body)
+                return self._wrote(await self._kube.create(self._path.rsplit("/", 1)[0], body), now)
             except Conflict:
                 return False
-            self._renewed_at = now
-            return True
         spec = lease.get("spec") or {}
         holder = str(spec.get("holderIdentity") or "")
         seen = (holder, str(spec.get("renewTime") or ""))
@@ -115,9 +127,12 @@ class LeaderElector:
         else:
             return False
         try:
-            await self._kube.patch(self._path, patch)
+            return self._wrote(await self._kube.patch(self._path, patch), now)
         except Conflict:
             return False
+
+    def _wrote(self, lease: Obj, now: float) -> bool:
+        self._written = str((lease.get("metadata") or {}).get("resourceVersion") or "")
         self._renewed_at = now
         return True
 

@@ -226,6 +226,37 @@ async def test_the_lease_is_freed_only_after_the_writes_on_their_way() -> None:
     assert not elector.is_leader
 
 
+async def test_a_holder_renews_over_its_own_write_and_reads_the_lease_after_another() -> None:
+    """One request a renewal while nobody else writes the Lease; a write by anyone else fails
+    the renewal's precondition, and the Lease is read before it is renewed again."""
+    seen: list[str] = []
+    version = 1
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal version
+        body = json.loads(request.content) if request.content else {}
+        expected = (body.get("metadata") or {}).get("resourceVersion")
+        seen.append(f"{request.method} {expected or ''}".strip())
+        if expected is not None and expected != str(version):
+            return httpx.Response(409, json={"kind": "Status", "code": 409})
+        if request.method == "PATCH":
+            version += 1
+        lease = {
+            "metadata": {"resourceVersion": str(version)},
+            "spec": {"holderIdentity": "ctl-a", "leaseDurationSeconds": 3},
+        }
+        return httpx.Response(200, json=lease)
+
+    elector = LeaderElector(kube_served_by(handler), "zs", "lease", "ctl-a", 3.0, lambda _: None)
+    assert await elector._attempt(0.0)  # one attempt at a time, without the sleeps
+    elector.is_leader = True
+    assert await elector._attempt(1.0)
+    assert await elector._attempt(2.0)
+    version += 1  # someone else wrote the Lease (its holder still ctl-a)
+    assert await elector._attempt(3.0)
+    assert seen == ["GET", "PATCH 1", "PATCH 2", "PATCH 3", "PATCH 4", "GET", "PATCH 5"]
+
+
 def test_streaming_lists_are_on_unless_turned_off() -> None:
     assert parse_settings([], {}).streaming_lists is True
     assert parse_settings(["--no-streaming-lists"], {}).streaming_lists is False
