@@ -44,8 +44,14 @@ async def clients(settings: Settings) -> AsyncIterator[tuple[Kube, Kube]]:
     access = load_access(settings.kubeconfig)
     # Every shared watch holds a connection of its own, so watches get a large pool; requests get
     # a small one whose connections all stay open (a TLS handshake costs more than a short wait).
+    # httpcore counts busy connections against the idle ones it may keep: with 16 kept, each
+    # watch that ended (every 5 minutes) lost its connection and paid a handshake to start again.
     async with (
-        Kube(access, max_connections=settings.max_connections) as watch_kube,
+        Kube(
+            access,
+            max_connections=settings.max_connections,
+            keepalive_connections=settings.max_connections,
+        ) as watch_kube,
         Kube(
             access,
             max_connections=settings.request_connections,

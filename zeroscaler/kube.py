@@ -182,6 +182,7 @@ class Kube:
         *,
         timeout: float = 30.0,
         max_connections: int = 64,
+        keepalive_connections: int = 16,
         qps: float = 0.0,
         burst: int = 1,
         retries: int = 10,
@@ -207,7 +208,9 @@ class Kube:
             # paid a new TLS handshake for each, a third of an idle controller's CPU at 10,000
             # workloads. The API server keeps them 90 s (IdleTimeout in its secure serving).
             limits=httpx.Limits(
-                max_connections=max_connections, max_keepalive_connections=16, keepalive_expiry=30.0
+                max_connections=max_connections,
+                max_keepalive_connections=keepalive_connections,
+                keepalive_expiry=30.0,
             ),
             transport=transport,
         )
