@@ -69,7 +69,6 @@ class LeaderElector:
         if not self.is_leader:
             return
         self._set(False)
-        self._written = ""
         try:
             with prioritized(Priority.URGENT):
                 lease = await self._kube.get(self._path)
