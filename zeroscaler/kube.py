@@ -121,6 +121,11 @@ class Transient(KubeError):
     """429, 5xx or a network error: try again later."""
 
 
+class Silent(Transient):
+    """A watch stream sent nothing for longer than its caller allowed: its connection is
+    most likely dead, though nothing closed it."""
+
+
 _ERRORS: dict[int, type[KubeError]] = {
     400: Invalid,
     401: Forbidden,
@@ -466,8 +471,13 @@ class Kube:
         params: Mapping[str, str | int | bool] | None = None,
         metadata_only: bool = False,
         timeout_seconds: int = 300,
+        silence: float | None = None,
     ) -> AsyncIterator[Obj]:
-        """Stream watch events (`{"type", "object"}`) from a resourceVersion; a 410 raises Gone."""
+        """Stream watch events (`{"type", "object"}`) from a resourceVersion; a 410 raises Gone.
+
+        With `silence`, a stream quiet for that many seconds raises Silent; without, only one
+        quiet past its own end does.
+        """
         query = {
             **(params or {}),
             "watch": "true",
@@ -476,7 +486,7 @@ class Kube:
             "timeoutSeconds": timeout_seconds,
         }
         accept = ACCEPT_METADATA if metadata_only else "application/json"
-        timeout = httpx.Timeout(30.0, read=timeout_seconds + 30.0)
+        timeout = httpx.Timeout(30.0, read=silence or timeout_seconds + 30.0)
         try:
             async with self._http.stream(
                 "GET",
@@ -497,6 +507,9 @@ class Kube:
                         status = event.get("object") or {}
                         raise error_for(int(status.get("code") or 500), json.dumps(status))
                     yield event
+        except httpx.ReadTimeout as e:
+            self.errors[("WATCH", 0)] += 1
+            raise Silent(0, "Silent", f"nothing came for {timeout.read:.0f} s") from e
         except httpx.TransportError as e:
             self.errors[("WATCH", 0)] += 1
             raise Transient(0, type(e).__name__, str(e) or repr(e)) from e

@@ -2,6 +2,8 @@
 
 Lists first, then watches from the list's resourceVersion with bookmarks; a 410 Gone lists again and
 reports what changed meanwhile as ordinary events; other failures reconnect with capped backoff.
+A watch that falls silent (no event, not even a bookmark) is on a dead connection: it is started
+again from its resourceVersion.
 With `streaming`, the list is a watch that sends the collection first (watch-list:
 `sendInitialEvents`), one connection instead of a list in pages and then a watch; a server that
 refuses it is listed in pages from then on.
@@ -14,6 +16,7 @@ import itertools
 import logging
 import random
 from collections.abc import (
+    AsyncIterator,
     Callable,
     Collection,
     ItemsView,
@@ -26,7 +29,7 @@ from collections.abc import (
 from dataclasses import dataclass
 from typing import Literal
 
-from zeroscaler.kube import Gone, Invalid, Kube, KubeError, Obj, Transient
+from zeroscaler.kube import Gone, Invalid, Kube, KubeError, Obj, Silent, Transient
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +37,9 @@ EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects
 # The bookmark that ends a streaming list's initial events carries this annotation.
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+# The API server's watch cache sends every watch a bookmark about once a minute, changes or not;
+# a watch silent for two of those is on a dead connection, and is started again from where it was.
+SILENCE = 120.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +156,8 @@ class Informer:
         metadata_only: bool = False,
         params: Mapping[str, str] | None = None,
         transform: Callable[[Obj], Obj] | None = None,
-        timeout_seconds: int = 300,
+        timeout_seconds: int = 300,  # the shortest watch; each is given 1-2 times this
+        silence: float = SILENCE,
         max_backoff: float = 5.0,  # 30 s, after an API server outage, delayed wakes as long
         streaming: bool = False,
     ) -> None:
@@ -160,6 +167,7 @@ class Informer:
         self.params = dict(params or {})
         self.transform = transform
         self.timeout_seconds = timeout_seconds
+        self.silence = silence
         self.max_backoff = max_backoff
         self.store = Store()
         self.synced = asyncio.Event()
@@ -238,13 +246,8 @@ class Informer:
             "resourceVersionMatch": "NotOlderThan",
         }
         fresh: Store | None = Store()
-        async for event in self.kube.watch(
-            self.path,
-            resource_version="",  # as fresh as a list: the server waits for its cache to catch up
-            params=params,
-            metadata_only=self.metadata_only,
-            timeout_seconds=self.timeout_seconds,
-        ):
+        # resourceVersion "": as fresh as a list, the server waits for its cache to catch up
+        async for event in self._events("", params):
             if fresh is None:
                 self._apply(event)
                 continue
@@ -289,14 +292,27 @@ class Informer:
                 log.exception("sync handler failed", extra=self._at)
 
     async def _watch(self) -> None:
-        async for event in self.kube.watch(
-            self.path,
-            resource_version=self.resource_version,
-            params=self.params,
-            metadata_only=self.metadata_only,
-            timeout_seconds=self.timeout_seconds,
-        ):
+        async for event in self._events(self.resource_version, self.params):
             self._apply(event)
+
+    async def _events(self, rv: str, params: Mapping[str, str]) -> AsyncIterator[Obj]:
+        """One watch's events; it ends quietly at its timeout and when it falls silent.
+
+        Each watch lasts a random 1-2 times `timeout_seconds`, as client-go's do: watches that
+        started together (at a start) do not all end together, and end less often.
+        """
+        try:
+            async for event in self.kube.watch(
+                self.path,
+                resource_version=rv,
+                params=params,
+                metadata_only=self.metadata_only,
+                timeout_seconds=random.randint(self.timeout_seconds, 2 * self.timeout_seconds),
+                silence=self.silence,
+            ):
+                yield event
+        except Silent as e:
+            log.debug("watch fell silent, watching again: %s", e, extra=self._at)
 
     def _apply(self, event: Obj) -> None:
         """One event of a watch under way: into the store, and to the handlers."""

@@ -1,7 +1,8 @@
 """A loopback TCP relay in front of the API server whose open connections can be cut at will.
 
 TLS passes through untouched (the API server's certificate names 127.0.0.1), so a client pointed at
-the relay sees its watch streams break mid-event, as when a load balancer drops them.
+the relay sees its watch streams break mid-event, as when a load balancer drops them, or fall
+silent with nothing closed, as when a NAT entry expires or a peer vanishes.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from localcluster.processes import free_port
 
 
 class CuttableRelay:
-    """Relays 127.0.0.1:`port` to `target_port`; `cut` closes every connection open now."""
+    """Relays 127.0.0.1:`port` to `target_port`; `cut` closes every connection open now, and
+    `stall` stops forwarding on them while leaving them open."""
 
     def __init__(self, target_port: int) -> None:
         self.target_port = target_port
@@ -22,6 +24,7 @@ class CuttableRelay:
         self.cuts = 0
         self._listener = socket.create_server(("127.0.0.1", self.port))
         self._open: set[socket.socket] = set()
+        self._stalled: set[socket.socket] = set()
         self._lock = threading.Lock()
         self._closed = threading.Event()
         threading.Thread(target=self._accept, daemon=True).start()
@@ -36,6 +39,12 @@ class CuttableRelay:
                 s.shutdown(socket.SHUT_RDWR)
             s.close()
         return len(victims) // 2
+
+    def stall(self) -> int:
+        """Drop whatever either end sends on every connection open now; returns how many."""
+        with self._lock:
+            self._stalled |= self._open
+            return len(self._open) // 2
 
     def close(self) -> None:
         self._closed.set()
@@ -62,7 +71,8 @@ class CuttableRelay:
     def _pump(self, source: socket.socket, sink: socket.socket) -> None:
         try:
             while data := source.recv(65536):
-                sink.sendall(data)
+                if source not in self._stalled:
+                    sink.sendall(data)
         except OSError:
             pass
         finally:
@@ -72,3 +82,4 @@ class CuttableRelay:
                 s.close()
             with self._lock:
                 self._open -= {source, sink}
+                self._stalled -= {source, sink}

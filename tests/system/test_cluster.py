@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import secrets
 import time
 from collections.abc import Callable, Iterator
@@ -15,10 +16,13 @@ from kubernetes import client as k8s
 from localcluster.build import load_versions
 from localcluster.cluster import Cluster
 from tests.support.recording_webhook import RecordingWebhook, recording_webhook
+from tests.support.relay import CuttableRelay
 from tests.support.waiting import wait_for
 from zeroscaler.credentials import load_access
 from zeroscaler.kube import Kube
 from zeroscaler.watching import Informer, WatchEvent
+
+SILENCE = 3.0  # in place of the minutes between the watch cache's bookmarks
 
 IMAGE = "registry.k8s.io/pause:3.10"  # never pulled: kwok only pretends to run containers
 
@@ -252,6 +256,46 @@ async def _discovery_around(cluster: Cluster, group: str, create: Callable[[], o
             after = await kube.discover()
         assert after is not before
         assert set(before) <= set(after)
+
+
+def test_a_watch_whose_connection_falls_silent_is_started_again(cluster: Cluster, ns: str) -> None:
+    # The relay stops forwarding on the informer's open connections and closes none of them, as
+    # when a NAT entry expires: only the missing minutely bookmark can tell.
+    relay = CuttableRelay(int(cluster.server.rsplit(":", 1)[1]))
+    try:
+        seen = asyncio.run(_watch_through_a_stall(cluster, relay, ns))
+    finally:
+        relay.close()
+    assert seen == ["after-stall"]
+
+
+async def _watch_through_a_stall(cluster: Cluster, relay: CuttableRelay, ns: str) -> list[str]:
+    access = load_access(str(cluster.kubeconfig))
+    via = dataclasses.replace(access, server=f"https://127.0.0.1:{relay.port}")
+    path = f"/api/v1/namespaces/{ns}/configmaps"
+    async with Kube(access) as direct, Kube(via) as kube:
+        informer = Informer(kube, path, metadata_only=True, silence=SILENCE)
+        added = asyncio.Event()
+        seen: list[str] = []
+
+        def record(event: WatchEvent) -> None:
+            if event.type == "ADDED" and not event.initial:
+                seen.append(event.obj["metadata"]["name"])
+                added.set()
+
+        informer.add_handler(record)
+        task = asyncio.create_task(informer.run())
+        try:
+            await asyncio.wait_for(informer.synced.wait(), 30)
+            assert relay.stall() >= 1
+            await direct.create(path, {"metadata": {"name": "after-stall"}})
+            # Seen after the silence, not at the watch's end minutes later.
+            await asyncio.wait_for(added.wait(), SILENCE + 20)
+            assert kube.errors[("WATCH", 0)] >= 1
+            return seen
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
 
 
 async def _discovery_gone(cluster: Cluster, group: str) -> None:

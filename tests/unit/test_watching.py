@@ -220,6 +220,73 @@ async def test_a_stream_that_breaks_after_its_list_retries_at_the_first_backoff(
     assert waits == [0.2, 0.4, 0.8, 0.2]
 
 
+async def _fell_silent(*events: tuple[str, dict[str, Any]]) -> AsyncIterator[bytes]:
+    """A watch's body: these events, then nothing for longer than the reader waits."""
+    for kind, obj in events:
+        yield json.dumps({"type": kind, "object": obj}).encode() + b"\n"
+    raise httpx.ReadTimeout("timed out")
+
+
+class Watches:
+    """Answers a list, then watches from `bodies` in turn; a quiet watch once they run out."""
+
+    def __init__(self, *bodies: AsyncIterator[bytes] | bytes) -> None:
+        self.bodies = list(bodies)
+        self.asked: list[dict[str, str]] = []
+        self.watched = asyncio.Event()
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        params = dict(request.url.params)
+        self.asked.append(params)
+        if params.get("watch") != "true":
+            items = [thing("a", "3")]
+            return httpx.Response(200, json={"items": items, "metadata": {"resourceVersion": "9"}})
+        if not self.bodies:
+            self.watched.set()
+            await asyncio.Event().wait()
+        return httpx.Response(200, content=self.bodies.pop(0))
+
+
+async def watch_until_quiet(server: Watches) -> Informer:
+    kube = kube_served_by(server, connections=2)
+    informer = Informer(kube, PATH, metadata_only=True)
+    task = asyncio.create_task(informer.run())
+    try:
+        async with asyncio.timeout(5):
+            await server.watched.wait()
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await kube.aclose()
+    return informer
+
+
+async def test_a_watch_that_falls_silent_is_watched_again_from_where_it_was() -> None:
+    # A connection dropped without a close sends nothing, not even the minutely bookmark: the
+    # informer gives up on it after `silence` and watches on from the last resourceVersion seen.
+    server = Watches(_fell_silent(("MODIFIED", thing("a", "12"))))
+    informer = await watch_until_quiet(server)
+    assert [(p.get("watch"), p.get("resourceVersion")) for p in server.asked] == [
+        (None, None),  # the list
+        ("true", "9"),
+        ("true", "12"),  # no list again: nothing was lost
+    ]
+    assert informer.store[("ops", "a")] == thing("a", "12")
+    assert informer.last_error is None
+    assert informer.kube.errors[("WATCH", 0)] == 1
+
+
+async def test_each_watch_lasts_a_random_one_to_two_timeouts() -> None:
+    # Watches started together at a start must not all end (and start again) together.
+    server = Watches(*[b""] * 40)
+    await watch_until_quiet(server)
+    lengths = [int(p["timeoutSeconds"]) for p in server.asked if p.get("watch")]
+    assert len(lengths) == 41
+    assert all(300 <= n <= 600 for n in lengths)
+    assert len(set(lengths)) > 10
+    assert [p.get("resourceVersion") for p in server.asked[1:]] == ["9"] * 41
+
+
 async def _chunked(data: bytes, cuts: list[int]) -> AsyncIterator[bytes]:
     start = 0
     for cut in sorted(cuts):
