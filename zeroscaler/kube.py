@@ -486,7 +486,7 @@ class Kube:
             "timeoutSeconds": timeout_seconds,
         }
         accept = ACCEPT_METADATA if metadata_only else "application/json"
-        timeout = httpx.Timeout(30.0, read=silence or timeout_seconds + 30.0)
+        timeout = httpx.Timeout(30.0, read=timeout_seconds + 30.0 if silence is None else silence)
         try:
             async with self._http.stream(
                 "GET",
