@@ -17,6 +17,7 @@ class HeldRecorder(EventRecorder):
 
     def __init__(self) -> None:
         self.written: list[tuple[str, str, str, int, Priority]] = []
+        self.involved: list[Obj] = []  # the objects the Events were about, as given
         self.release = asyncio.Event()
         self.started = 0
         self.cancelled = 0
@@ -38,6 +39,7 @@ class HeldRecorder(EventRecorder):
             self.cancelled += 1
             raise
         name = str(obj["metadata"]["name"])
+        self.involved.append(obj)
         self.written.append((name, reason, message, count, _PRIORITY.get()))
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 from collections.abc import Coroutine
 from typing import Any
 
@@ -73,6 +75,33 @@ async def test_two_warnings_of_one_reason_waiting_together_are_two_events() -> N
         ("a", "BacksWebhook", first[1], 1, back),
         ("a", "BacksWebhook", second[1], 1, back),
     ]
+
+
+class _Tracked(dict[str, Any]):
+    """A mapping a weak reference can follow, to see whether anything still holds it."""
+
+
+async def test_a_waiting_event_holds_what_it_names_of_the_workload_never_its_object() -> None:
+    recorder = HeldRecorder()
+    tasks: list[asyncio.Task[None]] = []
+    reporter = Reporter(
+        recorder, background=lambda c: tasks.append(asyncio.create_task(c)), is_leader=lambda: True
+    )
+    w = workload("a")
+    meta = {"name": "a", "namespace": "ops", "uid": "u-1", "resourceVersion": "7"}
+    w.obj = {"metadata": _Tracked(meta, annotations=_Tracked({"big": "x" * 4096}))}
+    held = [weakref.ref(w.obj["metadata"]), weakref.ref(w.obj["metadata"]["annotations"])]
+    reporter.event(w, "Normal", "Sleeping", "idle")
+    w.obj = {"metadata": {**meta, "resourceVersion": "9"}}  # the workload moves on
+    gc.collect()
+    assert [ref() for ref in held] == [None, None]
+    reporter.event(w, "Normal", "Sleeping", "idle again")  # joins the waiting one
+    recorder.release.set()
+    await asyncio.gather(*tasks)
+    assert recorder.involved == [
+        {"metadata": {"namespace": "ops", "name": "a", "uid": "u-1", "resourceVersion": "9"}}
+    ]
+    assert recorder.written[0][1:4] == ("Sleeping", "idle again (the latest of 2)", 2)
 
 
 def test_a_joined_message_says_how_many_it_stands_for() -> None:
