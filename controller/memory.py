@@ -21,7 +21,13 @@ except (OSError, AttributeError):  # not glibc: nothing to trim
 
 
 def release_free_memory(*, full: bool = False) -> None:
-    """Collect young garbage, freeze the survivors, and ask glibc to return free pages.
+    """Collect what was allocated since the last freeze, freeze the survivors, and ask glibc to
+    return free pages.
+
+    Everything since the last freeze is collected, the oldest generation included: a cycle that
+    lived long enough to be promoted there before it died (an API response and its stream, a
+    closed connection) would otherwise be frozen with the live objects and kept until the next
+    full collection. A lab found 13,000 such objects, 1.4 MB, five minutes into the scale row.
 
     With `full`, frozen objects are unfrozen first and everything is collected: that frees cycles
     that formed among frozen objects, but walks every stored object (57 ms with 50,000 of them in
@@ -29,9 +35,7 @@ def release_free_memory(*, full: bool = False) -> None:
     """
     if full:
         gc.unfreeze()
-        gc.collect()
-    else:
-        gc.collect(1)
+    gc.collect()
     gc.freeze()
     if _trim is not None:
         _trim(0)

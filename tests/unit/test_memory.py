@@ -1,4 +1,4 @@
-"""The collector paused for a start's catch-up, and run again after it."""
+"""The collector paused for a start's catch-up and run again after it; old garbage never frozen."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from zeroscaler.controller.memory import pause_collection, resume_collection
+from zeroscaler.controller.memory import pause_collection, release_free_memory, resume_collection
 
 
 class _Node:
@@ -20,6 +20,7 @@ class _Node:
 def _collector_as_it_was() -> Iterator[None]:
     enabled = gc.isenabled()
     yield
+    gc.unfreeze()
     gc.enable() if enabled else gc.disable()
 
 
@@ -42,3 +43,13 @@ def test_resuming_a_collector_that_runs_changes_nothing() -> None:
     gc.enable()
     resume_collection()
     assert gc.isenabled()
+
+
+def test_a_cycle_that_grew_old_before_it_died_is_freed_not_frozen() -> None:
+    a, b = _Node(), _Node()
+    a.other, b.other = b, a
+    gone = weakref.ref(a)
+    gc.collect(1)  # it survives a collection while in use: promoted to the oldest generation
+    del a, b
+    release_free_memory()
+    assert gone() is None
