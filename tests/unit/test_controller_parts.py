@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+from datetime import UTC, datetime
+from typing import Any
 
 import httpx
 import pytest
@@ -14,7 +16,7 @@ from pydantic_settings import CliApp
 from tests.unit.mock_api import kube_served_by
 from zeroscaler.controller.leader import LeaderElector
 from zeroscaler.controller.settings import parse_settings
-from zeroscaler.controller.workload import trim_workload
+from zeroscaler.controller.workload import Workload, trim_workload
 from zeroscaler.logs import JsonFormatter, LogfmtFormatter
 from zeroscaler.webhook.settings import Settings as WebhookSettings
 
@@ -197,6 +199,25 @@ def test_trim_workload_keeps_what_the_scaler_reads() -> None:
     template = {"metadata": {"labels": {"app": "op"}}, "spec": {}}
     again = trim_workload({**obj, "spec": {"replicas": 1, "template": template}})
     assert again["spec"]["podLabels"] is again["metadata"]["labels"]
+
+
+def test_a_workload_keeps_the_copy_it_holds_over_an_answer_no_newer() -> None:
+    def version(rv: str, state: str) -> dict[str, Any]:
+        annotations = {"zeroscaler.io/state": state}
+        return {"metadata": {"name": "op", "resourceVersion": rv, "annotations": annotations}}
+
+    watched = version("10", "asleep")  # the watch brought the sleep's own version first
+    w = Workload(("Deployment", "ops", "op"), watched, datetime(2026, 1, 1, tzinfo=UTC))
+    w.take(version("10", "asleep"))  # then the write's answer, an equal copy
+    w.take(version("9", "awake"))  # and an older answer, late
+    assert w.obj is watched
+    assert w.status.state == "asleep"
+    newer = version("11", "awake")
+    w.take(newer)
+    assert (w.obj is newer, w.status.state) == (True, "awake")
+    unnumbered = version("", "asleep")  # versions that cannot be compared: the answer wins
+    w.take(unnumbered)
+    assert (w.obj is unnumbered, w.status.state) == (True, "asleep")
 
 
 async def test_the_lease_is_freed_only_after_the_writes_on_their_way() -> None:
