@@ -45,11 +45,28 @@ def test_resuming_a_collector_that_runs_changes_nothing() -> None:
     assert gc.isenabled()
 
 
-def test_a_cycle_that_grew_old_before_it_died_is_freed_not_frozen() -> None:
+def _old_cycle() -> weakref.ref[_Node]:
+    """A cycle that survived a collection while in use (promoted to the oldest generation),
+    then died."""
     a, b = _Node(), _Node()
     a.other, b.other = b, a
-    gone = weakref.ref(a)
-    gc.collect(1)  # it survives a collection while in use: promoted to the oldest generation
-    del a, b
+    gc.collect(1)
+    return weakref.ref(a)
+
+
+def test_a_cycle_that_grew_old_before_it_died_is_freed_not_frozen() -> None:
+    gc.freeze()  # what the test run holds already: the oldest generation starts empty
+    gone = _old_cycle()
     release_free_memory()
+    assert gone() is None
+
+
+def test_an_oldest_generation_filled_by_a_burst_is_left_to_the_full_collection() -> None:
+    gc.freeze()
+    burst = [[n] for n in range(100)]
+    gc.collect(1)
+    gone = _old_cycle()
+    release_free_memory(oldest_limit=len(burst))  # more than that: only the young are walked
+    assert gone() is not None
+    release_free_memory(full=True)
     assert gone() is None
