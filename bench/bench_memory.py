@@ -10,7 +10,10 @@
 - what a sleep's census costs for one type of 100,000 objects over 200 namespaces: reading only
   the workload's namespace from the store's index, against walking the whole type (as before);
 - what one more workload costs the controller's heap, its own state apart from its Deployment
-  as stored (`bench/workload_state.py`).
+  as stored (`bench/workload_state.py`);
+- what an Event waiting to be written holds once its workload has moved on: creating 10,000
+  workloads queues 10,000 Sleeping Events behind the scale writes, a peak whose arenas the
+  allocator keeps afterwards.
 """
 
 from __future__ import annotations
@@ -136,6 +139,7 @@ def main() -> None:
     del stores
     results.update(census_ms())
     results.update(workload_state())
+    results.update(waiting_events())
     save_json("memory", results)
 
 
@@ -159,6 +163,55 @@ def workload_state() -> dict[str, float]:
         f"{growth.large.seconds:.1f} s"
     )
     return results
+
+
+def waiting_events(count: int = 10_000) -> dict[str, float]:
+    """Heap held by `count` waiting Sleeping Events, one a workload, once each workload has taken
+    a newer version of itself; each workload's own copies are counted out."""
+    import tracemalloc
+    from datetime import UTC, datetime
+    from typing import cast
+
+    from bench.bench_controller import NAMESPACE
+    from bench.workload_state import _deployment
+    from zeroscaler.controller.reporting import Reporter
+    from zeroscaler.controller.workload import Workload, trim_workload
+    from zeroscaler.events import EventRecorder
+    from zeroscaler.kube import Kube
+
+    def version(i: int, rv: int) -> dict[str, Any]:
+        obj = json.loads(json.dumps(_deployment(i)))  # new strings, as each answer brings
+        obj["metadata"]["resourceVersion"] = str(rv)
+        return trim_workload(obj)
+
+    def held(waiting: bool) -> int:
+        # No writer ever runs: every Event stays waiting, as behind a burst of scale writes.
+        events = EventRecorder(cast(Kube, None), "bench")
+        reporter = Reporter(events, background=lambda work: work.close(), is_leader=lambda: True)
+        now = datetime.now(UTC)
+        workloads = [
+            Workload(("Deployment", NAMESPACE, f"op-{i:05d}"), version(i, 100 + i), now)
+            for i in range(count)
+        ]
+        gc.collect()
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        for i, w in enumerate(workloads):
+            if waiting:
+                reason = "idle for 2s: scaled from 1 to 0 replicas; wakes on a change to "
+                reporter.event(w, "Normal", "Sleeping", f"{reason}Kind{i % 50:02d}.bench.io")
+            w.take(version(i, 1_000_000 + i))  # the workload moves on
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - before
+        tracemalloc.stop()
+        assert reporter.pending == (count if waiting else 0)
+        return grown
+
+    per_event = (held(True) - held(False)) / count
+    if per_event <= 0:  # nothing measured: the Events held nothing, or were never kept
+        raise SystemExit(f"waiting Events: {per_event:.0f} bytes each, nothing to judge")
+    print(f"an Event waiting, its workload moved on: {per_event:.0f} bytes of heap ({count:,})")
+    return {"waiting_event_bytes": per_event}
 
 
 def census_ms() -> dict[str, float]:
