@@ -1,14 +1,19 @@
-"""The collector paused for a start's catch-up and run again after it; old garbage never frozen."""
+"""The collector paused for a start's catch-up and run again after it; old garbage never frozen;
+the API client's answers freed without it."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import weakref
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
 from zeroscaler.controller.memory import pause_collection, release_free_memory, resume_collection
+from zeroscaler.credentials import ClusterAccess
+from zeroscaler.kube import Kube
 
 
 class _Node:
@@ -70,3 +75,40 @@ def test_an_oldest_generation_filled_by_a_burst_is_left_to_the_full_collection()
     assert gone() is not None
     release_free_memory(full=True)
     assert gone() is None
+
+
+def _answers_kept(serve: str) -> tuple[list[weakref.ref[httpx.Response]], list[object]]:
+    """Responses the API client got, as weak references, from a fake API answering GETs with a
+    list and watches with two events; and what the client returned of them."""
+    answers: list[weakref.ref[httpx.Response]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.params.get("watch") == "true":
+            lines = b'{"type":"ADDED","object":{}}\n{"type":"DELETED","object":{}}\n'
+            response = httpx.Response(200, stream=httpx.ByteStream(lines))
+        else:
+            response = httpx.Response(200, json={"items": [{"metadata": {"name": "a"}}]})
+        answers.append(weakref.ref(response))
+        return response
+
+    async def use() -> list[object]:
+        async with Kube(
+            ClusterAccess(server="https://127.0.0.1:1"), transport=httpx.MockTransport(handler)
+        ) as kube:
+            if serve == "watch":
+                return [e async for e in kube.watch("/api/v1/configmaps", resource_version="1")]
+            return [await kube.get("/api/v1/configmaps") for _ in range(3)]
+
+    return answers, asyncio.run(use())
+
+
+@pytest.mark.parametrize("serve", ["list", "watch"])
+def test_an_answer_is_freed_once_read_without_the_collector(serve: str) -> None:
+    # httpx's stream refers back to its response: with the collector paused for a start, every
+    # list page's body stayed until it ran again (100 MB at 10,000 workloads).
+    gc.collect()
+    gc.disable()
+    answers, got = _answers_kept(serve)
+    assert len(got) == (2 if serve == "watch" else 3)
+    assert answers, "the fake API was never asked"
+    assert [a() for a in answers] == [None] * len(answers)
