@@ -14,6 +14,9 @@
 - what an Event waiting to be written holds once its workload has moved on: creating 10,000
   workloads queues 10,000 Sleeping Events behind the scale writes, a peak whose arenas the
   allocator keeps afterwards.
+- how big one controller process gets, settled and at its peak, holding 1,000, 10,000 and
+  100,000 workloads over 20 watched objects each (`bench/one_process.py`): whether one process
+  holds 100,000 within 1 GB, which `docs/scaling.md` takes as the point to shard.
 """
 
 from __future__ import annotations
@@ -140,7 +143,34 @@ def main() -> None:
     results.update(census_ms())
     results.update(workload_state())
     results.update(waiting_events())
+    results.update(one_process())
     save_json("memory", results)
+
+
+ONE_PROCESS_SIZES = ((1_000, 20_000), (10_000, 200_000), (100_000, 2_000_000))
+GB = 1e9
+
+
+def one_process(sizes: Iterable[tuple[int, int]] = ONE_PROCESS_SIZES) -> dict[str, float]:
+    """One controller holding each size, in a process of its own; whether it stays in 1 GB."""
+    from bench.one_process import measure
+
+    results: dict[str, float] = {}
+    for workloads, objects in sizes:
+        print(f"one process, {workloads:,} workloads over {objects:,} objects:", flush=True)
+        size = measure(workloads, objects)
+        resident, peak = size.resident_mb * 2**20, size.peak_mb * 2**20
+        for name, value in (("resident", resident), ("peak", peak)):
+            results[f"one_process_{workloads}_{name}_bytes"] = value
+        results[f"one_process_{workloads}_seconds"] = size.seconds
+        verdict = "within" if peak <= GB else "over"
+        print(
+            f"  {resident / 1e6:,.0f} MB resident once all are reconciled, {peak / 1e6:,.0f} MB at "
+            f"the peak ({verdict} 1 GB); every workload reconciled {size.seconds:.1f} s from "
+            f"the start, with an API that answers at once",
+            flush=True,
+        )
+    return results
 
 
 def workload_state() -> dict[str, float]:

@@ -1,0 +1,177 @@
+"""How big one controller process gets at a size, measured rather than extrapolated.
+
+`docs/scaling.md` asks whether one process can hold 100,000 workloads within 1 GB, the point at
+which the workloads would have to be sharded across replicas. Its arithmetic summed costs measured
+one by one; this runs the real `Scaler` over an API served by a function (as
+`bench/workload_state.py` does) with W asleep Deployments and O watched objects in their scopes,
+shaped as the scale row makes them, and reads the process's resident size once every workload is
+reconciled and the start's catch-up is over. Both the workloads' and the objects' lists are made
+page by page as they are asked for, so the fake API holds none of them.
+
+Each size runs in a process of its own (`python -m bench.one_process W O`), so nothing of one size
+stays resident in the next. What it leaves out: the API server's latency (a restart here is the
+controller's own work only) and the Sleeping Events of the sleeps (the workloads start asleep).
+The workloads' census annotations are left out too: a census recorded for types that now hold
+objects would wake them all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import logging
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import httpx
+
+from bench.bench_controller import GROUP, SCOPES, TYPES, kind_of
+from bench.bench_memory import _api_object, _rss_mb
+from bench.workload_state import FakeAPI, _deployment, _Failures
+from zeroscaler.controller.scaler import CATCH_UP_BOUND, Scaler
+from zeroscaler.controller.settings import Settings
+from zeroscaler.core.annotations import CENSUS
+from zeroscaler.credentials import ClusterAccess
+from zeroscaler.kube import Kube
+
+LIMIT_SECONDS = 1_200.0  # to hold 100,000 workloads over 2,000,000 objects, with room
+
+
+def _uncensused(i: int) -> dict[str, Any]:
+    obj = _deployment(i)
+    del obj["metadata"]["annotations"][CENSUS]
+    return obj
+
+
+class LoadedAPI(FakeAPI):
+    """FakeAPI with `workloads` Deployments and `objects` watched objects, spread evenly over
+    the 50 types and, within a type, over the namespaces its workloads watch."""
+
+    def __init__(self, workloads: int, objects: int) -> None:
+        super().__init__(0)
+        self.workloads, self.per_type = workloads, objects // TYPES
+        self.scopes = max(1, min(SCOPES, workloads // TYPES))
+        self.served = 0  # objects and workloads sent, to check that all were
+        self._types = {f"/apis/{GROUP}/v1/{kind_of(t)[1]}": t for t in range(TYPES)}
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        path, params = request.url.path, request.url.params
+        if request.method == "GET" and params.get("watch") not in ("true", "1"):
+            if path == "/apis/apps/v1/deployments":
+                return self._page(params, self.workloads, _uncensused)
+            t = self._types.get(path)
+            if t is not None:
+                return self._page(
+                    params, self.per_type, lambda n: _api_object(t, n % self.scopes, n)
+                )
+        return await super().__call__(request)
+
+    def _page(
+        self, params: httpx.QueryParams, total: int, make: Callable[[int], dict[str, Any]]
+    ) -> httpx.Response:
+        start = int(params.get("continue") or 0)
+        end = min(total, start + int(params.get("limit") or total))
+        items = [make(n) for n in range(start, end)]
+        self.served += len(items)
+        meta = {"resourceVersion": "1000000", "continue": str(end) if end < total else ""}
+        body = {"kind": "List", "metadata": meta, "items": items}
+        return httpx.Response(200, content=json.dumps(body, separators=(",", ":")).encode())
+
+
+@dataclass(frozen=True)
+class Size:
+    workloads: int
+    objects: int
+    resident_mb: float  # once all are reconciled and the catch-up's collection has run
+    peak_mb: float  # the most the process held on the way (VmHWM)
+    seconds: float  # start to every workload reconciled, with an API that answers at once
+
+
+def _peak_mb() -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+async def hold(workloads: int, objects: int, limit: float = LIMIT_SECONDS) -> Size:
+    """Start a Scaler over the loaded API; its size once it holds everything."""
+    fake = LoadedAPI(workloads, objects)
+    began = time.monotonic()
+    settings = Settings(streaming_lists=False, metrics_port=0)
+    kube = Kube(
+        ClusterAccess(server="https://127.0.0.1:1"),
+        max_connections=settings.max_connections,
+        transport=httpx.MockTransport(fake),
+    )
+    scaler = Scaler(kube, settings)
+    failures = _Failures()
+    logging.getLogger("zeroscaler").addHandler(failures)
+    run = asyncio.create_task(scaler.run())
+    last = time.monotonic()
+    try:
+        while True:
+            await asyncio.sleep(0.5)
+            held = sum(1 for w in scaler.workloads.values() if w.managed and w.watch.interest)
+            if held == workloads and not len(scaler.queue) and _all_listed(scaler):
+                break
+            if failures.messages:
+                raise RuntimeError(f"the controller failed: {failures.messages[0]}")
+            if time.monotonic() - began > limit:
+                raise RuntimeError(f"{held} of {workloads} workloads managed after {limit:.0f} s")
+            if time.monotonic() - last > 30:
+                last = time.monotonic()
+                print(f"  {held:,} of {workloads:,} workloads managed", flush=True)
+        seconds = time.monotonic() - began
+        stored = sum(len(i.store) for r in scaler.hub.resources if (i := scaler.hub.informer(r)))
+        if stored != fake.per_type * TYPES:
+            raise RuntimeError(f"{stored} objects stored, not {fake.per_type * TYPES}")
+        # The catch-up's end (`Scaler._end_catch_up`) collects, freezes and trims once the queue
+        # is idle; wait for it rather than measure the heap of the catch-up.
+        for _ in range(int(CATCH_UP_BOUND * 2)):
+            if gc.isenabled():
+                break
+            await asyncio.sleep(0.5)
+        else:
+            raise RuntimeError("the start's catch-up never ended")
+        return Size(workloads, stored, _rss_mb(), _peak_mb(), seconds)
+    finally:
+        logging.getLogger("zeroscaler").removeHandler(failures)
+        run.cancel()
+        await asyncio.gather(run, return_exceptions=True)
+
+
+def _all_listed(scaler: Scaler) -> bool:
+    informers = [scaler.hub.informer(r) for r in scaler.hub.resources]
+    return len(informers) == TYPES and all(i is not None and i.synced.is_set() for i in informers)
+
+
+def measure(workloads: int, objects: int) -> Size:
+    """One size, in a process of its own: nothing of another size is resident beside it."""
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.one_process", str(workloads), str(objects)],
+        check=True,
+        stdout=subprocess.PIPE,
+        text=True,
+    ).stdout
+    for line in out.splitlines():
+        if line.startswith("{"):
+            return Size(**json.loads(line))
+        print(line, flush=True)
+    raise RuntimeError(f"no result from the run at {workloads} workloads: {out[-500:]}")
+
+
+def main() -> None:
+    workloads, objects = int(sys.argv[1]), int(sys.argv[2])
+    size = asyncio.run(hold(workloads, objects))
+    print(json.dumps(asdict(size)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
