@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from zeroscaler.core.activity import (
+    MANAGER,
     Activity,
     Change,
     Interest,
@@ -15,6 +16,7 @@ from zeroscaler.core.activity import (
     newest_change_time,
     shrink,
     working_namespaces,
+    writes,
 )
 from zeroscaler.core.durations import parse_time
 from zeroscaler.core.kinds import APIResource
@@ -350,12 +352,47 @@ def test_shrink_keeps_what_the_rules_read() -> None:
         "generation": 3,
         "labels": {"a": "b"},
         "ownerReferences": OWNER,
-        "managedFields": (("op", "Update", "", "2026-01-01T09:10:00Z"),),
+        "managedFields": ("op", "Update", "", "2026-01-01T09:10:00Z"),  # flat, 4 strings an entry
     }
+    assert list(writes(small["metadata"])) == [("op", "Update", "", "2026-01-01T09:10:00Z")]
     assert newest_change_time(small["metadata"]) == parse_time("2026-01-01T09:10:00Z")
     assert small.get("spec") is None
+    assert "spec" not in small
+    assert "metadata" in small
+    assert "labels" in small["metadata"]
+    with pytest.raises(KeyError):
+        small["metadata"]["finalizers"]
     change = Change("MODIFIED", small, shrink({"metadata": {**raw["metadata"], "generation": 2}}))
     assert find_activity(change, WIDGET, INTEREST) is not None
+
+
+@pytest.mark.parametrize("version", ["7", "18446744073709551616", "007", "v3", "", "0"])
+def test_a_stored_resource_version_reads_back_as_it_came(version: str) -> None:
+    small = shrink({"metadata": {"name": "a", "resourceVersion": version}})
+    assert small["metadata"].get("resourceVersion") == (version or None)
+
+
+@pytest.mark.parametrize(
+    "meta", [{}, {"name": "a"}, {"labels": {"a": "b"}}, {"generation": 2}, {"generation": 0}]
+)
+def test_stored_metadata_is_a_mapping_of_what_it_kept(meta: dict[str, Any]) -> None:
+    small = shrink({"metadata": meta})["metadata"]
+    kept = {k: v for k, v in meta.items() if v}
+    assert dict(small) == kept
+    assert len(small) == len(kept)
+    assert bool(small) is bool(kept)  # `get("metadata") or {}` reads an empty one as none
+
+
+def test_stored_writes_are_read_as_listed() -> None:
+    fields = [mf("op", "2026-01-01T09:10:00Z"), mf(MANAGER, "2026-01-02T00:00:00Z")]
+    listed = {"name": "a", "managedFields": fields, "creationTimestamp": "2026-01-01T00:00:00Z"}
+    small = shrink({"metadata": listed})["metadata"]
+    assert list(writes(small)) == list(writes(listed))
+    assert len(list(writes(small))) == 2
+    assert newest_change_time(small) == newest_change_time(listed)
+    assert "creationTimestamp" not in small  # the writes' times say as much
+    plain = shrink({"metadata": {"name": "a", "creationTimestamp": "2026-01-01T00:00:00Z"}})
+    assert newest_change_time(plain["metadata"]) == parse_time("2026-01-01T00:00:00Z")
 
 
 def test_rbac_resource_names_limit_what_counts() -> None:

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from zeroscaler.core.activity import MANAGER, Interest, Meta, Scope, is_in_interest
+from zeroscaler.core.activity import MANAGER, Interest, Meta, Scope, is_in_interest, writes
 from zeroscaler.core.annotations import CENSUS, PREFIX, Problem
 from zeroscaler.core.kinds import APIResource
 
@@ -66,7 +66,7 @@ def _fingerprint_text(meta: Meta, resource: APIResource) -> str:
         meta.get("finalizers") or (),
         meta.get("ownerReferences") or (),
         meta.get("deletionTimestamp") or "",
-        sorted(_writes_by_others(meta.get("managedFields") or ())),
+        sorted(_writes_by_others(meta)),
     ]
     if (resource.group, resource.kind) not in _SCALED:
         parts.append(meta.get("generation") or 0)
@@ -169,13 +169,8 @@ def parse_census(text: str) -> tuple[dict[str, Tally], list[Problem]]:
     return census, problems
 
 
-def _writes_by_others(entries: Iterable[Any]) -> Iterable[tuple[str, str, str]]:
+def _writes_by_others(meta: Meta) -> Iterable[tuple[str, str, str]]:
     """managedFields entries (manager, operation, time) of writes that were not status-only."""
-    for entry in entries:
-        if isinstance(entry, Mapping):
-            manager, operation = str(entry.get("manager", "")), str(entry.get("operation", ""))
-            subresource, time = str(entry.get("subresource", "")), str(entry.get("time", ""))
-        else:
-            manager, operation, subresource, time = entry
+    for manager, operation, subresource, time in writes(meta):
         if manager != MANAGER and subresource != "status":
             yield manager, operation, time
