@@ -34,6 +34,7 @@ from typing import Any
 from bench.saved import save_json
 
 OBJECTS = 50_000
+MADE_FROM = 1_764_410_400  # 2025-11-29T10:00:00Z: the bench's objects were made in the year after
 CENSUS_OBJECTS = 100_000
 CENSUS_NAMESPACES = 200  # as the scale row's 10,000 workloads: 50 a namespace, each type in each
 
@@ -57,7 +58,9 @@ def _rss_mb() -> float:
 
 
 def _api_object(t: int, k: int, i: int) -> dict[str, Any]:
-    """One item of a PartialObjectMetadataList, as JSON decoding makes it."""
+    """One item of a PartialObjectMetadataList, as JSON decoding makes it: each made in a second
+    of its own, as objects made over months are (one made in a burst shares its time)."""
+    made = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(MADE_FROM + t * 600_000 + i))
     raw = {
         "kind": "PartialObjectMetadata",
         "apiVersion": "meta.k8s.io/v1",
@@ -68,13 +71,13 @@ def _api_object(t: int, k: int, i: int) -> dict[str, Any]:
             "uid": f"6d1c1d9e-1c1f-4c2a-9d3b-{t:04d}{k:04d}{i:04d}",
             "resourceVersion": str(1_000_000 + t * 10_000 + k * 100 + i),
             "generation": 1,
-            "creationTimestamp": "2026-11-29T10:00:00Z",
+            "creationTimestamp": made,
             "managedFields": [
                 {
                     "manager": "python-httpx",
                     "operation": "Update",
                     "apiVersion": "bench.zeroscaler.example.com/v1",
-                    "time": "2026-11-29T10:00:00Z",
+                    "time": made,
                     "fieldsType": "FieldsV1",
                     "fieldsV1": {"f:metadata": {"f:generateName": {}}},
                 }

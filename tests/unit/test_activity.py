@@ -352,7 +352,7 @@ def test_shrink_keeps_what_the_rules_read() -> None:
         "generation": 3,
         "labels": {"a": "b"},
         "ownerReferences": OWNER,
-        "managedFields": ("op", "Update", "", "2026-01-01T09:10:00Z"),  # flat, 4 strings an entry
+        "managedFields": (("op", "Update", "", "2026-01-01T09:10:00Z"),),
     }
     assert list(writes(small["metadata"])) == [("op", "Update", "", "2026-01-01T09:10:00Z")]
     assert newest_change_time(small["metadata"]) == parse_time("2026-01-01T09:10:00Z")
@@ -381,6 +381,34 @@ def test_stored_metadata_is_a_mapping_of_what_it_kept(meta: dict[str, Any]) -> N
     assert dict(small) == kept
     assert len(small) == len(kept)
     assert bool(small) is bool(kept)  # `get("metadata") or {}` reads an empty one as none
+
+
+@pytest.mark.parametrize(
+    "when",
+    [
+        "2026-01-01T09:10:00Z",
+        "1969-12-31T23:59:59Z",
+        "2026-01-01T09:10:00.5Z",  # not as the API server writes times: kept as text
+        "2026-01-01T09:10:00+02:00",
+        "2026-02-30T00:00:00Z",  # no such day
+        "2016-12-31T23:59:60Z",  # a leap second
+        "2026-01-01 09:10:00Z",
+        "",
+    ],
+)
+def test_a_stored_write_time_reads_back_as_it_came(when: str) -> None:
+    small = shrink({"metadata": {"name": "a", "managedFields": [mf("op", when)]}})["metadata"]
+    assert list(writes(small)) == [("op", "Update", "", when)]
+
+
+def test_objects_by_the_same_writers_share_them() -> None:
+    def stored(when: str) -> Any:
+        fields = [mf("op", when), mf("kubelet", when, "status")]
+        return shrink({"metadata": {"name": "a", "managedFields": fields}})["metadata"]
+
+    one, two = stored("2026-01-01T09:10:00Z"), stored("2026-03-01T00:00:00Z")
+    assert one._writers is two._writers
+    assert [w[3] for w in writes(two)] == ["2026-03-01T00:00:00Z"] * 2
 
 
 def test_stored_writes_are_read_as_listed() -> None:

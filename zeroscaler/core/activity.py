@@ -5,8 +5,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
+from functools import lru_cache
 from operator import attrgetter
+from time import gmtime, strftime
 from typing import Any, Literal
 
 from zeroscaler.core.annotations import FIELD_MANAGER, LEADER_ANNOTATION
@@ -186,43 +188,44 @@ def controller_owner(meta: Meta) -> GroupKind | None:
 
 def newest_change_time(meta: Meta) -> datetime | None:
     """The latest time someone other than zeroscaler changed more than the status."""
-    times = [
-        time
-        for manager, _, subresource, time in writes(meta)
-        if time and subresource != "status" and manager != MANAGER
-    ]
-    if meta.get("creationTimestamp"):
-        times.append(str(meta["creationTimestamp"]))
-    parsed = []
-    for text in times:
-        try:
-            parsed.append(parse_time(text))
-        except ValueError:
-            continue
-    return max(parsed, default=None)
+    times = [_as_time(meta.get("creationTimestamp"))]
+    for manager, _, subresource, when in _writes_at(meta):
+        if subresource != "status" and manager != MANAGER:
+            times.append(_as_time(when))
+    return max(filter(None, times), default=None)
+
+
+def _as_time(when: int | str | None) -> datetime | None:
+    """A time as listed (text) or as `shrink` keeps it (seconds); None if it is none."""
+    if isinstance(when, int):
+        return datetime.fromtimestamp(when, UTC)
+    try:
+        return parse_time(str(when)) if when else None
+    except ValueError:
+        return None
 
 
 def shrink(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     """Keep only the metadata the activity rules read, compactly: 200,000 objects stay cheap."""
     meta: Meta = obj.get("metadata") or {}
-    fields = meta.get("managedFields")
-    written = tuple(sys.intern(x) for e in fields for x in _entry(e)) if fields else ()
+    entries = [_entry(e) for e in meta.get("managedFields") or ()]
     keys: list[str] = []
     values: list[Any] = []
     for attr in _RARER:
         if meta.get(attr):
             keys.append(attr)
             values.append(meta[attr])
-    if not written and meta.get("creationTimestamp"):
+    if not entries and meta.get("creationTimestamp"):
         keys.append("creationTimestamp")
         # Objects made in one burst share their second: one string for all of them.
         values.append(sys.intern(str(meta["creationTimestamp"])))
     return MetadataOnly(
         str(meta.get("name") or ""),
         sys.intern(str(meta.get("namespace") or "")),
-        _compact_version(str(meta.get("resourceVersion") or "")),
+        str(meta.get("resourceVersion") or ""),
         meta.get("generation") or 0,
-        written,
+        _shared_writers(tuple((m, o, s) for m, o, s, _ in entries)),
+        entries[0][3] if len(entries) == 1 else tuple(t for *_, t in entries),
         Compact(tuple(keys), tuple(values)) if keys else None,
     )
 
@@ -238,16 +241,53 @@ def _compact_version(version: str) -> int | str:
     return version
 
 
+Writer = tuple[str, str, str]  # a managedFields entry's manager, operation and subresource
+_writer_sets: dict[tuple[Writer, ...], tuple[Writer, ...]] = {}
+
+
+def _shared_writers(writers: tuple[Writer, ...]) -> tuple[Writer, ...]:
+    """One copy of each list of writers: a cluster has few (a manager per controller), and its
+    objects share them."""
+    found = _writer_sets.get(writers)
+    if found is None:
+        if len(_writer_sets) >= 10_000:  # a churn of odd managers loses sharing, never memory
+            _writer_sets.clear()
+        found = _writer_sets[writers] = writers
+    return found
+
+
+def _compact_time(text: str) -> int | str:
+    """A time as the API server writes it (2026-01-02T03:04:05Z) as seconds since the epoch, 32
+    bytes where its text is 69; any other text as it came."""
+    if len(text) != 20 or not text.isascii() or text[4::3] != "--T::Z":
+        return text
+    try:
+        return int(datetime.fromisoformat(text).timestamp())
+    except ValueError:  # no such day or second
+        return text
+
+
+@lru_cache(maxsize=4096)
+def _time_text(seconds: int) -> str:
+    return strftime("%Y-%m-%dT%H:%M:%SZ", gmtime(seconds))
+
+
 def writes(meta: Meta) -> Iterator[tuple[str, str, str, str]]:
-    """The managedFields entries as (manager, operation, subresource, time), whether as listed
-    (mappings) or as `shrink` keeps them (one flat tuple, four strings an entry)."""
-    fields = meta.get("managedFields") or ()
-    if type(fields) is tuple and fields and type(fields[0]) is str:
-        if len(fields) == 4:  # one entry, most objects: the tuple is the entry
-            return iter((fields,))
-        strings = iter(fields)
-        return zip(strings, strings, strings, strings, strict=True)
-    return map(_entry, fields)
+    """The managedFields entries as (manager, operation, subresource, time), from an object as
+    listed or as `shrink` keeps it."""
+    if type(meta) is MetadataOnly:
+        return (
+            (manager, operation, subresource, when if type(when) is str else _time_text(when))
+            for manager, operation, subresource, when in meta.writes_at()
+        )
+    return map(_entry, meta.get("managedFields") or ())
+
+
+def _writes_at(meta: Meta) -> Iterator[tuple[str, str, str, int | str]]:
+    """As `writes`, with a time `shrink` keeps as seconds left as it is."""
+    if type(meta) is MetadataOnly:
+        return meta.writes_at()
+    return map(_entry, meta.get("managedFields") or ())
 
 
 class Compact(Mapping[str, Any]):
@@ -303,23 +343,30 @@ class MetadataOnly(Mapping[str, Any]):
     "metadata" gives the object itself (no wrapper object), anything else reads as the metadata.
 
     Every stored object is one of these, 2,000,000 at 100,000 workloads, so each field costs 2 MB
-    a byte: the fields every object has are slots (a resourceVersion of digits as an int, the
-    managedFields as one flat tuple), the rarer ones one `Compact`, or None.
+    a byte. The fields every object has are slots: a resourceVersion of digits as an int, the
+    managedFields as the writers (a tuple shared with every object they wrote) and the times,
+    one alone or a tuple, each as seconds where it reads back the same. The rarer fields are one
+    `Compact`, or None.
     """
 
-    __slots__ = ("_generation", "_name", "_namespace", "_rarer", "_version", "_written")
+    __slots__ = ("_generation", "_name", "_namespace", "_rarer", "_times", "_version", "_writers")
 
     def __init__(
         self,
         name: str,
         namespace: str,
-        version: int | str,
+        version: str,
         generation: int,
-        written: tuple[str, ...],
+        writers: tuple[Writer, ...],
+        times: str | tuple[str, ...],
         rarer: Compact | None,
     ) -> None:
-        self._name, self._namespace, self._version = name, namespace, version
-        self._generation, self._written, self._rarer = generation, written, rarer
+        self._name, self._namespace = name, namespace
+        self._version = _compact_version(version)
+        self._generation, self._writers, self._rarer = generation, writers, rarer
+        self._times: int | str | tuple[int | str, ...] = (
+            _compact_time(times) if isinstance(times, str) else tuple(map(_compact_time, times))
+        )
 
     def get(self, key: str, default: Any = None) -> Any:
         read = _FIELDS.get(key)
@@ -330,8 +377,18 @@ class MetadataOnly(Mapping[str, Any]):
         value = read(self)
         return value if value else default  # an empty field is an absent one, as when listed
 
+    def writes_at(self) -> Iterator[tuple[str, str, str, int | str]]:
+        """The managedFields entries as (manager, operation, subresource, time), each time as
+        kept: seconds since the epoch, or the text it came as (`writes` reads them as text)."""
+        times = self._times if isinstance(self._times, tuple) else (self._times,)
+        for (manager, operation, subresource), when in zip(self._writers, times, strict=True):
+            yield manager, operation, subresource, when
+
     def _resource_version(self) -> str:
         return self._version if type(self._version) is str else str(self._version)
+
+    def _managed_fields(self) -> tuple[tuple[str, str, str, str], ...]:
+        return tuple(writes(self))
 
     def __getitem__(self, key: str) -> Any:
         value = self.get(key, _ABSENT)
@@ -366,5 +423,5 @@ _FIELDS: dict[str, Callable[[MetadataOnly], Any]] = {
     "namespace": attrgetter("_namespace"),
     "resourceVersion": MetadataOnly._resource_version,
     "generation": attrgetter("_generation"),
-    "managedFields": attrgetter("_written"),
+    "managedFields": MetadataOnly._managed_fields,
 }
