@@ -373,7 +373,15 @@ def test_a_stored_resource_version_reads_back_as_it_came(version: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "meta", [{}, {"name": "a"}, {"labels": {"a": "b"}}, {"generation": 2}, {"generation": 0}]
+    "meta",
+    [
+        {},
+        {"name": "a"},
+        {"labels": {"a": "b"}},
+        {"generation": 2},
+        {"generation": 0},
+        {"name": "a", "creationTimestamp": "2026-01-01T00:00:00Z"},  # kept with no writes only
+    ],
 )
 def test_stored_metadata_is_a_mapping_of_what_it_kept(meta: dict[str, Any]) -> None:
     small = shrink({"metadata": meta})["metadata"]

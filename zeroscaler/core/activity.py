@@ -209,24 +209,21 @@ def shrink(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     """Keep only the metadata the activity rules read, compactly: 200,000 objects stay cheap."""
     meta: Meta = obj.get("metadata") or {}
     entries = [_entry(e) for e in meta.get("managedFields") or ()]
-    keys: list[str] = []
-    values: list[Any] = []
-    for attr in _RARER:
-        if meta.get(attr):
-            keys.append(attr)
-            values.append(meta[attr])
-    if not entries and meta.get("creationTimestamp"):
-        keys.append("creationTimestamp")
-        # Objects made in one burst share their second: one string for all of them.
-        values.append(sys.intern(str(meta["creationTimestamp"])))
+    times: int | str | tuple[int | str, ...]
+    if entries:
+        times = tuple(_compact_time(when) for *_, when in entries)
+        times = times[0] if len(times) == 1 else times
+    else:  # its creation time is its only one; those made in one burst share its text
+        times = sys.intern(str(meta.get("creationTimestamp") or ""))
+    keys = tuple(attr for attr in _RARER if meta.get(attr))
     return MetadataOnly(
         str(meta.get("name") or ""),
         sys.intern(str(meta.get("namespace") or "")),
-        str(meta.get("resourceVersion") or ""),
+        _compact_version(str(meta.get("resourceVersion") or "")),
         meta.get("generation") or 0,
         _shared_writers(tuple((m, o, s) for m, o, s, _ in entries)),
-        entries[0][3] if len(entries) == 1 else tuple(t for *_, t in entries),
-        Compact(tuple(keys), tuple(values)) if keys else None,
+        times,
+        Compact(keys, tuple(meta[k] for k in keys)) if keys else None,
     )
 
 
@@ -345,8 +342,9 @@ class MetadataOnly(Mapping[str, Any]):
     Every stored object is one of these, 2,000,000 at 100,000 workloads, so each field costs 2 MB
     a byte. The fields every object has are slots: a resourceVersion of digits as an int, the
     managedFields as the writers (a tuple shared with every object they wrote) and the times,
-    one alone or a tuple, each as seconds where it reads back the same. The rarer fields are one
-    `Compact`, or None.
+    one alone or a tuple, each as seconds where it reads back the same. The creation time is
+    kept only for an object without managedFields (the writes' times are no earlier), in the
+    times' slot. The rarer fields are one `Compact`, or None.
     """
 
     __slots__ = ("_generation", "_name", "_namespace", "_rarer", "_times", "_version", "_writers")
@@ -355,18 +353,15 @@ class MetadataOnly(Mapping[str, Any]):
         self,
         name: str,
         namespace: str,
-        version: str,
+        version: int | str,
         generation: int,
         writers: tuple[Writer, ...],
-        times: str | tuple[str, ...],
+        times: int | str | tuple[int | str, ...],
         rarer: Compact | None,
     ) -> None:
-        self._name, self._namespace = name, namespace
-        self._version = _compact_version(version)
+        self._name, self._namespace, self._version = name, namespace, version
         self._generation, self._writers, self._rarer = generation, writers, rarer
-        self._times: int | str | tuple[int | str, ...] = (
-            _compact_time(times) if isinstance(times, str) else tuple(map(_compact_time, times))
-        )
+        self._times = times
 
     def get(self, key: str, default: Any = None) -> Any:
         read = _FIELDS.get(key)
@@ -380,9 +375,14 @@ class MetadataOnly(Mapping[str, Any]):
     def writes_at(self) -> Iterator[tuple[str, str, str, int | str]]:
         """The managedFields entries as (manager, operation, subresource, time), each time as
         kept: seconds since the epoch, or the text it came as (`writes` reads them as text)."""
+        if not self._writers:
+            return
         times = self._times if isinstance(self._times, tuple) else (self._times,)
         for (manager, operation, subresource), when in zip(self._writers, times, strict=True):
             yield manager, operation, subresource, when
+
+    def _creation_time(self) -> int | str | tuple[int | str, ...]:
+        return "" if self._writers else self._times
 
     def _resource_version(self) -> str:
         return self._version if type(self._version) is str else str(self._version)
@@ -424,4 +424,5 @@ _FIELDS: dict[str, Callable[[MetadataOnly], Any]] = {
     "resourceVersion": MetadataOnly._resource_version,
     "generation": attrgetter("_generation"),
     "managedFields": MetadataOnly._managed_fields,
+    "creationTimestamp": MetadataOnly._creation_time,
 }
