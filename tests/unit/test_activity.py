@@ -396,6 +396,8 @@ def test_stored_metadata_is_a_mapping_of_what_it_kept(meta: dict[str, Any]) -> N
     [
         "2026-01-01T09:10:00Z",
         "1969-12-31T23:59:59Z",
+        "0001-01-01T00:00:00Z",  # Go's zero time: the year would lose its zeros
+        "0999-12-31T23:59:59Z",
         "2026-01-01T09:10:00.5Z",  # not as the API server writes times: kept as text
         "2026-01-01T09:10:00+02:00",
         "2026-02-30T00:00:00Z",  # no such day

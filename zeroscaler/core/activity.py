@@ -256,7 +256,8 @@ def _shared_writers(writers: tuple[Writer, ...]) -> tuple[Writer, ...]:
 def _compact_time(text: str) -> int | str:
     """A time as the API server writes it (2026-01-02T03:04:05Z) as seconds since the epoch, 32
     bytes where its text is 69; any other text as it came."""
-    if len(text) != 20 or not text.isascii() or text[4::3] != "--T::Z":
+    # A year before 1000 would be written back without its leading zeros.
+    if len(text) != 20 or not text.isascii() or text[4::3] != "--T::Z" or text[0] == "0":
         return text
     try:
         return int(datetime.fromisoformat(text).timestamp())
