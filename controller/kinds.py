@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 
 from zeroscaler.cluster import ClusterView
-from zeroscaler.controller.sharing import shared_mapping
 from zeroscaler.controller.workload import Workload
 from zeroscaler.core.activity import GroupKind
 from zeroscaler.core.annotations import (
@@ -17,6 +16,7 @@ from zeroscaler.core.annotations import (
 from zeroscaler.core.inference import infer_kinds
 from zeroscaler.core.kinds import parse_kind_refs
 from zeroscaler.core.policy import DEFAULT_POLICY
+from zeroscaler.core.sharing import shared_mapping
 
 
 def settle_kinds(

@@ -16,7 +16,6 @@ from zeroscaler.controller.kinds import settle_kinds
 from zeroscaler.controller.queue import KeyedQueue, WakeGate
 from zeroscaler.controller.reporting import Reporter
 from zeroscaler.controller.scaling import Scaling
-from zeroscaler.controller.sharing import shared
 from zeroscaler.controller.subscription import Subscriptions
 from zeroscaler.controller.timers import TimerHeap
 from zeroscaler.controller.workload import (
@@ -46,6 +45,7 @@ from zeroscaler.core.decision import Decision, Observed, decide, not_ready_notic
 from zeroscaler.core.pacing import wake_retry_after
 from zeroscaler.core.policy import Policy
 from zeroscaler.core.serving import Serving, serving_notices
+from zeroscaler.core.sharing import shared
 from zeroscaler.kube import Conflict, KubeError, NotFound, urgently
 
 log = logging.getLogger(__name__)

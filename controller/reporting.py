@@ -9,9 +9,9 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from zeroscaler.controller.sharing import NOTHING
 from zeroscaler.controller.workload import Workload, WorkloadKey
 from zeroscaler.core.annotations import Notice
+from zeroscaler.core.sharing import NOTHING
 from zeroscaler.events import EventRecorder, EventType
 from zeroscaler.kube import Obj, Priority, prioritized
 

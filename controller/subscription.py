@@ -10,7 +10,6 @@ from typing import Any
 from zeroscaler.cluster import ClusterView
 from zeroscaler.controller.clock import Clock
 from zeroscaler.controller.permissions import AccessReviews
-from zeroscaler.controller.sharing import NOTHING, compact_mapping, shared
 from zeroscaler.controller.watches import WatchHub
 from zeroscaler.controller.workload import Scopes, Workload, WorkloadKey
 from zeroscaler.core.activity import (
@@ -40,6 +39,7 @@ from zeroscaler.core.census import (
 )
 from zeroscaler.core.kinds import KIND_REF_FORM, APIResource, KindRef
 from zeroscaler.core.scope import ResolvedScope, ReviewNeeded, resolve_scope
+from zeroscaler.core.sharing import NOTHING, compact_mapping, shared
 from zeroscaler.kube import KubeError, Obj
 from zeroscaler.watching import Informer
 

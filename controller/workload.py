@@ -10,7 +10,6 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
-from zeroscaler.controller.sharing import NOTHING, shared_mapping, shared_strings
 from zeroscaler.core.activity import GroupKind, Interest, Scope
 from zeroscaler.core.annotations import (
     OUR_PREFIXES,
@@ -26,6 +25,7 @@ from zeroscaler.core.annotations import (
 from zeroscaler.core.flapping import Streak, replicas_manager
 from zeroscaler.core.kinds import APIResource
 from zeroscaler.core.readiness import is_ready
+from zeroscaler.core.sharing import NOTHING, shared_mapping, shared_strings
 from zeroscaler.core.workloads import workload_path
 from zeroscaler.kube import Obj
 

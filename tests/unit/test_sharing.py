@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from zeroscaler.controller.sharing import (
+from zeroscaler.core.sharing import (
     compact_mapping,
     shared,
     shared_mapping,

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from zeroscaler.core.annotations import FIELD_MANAGER, LEADER_ANNOTATION
 from zeroscaler.core.durations import parse_time
 from zeroscaler.core.kinds import APIResource
+from zeroscaler.core.sharing import shared
 
 MANAGER = FIELD_MANAGER  # changes written only by us are never activity
 
@@ -210,25 +211,22 @@ def shrink(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     meta: Meta = obj.get("metadata") or {}
     entries = [_entry(e) for e in meta.get("managedFields") or ()]
     times: int | str | tuple[int | str, ...]
-    if entries:
-        times = tuple(_compact_time(when) for *_, when in entries)
-        times = times[0] if len(times) == 1 else times
+    if len(entries) == 1:  # most objects: one writer
+        times = _compact_time(entries[0][3])
+    elif entries:
+        times = tuple([_compact_time(e[3]) for e in entries])
     else:  # its creation time is its only one; those made in one burst share its text
         times = sys.intern(str(meta.get("creationTimestamp") or ""))
-    keys = tuple(attr for attr in _RARER if meta.get(attr))
+    rarer = [attr for attr in _RARER if meta.get(attr)]
     return MetadataOnly(
         str(meta.get("name") or ""),
         sys.intern(str(meta.get("namespace") or "")),
         _compact_version(str(meta.get("resourceVersion") or "")),
         meta.get("generation") or 0,
-        _shared_writers(tuple((m, o, s) for m, o, s, _ in entries)),
+        shared(tuple([e[:3] for e in entries])),  # a cluster has few writers
         times,
-        Compact(keys, tuple(meta[k] for k in keys)) if keys else None,
+        Compact(tuple(rarer), tuple([meta[k] for k in rarer])) if rarer else None,
     )
-
-
-# What `shrink` keeps beside the fields every object has; most objects have none of them.
-_RARER = ("deletionTimestamp", "labels", "annotations", "finalizers", "ownerReferences")
 
 
 def _compact_version(version: str) -> int | str:
@@ -239,18 +237,6 @@ def _compact_version(version: str) -> int | str:
 
 
 Writer = tuple[str, str, str]  # a managedFields entry's manager, operation and subresource
-_writer_sets: dict[tuple[Writer, ...], tuple[Writer, ...]] = {}
-
-
-def _shared_writers(writers: tuple[Writer, ...]) -> tuple[Writer, ...]:
-    """One copy of each list of writers: a cluster has few (a manager per controller), and its
-    objects share them."""
-    found = _writer_sets.get(writers)
-    if found is None:
-        if len(_writer_sets) >= 10_000:  # a churn of odd managers loses sharing, never memory
-            _writer_sets.clear()
-        found = _writer_sets[writers] = writers
-    return found
 
 
 def _compact_time(text: str) -> int | str:
@@ -273,12 +259,10 @@ def _time_text(seconds: int) -> str:
 def writes(meta: Meta) -> Iterator[tuple[str, str, str, str]]:
     """The managedFields entries as (manager, operation, subresource, time), from an object as
     listed or as `shrink` keeps it."""
-    if type(meta) is MetadataOnly:
-        return (
-            (manager, operation, subresource, when if type(when) is str else _time_text(when))
-            for manager, operation, subresource, when in meta.writes_at()
-        )
-    return map(_entry, meta.get("managedFields") or ())
+    return (
+        (manager, operation, subresource, when if type(when) is str else _time_text(when))
+        for manager, operation, subresource, when in _writes_at(meta)
+    )
 
 
 def _writes_at(meta: Meta) -> Iterator[tuple[str, str, str, int | str]]:
@@ -427,3 +411,6 @@ _FIELDS: dict[str, Callable[[MetadataOnly], Any]] = {
     "managedFields": MetadataOnly._managed_fields,
     "creationTimestamp": MetadataOnly._creation_time,
 }
+# What `shrink` keeps beside the fields every object has, of those the rules compare; most
+# objects have none of them.
+_RARER = tuple(f for f in ("deletionTimestamp", *_COMPARED) if f not in _FIELDS)
