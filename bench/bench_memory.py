@@ -88,6 +88,36 @@ def _api_object(t: int, k: int, i: int) -> dict[str, Any]:
     return decoded
 
 
+def stored_objects(*, writes: bool = True) -> list[Any]:
+    """OBJECTS objects of 50 types, kept as the shared watches keep them; `writes=False` drops
+    their managedFields."""
+    from zeroscaler.controller.watches import _shrink
+    from zeroscaler.watching import Store, key_of
+
+    stores = []
+    for t in range(50):
+        store = Store()
+        for n in range(OBJECTS // 50):
+            raw = _api_object(t, n % 20, n)
+            if not writes:
+                del raw["metadata"]["managedFields"]
+            obj = _shrink(raw)
+            store[key_of(obj)] = obj
+        stores.append(store)
+    return stores
+
+
+def measured_stores(*, writes: bool = True) -> tuple[float, list[Any]]:
+    """`stored_objects`, with the resident bytes each of them added."""
+    import zeroscaler.controller.watches  # noqa: F401  (its import is not the objects' memory)
+
+    gc.collect()
+    before = _rss_mb()
+    stores = stored_objects(writes=writes)
+    gc.collect()
+    return (_rss_mb() - before) * 1024 * 1024 / OBJECTS, stores
+
+
 def main() -> None:
     results: dict[str, float] = {}
     results["import_controller_mb"] = import_rss_mb("import zeroscaler.controller.main")
@@ -116,22 +146,18 @@ def main() -> None:
         )
 
     from zeroscaler.controller.memory import release_free_memory
-    from zeroscaler.controller.watches import _shrink
-    from zeroscaler.watching import Store, key_of
 
-    gc.collect()
-    before = _rss_mb()
-    per_type = OBJECTS // 50
-    stores = []
-    for t in range(50):
-        store = Store()
-        for n in range(per_type):
-            obj = _shrink(_api_object(t, n % 20, n))
-            store[key_of(obj)] = obj
-        stores.append(store)
-    gc.collect()
-    results["bytes_per_object"] = (_rss_mb() - before) * 1024 * 1024 / OBJECTS
+    results["bytes_per_object"], stores = measured_stores()
     print(f"stored objects: {results['bytes_per_object']:.0f} bytes each ({OBJECTS:,})")
+    # In a fresh process: the arenas the objects above left must not hold these.
+    bare = "from bench.bench_memory import measured_stores; print(measured_stores(writes=False)[0])"
+    out = subprocess.check_output([sys.executable, "-c", bare], text=True)
+    results["bytes_per_object_without_writes"] = float(out)
+    print(
+        f"stored objects without managedFields (as the scale row writes them to etcd): "
+        f"{results['bytes_per_object_without_writes']:.0f} bytes each",
+        flush=True,
+    )
 
     for label, full in (("full", True), ("routine", False)):
         pauses = []
