@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from operator import attrgetter
 from time import gmtime, strftime
+from types import MappingProxyType
 from typing import Any, Literal
 
 from zeroscaler.core.annotations import FIELD_MANAGER, LEADER_ANNOTATION
@@ -229,6 +230,15 @@ def shrink(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     )
 
 
+def rarer_fields(meta: Meta) -> Meta:
+    """Where the fields beyond those every object has (labels, annotations, finalizers, owners,
+    deletion time) are read fastest: a stored object's own few (none, for most), else the
+    metadata itself."""
+    if type(meta) is MetadataOnly:
+        return meta.rarer()
+    return meta
+
+
 def _compact_version(version: str) -> int | str:
     """A resourceVersion of digits (etcd's) as an int, 24 bytes less, if it reads back the same."""
     if version.isascii() and version.isdigit() and len(version) < 19 and version[0] != "0":
@@ -366,6 +376,10 @@ class MetadataOnly(Mapping[str, Any]):
         for (manager, operation, subresource), when in zip(self._writers, times, strict=True):
             yield manager, operation, subresource, when
 
+    def rarer(self) -> Meta:
+        """The rarer fields kept (each one set), as a mapping; empty for most objects."""
+        return _NONE if self._rarer is None else self._rarer
+
     def _creation_time(self) -> int | str | tuple[int | str, ...]:
         return "" if self._writers else self._times
 
@@ -402,6 +416,7 @@ class MetadataOnly(Mapping[str, Any]):
 
 
 _ABSENT: Any = object()
+_NONE: Meta = MappingProxyType({})
 # How each field every stored object has is read (a lookup: `get` is the hottest call of a restart).
 _FIELDS: dict[str, Callable[[MetadataOnly], Any]] = {
     "name": attrgetter("_name"),

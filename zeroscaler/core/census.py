@@ -15,7 +15,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from zeroscaler.core.activity import MANAGER, Interest, Meta, Scope, is_in_interest, writes
+from zeroscaler.core.activity import (
+    MANAGER,
+    Interest,
+    Meta,
+    Scope,
+    is_in_interest,
+    rarer_fields,
+    writes,
+)
 from zeroscaler.core.annotations import CENSUS, PREFIX, Problem
 from zeroscaler.core.kinds import APIResource
 
@@ -55,21 +63,28 @@ def _fingerprint_text(meta: Meta, resource: APIResource) -> str:
     namespace, name = meta.get("namespace") or "", meta.get("name") or ""
     if not resource.has_status:  # every update counts
         return digest_text([namespace, name, str(meta.get("resourceVersion") or "")])
-    annotations = meta.get("annotations")
+    others = sorted(_writes_by_others(meta))
+    generation = (
+        [meta.get("generation") or 0] if (resource.group, resource.kind) not in _SCALED else []
+    )
+    rarer = rarer_fields(meta)
+    if not rarer:  # most stored objects: the text of their five empty parts is always the same
+        tail = [_part_text(others) if others else "[]", *map(_part_text, generation)]
+        return f"[{_part_text(namespace)},{_part_text(name)},{_NO_RARER},{','.join(tail)}]"
+    annotations = rarer.get("annotations")
     if annotations:
         annotations = {k: v for k, v in annotations.items() if not k.startswith(PREFIX)}
     parts: list[Any] = [
         namespace,
         name,
-        meta.get("labels") or _EMPTY,
+        rarer.get("labels") or _EMPTY,
         annotations or _EMPTY,
-        meta.get("finalizers") or (),
-        meta.get("ownerReferences") or (),
-        meta.get("deletionTimestamp") or "",
-        sorted(_writes_by_others(meta)),
+        rarer.get("finalizers") or (),
+        rarer.get("ownerReferences") or (),
+        rarer.get("deletionTimestamp") or "",
+        others,
+        *generation,
     ]
-    if (resource.group, resource.kind) not in _SCALED:
-        parts.append(meta.get("generation") or 0)
     return digest_text(parts)
 
 
@@ -108,6 +123,11 @@ def _part_text(part: Any) -> str:
                 return _ENCODER.encode(part)
         return "[" + ",".join(items) + "]"
     return _ENCODER.encode(part)
+
+
+# The text of the five parts an object without labels, annotations, finalizers, owners and
+# deletion time has (below `_part_text`, which writes it).
+_NO_RARER = ",".join(map(_part_text, [_EMPTY, _EMPTY, (), (), ""]))
 
 
 def namespaces_to_read(resource: APIResource, interest: Interest) -> Scope:
