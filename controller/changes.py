@@ -25,7 +25,7 @@ from zeroscaler.controller.workload import (
 from zeroscaler.core.activity import Activity, Change, find_activity
 from zeroscaler.core.kinds import APIResource
 from zeroscaler.kube import Obj
-from zeroscaler.watching import WatchEvent, key_of
+from zeroscaler.watching import Store, WatchEvent, key_of
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +73,9 @@ class ChangeFeed:
         # to a watched type, while it lasts.
         self.on_first_seen: Callable[[WorkloadKey, Mapping[str, str]], None] | None = None
         self.on_change: Callable[[APIResource, str], None] | None = None
+        # What a workload holding a watch missed, read from its store (`Subscriptions.catch_up`).
+        self.catch_up: Callable[[Workload, APIResource, Store], None] | None = None
+        self.check_census: Callable[[Workload], None] | None = None  # `Subscriptions.check_census`
 
     def hpa_names(self, key: WorkloadKey) -> list[str]:
         """The HorizontalPodAutoscalers that target a workload, sorted."""
@@ -120,6 +123,14 @@ class ChangeFeed:
         if changed:
             self._enqueue(key)
 
+    def on_listing(self, kind: str, obj: Obj) -> None:
+        """A workload of a first list as it arrives, before the list is whole and anything is
+        decided: a head start for `on_first_seen` (the warming of what it names)."""
+        if self.on_first_seen is not None:
+            meta = obj.get("metadata") or {}
+            key = (kind, str(meta.get("namespace", "")), str(meta.get("name", "")))
+            self.on_first_seen(key, meta.get("annotations") or {})
+
     def on_namespace(self, event: WatchEvent) -> None:
         if event.initial:
             return
@@ -148,19 +159,39 @@ class ChangeFeed:
             self._enqueue(key)
 
     def on_synced(self, resource: APIResource) -> None:
-        """A watch holds its whole collection: sleepers still to compare their census look now."""
+        """A watch holds its whole collection: sleepers still to compare their census do it now,
+        without a whole reconcile where none is under way (one follows if it differs)."""
         for key in self._users(resource):
             w = self._workloads.get(key)
-            if w is not None and w.watch.unchecked:
+            if w is None or not w.watch.unchecked:
+                continue
+            if self.check_census is None or w.watch.interest is None or self._is_running(key):
                 self._enqueue(key)
+            else:
+                self.check_census(w)
 
-    def on_object(self, resource: APIResource, event: WatchEvent) -> None:
-        """A watched object changed: note it for every workload it is activity for."""
+    def count_events(self, resource: APIResource, events: int = 1) -> None:
+        """Count `events` of `resource` seen (a first list's objects, handed over whole, too)."""
         counter = self._event_counters.get(resource)
         if counter is None:  # labels() takes a lock and builds a key: once per type, not per event
             counter = self._metrics.watch_events.labels(resource.group_resource)
             self._event_counters[resource] = counter
-        counter.inc()
+        counter.inc(events)
+
+    def on_first_list(self, resource: APIResource, store: Store) -> None:
+        """A watch's first list, handed over whole rather than object by object: counted, and
+        each workload already holding the watch catches up on what changed while none did."""
+        self.count_events(resource, len(store))
+        if self.catch_up is None:
+            return
+        for key in self._users(resource):
+            w = self._workloads.get(key)
+            if w is not None:
+                self.catch_up(w, resource, store)
+
+    def on_object(self, resource: APIResource, event: WatchEvent) -> None:
+        """A watched object changed: note it for every workload it is activity for."""
+        self.count_events(resource)
         namespace = key_of(event.obj)[0]
         if self.on_change is not None and not event.initial:
             self.on_change(resource, namespace)

@@ -370,7 +370,9 @@ class Reconciler:
             if status.state == "asleep"
             else max(w.idle.last_activity, self._clock.now())
         )
-        log.info("managing", extra={"workload": w.label})
+        # One that carries our status was managed before this start: 10,000 lines a restart
+        # would tell nothing new.
+        (log.info if status.state is None else log.debug)("managing", extra={"workload": w.label})
 
     def _stop_managing(self, w: Workload, why: str) -> None:
         self._timers.cancel(w.key)

@@ -91,6 +91,7 @@ class Scaler:
             watcher,
             lambda resource, event: self.changes.on_object(resource, event),
             lambda resource: self.changes.on_synced(resource),
+            on_first_list=lambda resource, store: self.changes.on_first_list(resource, store),
             streaming=settings.streaming_lists,
         )
         self.metrics = self._metrics(kube, watcher)
@@ -185,6 +186,7 @@ class Scaler:
         for kind, resource in WORKLOAD_RESOURCES.items():
             informer = Informer(watcher, f"/apis/apps/v1/{resource}", transform=trim_workload)
             informer.add_handler(functools.partial(self.changes.on_workload, kind))
+            informer.add_list_preview(functools.partial(self.changes.on_listing, kind))
             workloads[kind] = informer
         return hpas, workloads
 
@@ -211,6 +213,8 @@ class Scaler:
             background=self.tasks.background,
             enqueue=self.queue.add,
         )
+        self.changes.catch_up = subscriptions.catch_up
+        self.changes.check_census = subscriptions.check_census
         self.warming = Warming(
             self.hub,
             access,
@@ -270,7 +274,8 @@ class Scaler:
         await asyncio.gather(self.cluster.discovered.wait(), *(i.synced.wait() for i in essential))
         if self.settings.access_from_rbac:
             await self._rbac_listed()
-        release_free_memory(full=True)
+        # No collection here: the shared watches listed meanwhile are still coming in, and the
+        # catch-up's end collects everything once (`_end_catch_up`).
         self.ready = True
         self._synced.set()
         log.info("synced", extra={"workloads": len(self.workloads)})

@@ -41,7 +41,7 @@ from zeroscaler.core.kinds import KIND_REF_FORM, APIResource, KindRef
 from zeroscaler.core.scope import ResolvedScope, ReviewNeeded, resolve_scope
 from zeroscaler.core.sharing import NOTHING, compact_mapping, shared
 from zeroscaler.kube import KubeError, Obj
-from zeroscaler.watching import Informer
+from zeroscaler.watching import Informer, Store
 
 OnActivity = Callable[[Workload, Activity, datetime], None]
 
@@ -314,16 +314,22 @@ class Subscriptions:
             self._hub.set_scope(resource, w.key, _scope_of(w, resource))
         for resource in wanted - w.watch.resources:
             informer = self._hub.acquire(resource, w.key, _scope_of(w, resource))
-            warm = informer is not None and informer.synced.is_set()
-            if warm and informer is not None and w.status.state == "asleep":
-                assert w.watch.interest is not None
-                if resource.canonical in w.watch.unchecked:
-                    # Its census, compared next (`check_census`), moves with every change the
-                    # replay would find: the replay waits for a difference, to name the object.
-                    continue
-                where = namespaces_to_read(resource, w.watch.interest)
-                self._replay(w, resource, informer.store.in_namespaces(where))
+            if informer is not None and informer.synced.is_set():
+                self.catch_up(w, resource, informer.store)
         w.watch.resources = shared(frozenset(wanted))
+
+    def catch_up(self, w: Workload, resource: APIResource, store: Store) -> None:
+        """What an asleep `w` missed of `resource` while nobody watched, read from a store it
+        was not told of object by object: listed before it joined, or a first list (which tells
+        no one). An awake one's idle clock restarted when it was first managed, after all that."""
+        if w.status.state != "asleep" or w.watch.interest is None:
+            return
+        if resource.canonical in w.watch.unchecked:
+            # Its census, compared next (`check_census`), moves with every change the replay
+            # would find: the replay waits for a difference, to name the object.
+            return
+        where = namespaces_to_read(resource, w.watch.interest)
+        self._replay(w, resource, store.in_namespaces(where))
 
     def _replay(self, w: Workload, resource: APIResource, objects: Iterable[Obj]) -> bool:
         """A warm watch's store, seen as an initial list by a workload that joins it late;

@@ -12,12 +12,13 @@ from typing import Generic, TypeVar, cast
 from zeroscaler.core.activity import Scope, shrink
 from zeroscaler.core.kinds import APIResource
 from zeroscaler.kube import Kube, Obj
-from zeroscaler.watching import Informer, WatchEvent
+from zeroscaler.watching import Informer, Store, WatchEvent
 
 log = logging.getLogger(__name__)
 
 Listener = Callable[[APIResource, WatchEvent], None]
 SyncListener = Callable[[APIResource], None]
+FirstListListener = Callable[[APIResource, Store], None]
 U = TypeVar("U", bound=Hashable)
 
 
@@ -48,6 +49,9 @@ class WatchHub(Generic[U]):
     Each user is also indexed by the namespaces it watches a type in, so an event asks only the
     users it may concern: with 10,000 workloads over 50 types, 200 a type, each in its own
     namespace, an event is checked against a few instead of all 200.
+
+    With `on_first_list`, a watch's first list reaches no listener object by object: it is handed
+    over whole, once, before `on_synced` (a start lists 200,000 objects in the scale row).
     """
 
     def __init__(
@@ -56,12 +60,14 @@ class WatchHub(Generic[U]):
         listener: Listener,
         on_synced: SyncListener | None = None,
         *,
+        on_first_list: FirstListListener | None = None,
         streaming: bool = False,
     ) -> None:
         self._kube = kube
         self._streaming = streaming  # list as watch-list streams where the server offers them
         self._listener = listener
         self._on_synced = on_synced
+        self._on_first_list = on_first_list
         self._informers: dict[APIResource, tuple[Informer, asyncio.Task[None]]] = {}
         self._users: dict[APIResource, set[U]] = {}
         self._scopes: dict[APIResource, dict[U, Scope]] = {}
@@ -150,9 +156,18 @@ class WatchHub(Generic[U]):
             metadata_only=True,
             transform=_shrink,
             streaming=self._streaming,
+            initial_events=self._on_first_list is None,
         )
         informer.add_handler(lambda event: self._listener(resource, event))
         informer.add_sync_handler(_first_sync_logger(informer, resource))
+        if self._on_first_list is not None:
+            on_first_list = self._on_first_list
+
+            def first_list() -> None:
+                if informer.lists == 1:
+                    on_first_list(resource, informer.store)
+
+            informer.add_sync_handler(first_list)
         if self._on_synced is not None:
             on_synced = self._on_synced
             informer.add_sync_handler(lambda: on_synced(resource))

@@ -6,7 +6,8 @@ A watch that falls silent (no event, not even a bookmark) is on a dead connectio
 again from its resourceVersion.
 With `streaming`, the list is a watch that sends the collection first (watch-list:
 `sendInitialEvents`), one connection instead of a list in pages and then a watch; a server that
-refuses it is listed in pages from then on.
+refuses it is listed in pages from then on. Without `initial_events`, a first list tells the
+handlers nothing object by object: its sync handlers read the store instead.
 """
 
 from __future__ import annotations
@@ -160,6 +161,7 @@ class Informer:
         silence: float = SILENCE,
         max_backoff: float = 5.0,  # 30 s, after an API server outage, delayed wakes as long
         streaming: bool = False,
+        initial_events: bool = True,
     ) -> None:
         self.kube = kube
         self.path = path
@@ -176,13 +178,28 @@ class Informer:
         self.last_error: KubeError | None = None
         # Whether the server streams the initial list (watch-list): None until it has answered.
         self.streaming: bool | None = None if streaming else False
+        # Whether a first list is sent to the handlers as one ADDED event an object (a start's
+        # 200,000 objects, each dispatched, cost more than listing them).
+        self.initial_events = initial_events
         self._lists = 0  # complete lists so far: after the first, what a list finds is news
         self._handlers: list[Handler] = []
         self._sync_handlers: list[Callable[[], None]] = []
+        self._previews: list[Callable[[Obj], None]] = []
 
     def add_sync_handler(self, handler: Callable[[], None]) -> None:
         """Call `handler` after every complete list, once the store holds the whole collection."""
         self._sync_handlers.append(handler)
+
+    @property
+    def lists(self) -> int:
+        """How many complete lists the store has been replaced by (1 in a first list's sync
+        handlers)."""
+        return self._lists
+
+    def add_list_preview(self, preview: Callable[[Obj], None]) -> None:
+        """Call `preview` with each object of the first list as it arrives, before the store
+        holds the whole collection: a head start (a start's warming), never a decision."""
+        self._previews.append(preview)
 
     def add_handler(self, handler: Handler) -> None:
         self._handlers.append(handler)
@@ -228,11 +245,13 @@ class Informer:
         log.warning("watch failed: %s", e, extra=self._at)
 
     async def _list(self) -> None:
+        previewed = self._previews and self._lists == 0
         items, rv = await self.kube.list_all(
             self.path,
             params=self.params,
             metadata_only=self.metadata_only,
-            transform=self.transform,  # page by page: a big list is never held as it came
+            # Page by page: a big list is never held as it came.
+            transform=self._previewed if previewed else self.transform,
         )
         self._install(Store(items), rv)
 
@@ -247,25 +266,32 @@ class Informer:
         }
         fresh: Store | None = Store()
         # resourceVersion "": as fresh as a list, the server waits for its cache to catch up
-        async for event in self._events("", params):
-            if fresh is None:
-                self._apply(event)
-                continue
-            kind, raw = event.get("type"), event.get("object") or {}
-            # Items' resourceVersions are their own, not the stream's. A server may send changes
-            # made after its snapshot before the end (one that ends at its next bookmark tick):
-            # they go into the collection, which the end's resourceVersion then covers.
-            if kind in ("ADDED", "MODIFIED"):
-                obj = self._shape(raw)
-                fresh[key_of(obj)] = obj
-            elif kind == "DELETED":
-                fresh.pop(key_of(self._shape(raw)), None)
-            elif kind == "BOOKMARK" and _is_initial_end(raw):
-                self.streaming = True
-                self._install(fresh, _rv(raw))
-                fresh = None
+        async for events in self._events("", params):
+            for event in events:
+                if fresh is None:
+                    self._apply(event)
+                elif self._collect(fresh, event):
+                    fresh = None
         if fresh is not None:  # ended before the whole collection came: stream it again
             raise Transient(0, "StreamEnded", "the stream ended before its initial events did")
+
+    def _collect(self, fresh: Store, event: Obj) -> bool:
+        """One of a streaming list's initial events into `fresh`; at their end, the store is
+        installed and True returned."""
+        kind, raw = event.get("type"), event.get("object") or {}
+        # Items' resourceVersions are their own, not the stream's. A server may send changes
+        # made after its snapshot before the end (one that ends at its next bookmark tick):
+        # they go into the collection, which the end's resourceVersion then covers.
+        if kind in ("ADDED", "MODIFIED"):
+            obj = self._previewed(raw) if self._lists == 0 else self._shape(raw)
+            fresh[key_of(obj)] = obj
+        elif kind == "DELETED":
+            fresh.pop(key_of(self._shape(raw)), None)
+        elif kind == "BOOKMARK" and _is_initial_end(raw):
+            self.streaming = True
+            self._install(fresh, _rv(raw))
+            return True
+        return False
 
     def _install(self, fresh: Store, rv: str) -> None:
         """The whole collection as of `rv`: replace the store, tell what changed, mark synced."""
@@ -273,7 +299,8 @@ class Informer:
         self._lists += 1
         old_store, self.store = self.store, fresh
         self.resource_version = rv
-        for key, obj in fresh.items():
+        listed = fresh.items() if self.initial_events or not initial else ()
+        for key, obj in listed:
             before = old_store.get(key)
             if before is None:
                 self._emit(WatchEvent("ADDED", obj, initial=initial))
@@ -292,17 +319,19 @@ class Informer:
                 log.exception("sync handler failed", extra=self._at)
 
     async def _watch(self) -> None:
-        async for event in self._events(self.resource_version, self.params):
-            self._apply(event)
+        async for events in self._events(self.resource_version, self.params):
+            for event in events:
+                self._apply(event)
 
-    async def _events(self, rv: str, params: Mapping[str, str]) -> AsyncIterator[Obj]:
-        """One watch's events; it ends quietly at its timeout and when it falls silent.
+    async def _events(self, rv: str, params: Mapping[str, str]) -> AsyncIterator[list[Obj]]:
+        """One watch's events, those read together at a time; it ends quietly at its timeout and
+        when it falls silent.
 
         Each watch lasts a random 1-2 times `timeout_seconds`, as client-go's do: watches that
         started together (at a start) do not all end together, and end less often.
         """
         try:
-            async for event in self.kube.watch(
+            async for events in self.kube.watch_batches(
                 self.path,
                 resource_version=rv,
                 params=params,
@@ -310,7 +339,7 @@ class Informer:
                 timeout_seconds=random.randint(self.timeout_seconds, 2 * self.timeout_seconds),
                 silence=self.silence,
             ):
-                yield event
+                yield events
         except Silent as e:
             log.debug("watch fell silent, watching again: %s", e, extra=self._at)
 
@@ -334,6 +363,16 @@ class Informer:
 
     def _shape(self, obj: Obj) -> Obj:
         return self.transform(obj) if self.transform else obj
+
+    def _previewed(self, obj: Obj) -> Obj:
+        """An object of a first list, shaped, shown to the previews as it arrives."""
+        shaped = self._shape(obj)
+        for preview in self._previews:
+            try:
+                preview(shaped)
+            except Exception:  # a head start that failed is only a slower start
+                log.exception("list preview failed", extra=self._at)
+        return shaped
 
     def _emit(self, event: WatchEvent) -> None:
         for handler in list(self._handlers):

@@ -69,6 +69,9 @@ class Api:
     def __init__(self) -> None:
         self.kube = kube_served_by(self._answer, connections=16)
         self.listed: list[str] = []
+        self.widgets: list[Obj] = [
+            {"metadata": {"name": "w", "namespace": "ops", "resourceVersion": "5"}}
+        ]
 
     async def _answer(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
@@ -79,11 +82,10 @@ class Api:
         if request.url.params.get("watch"):
             await asyncio.Event().wait()  # nothing changes: until the test closes the hub
         self.listed.append(path)
-        items = [{"metadata": {"name": "w", "namespace": "ops", "resourceVersion": "5"}}]
         return httpx.Response(
             200,
             json={
-                "items": items if "widgets" in path else [],
+                "items": self.widgets if "widgets" in path else [],
                 "metadata": {"resourceVersion": "9"},
             },
         )
@@ -125,15 +127,20 @@ class Start:
         self.api = Api()
         self.noted: list[tuple[WorkloadKey, Activity]] = []
         self.hub: WatchHub[WorkloadKey] = WatchHub(
-            self.api.kube, lambda r, e: self.feed.on_object(r, e)
+            self.api.kube,
+            lambda r, e: self.feed.on_object(r, e),
+            lambda r: self.feed.on_synced(r),
+            on_first_list=lambda r, store: self.feed.on_first_list(r, store),
         )
         self.workloads: dict[WorkloadKey, Workload] = {}
+        self.enqueued: list[WorkloadKey] = []
+        self.running: set[WorkloadKey] = set()  # reconciles under way
         self.feed = NotingFeed(
             self.workloads,
             clock=ManualClock(NOW, 1.0),
             metrics=Metrics(dict, lambda: 0, lambda: True),
-            enqueue=lambda _: None,
-            is_running=lambda _: False,
+            enqueue=self.enqueued.append,
+            is_running=self.running.__contains__,
             wake_due=lambda _: None,
             users=self.hub.users,
             users_in=self.hub.users_in,
@@ -191,6 +198,23 @@ async def test_a_start_warms_what_workloads_name_and_delivers_it_to_no_one() -> 
     # A workload's own reconcile subscribes (after its access checks) and finds it warm.
     assert start.hub.acquire(WIDGET, ("Deployment", "ops", "a"), frozenset({"ops"})) is informer
     assert start.api.listed == ["/apis/example.com/v1/widgets"]  # listed once, early
+    await start.aclose()
+
+
+async def test_a_workload_listed_warms_what_it_names_before_its_list_is_whole() -> None:
+    # A start's Deployment list takes seconds at 10,000: its types are listed meanwhile.
+    start = Start()
+    listed = workload("a", "ops", notes("Widget.example.com"))
+    start.feed.on_listing("Deployment", listed.obj)
+    await start.settle()
+    assert start.hub.resources == []  # discovery has not answered yet
+    start.cluster.list()
+    await start.settle()
+    assert start.hub.resources == [WIDGET]
+    assert start.workloads == {}  # nothing is decided before the list is whole
+    start.add(listed)  # then seen whole: warmed already, listed once
+    await start.settle()
+    assert start.api.listed == ["/apis/example.com/v1/widgets"]
     await start.aclose()
 
 
@@ -300,6 +324,67 @@ async def test_a_sleeper_joining_a_warm_watch_is_woken_by_what_changed_while_dow
     else:
         assert len(found) == 1
         assert found[0].startswith(woken)
+    await start.aclose()
+
+
+CHANGED = "Widget ops/c changed while zeroscaler was not watching"
+
+
+@pytest.mark.parametrize(
+    ("state", "census", "reconciling", "woken", "enqueued"),
+    [
+        # Its census covers the kind: compared once the list is in, it names what changed.
+        ("asleep", True, False, [CHANGED], False),
+        # A reconcile under way compares it itself: it is asked for another.
+        ("asleep", True, True, [], True),
+        ("asleep", False, False, [CHANGED], False),
+        # Awake: its idle clock restarted when it was first managed, after all of it.
+        ("awake", False, False, [], False),
+    ],
+    ids=["asleep, with a census", "with a census, reconciling", "asleep, without one", "awake"],
+)
+async def test_a_first_list_catches_up_the_workloads_already_holding_its_watch(
+    state: str, census: bool, reconciling: bool, woken: list[str], enqueued: bool
+) -> None:
+    # A first list is handed over whole, not object by object: each workload that subscribed
+    # while it was listed learns from it what a workload joining later would, without a whole
+    # reconcile of its own.
+    interest = Interest(watched={("example.com", "Widget"): frozenset({"ops"})}, owned={})
+    notes = notes_for_sleeper(f"Widget.example.com={tally([widget('a')], WIDGET, interest)}")
+    if not census:
+        del notes["zeroscaler.io/census"]
+    if state == "awake":
+        notes["zeroscaler.io/state"] = "awake"
+    w = workload("sleeper", "ops", notes)
+    w.status, _ = read_status(notes)
+    w.watch.unchecked = frozenset({"Widget.example.com"} if census else ())
+    w.watch.scopes = ({("example.com", "Widget"): frozenset({"ops"})}, {})
+    start = Start()
+    changed = {"name": "c", "namespace": "ops", "resourceVersion": "6", "managedFields": [AFTER]}
+    start.api.widgets = [dict(widget("a")), {"metadata": changed}]
+    start.workloads[w.key] = w
+    found: list[str] = []
+    subs = Subscriptions(
+        start.hub,
+        AccessReviews(start.api.kube, ttl=60.0),
+        start.cluster,  # type: ignore[arg-type]
+        clock=ManualClock(NOW, 1.0),
+        on_activity=lambda _, activity, __: found.append(activity.reason),
+        background=lambda c: c.close(),
+        enqueue=lambda _: None,
+    )
+    start.feed.catch_up = subs.catch_up
+    start.feed.check_census = subs.check_census
+    if reconciling:
+        start.running.add(w.key)
+    subs.set_interest(w, w.status)
+    subs.subscribe(w, {WIDGET})  # before the list: nothing to catch up on yet
+    informer = start.hub.informer(WIDGET)
+    assert informer is not None
+    assert found == []
+    await informer.synced.wait()
+    assert [reason.split(" (")[0] for reason in found] == woken
+    assert start.enqueued == ([w.key] if enqueued else [])
     await start.aclose()
 
 

@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.unit.mock_api import kube_served_by
-from zeroscaler.kube import _lines
+from zeroscaler.kube import Gone, _lines
 from zeroscaler.watching import INITIAL_EVENTS_END, Informer, WatchEvent
 
 PATH = "/apis/example.com/v1/things"
@@ -199,6 +199,78 @@ async def test_what_a_list_after_a_broken_stream_finds_is_news() -> None:
     assert [asked.get("sendInitialEvents") for asked in server.asked[:2]] == ["true", "true"]
 
 
+async def test_a_first_list_without_initial_events_is_read_by_the_sync_handlers_alone() -> None:
+    # A start hands its 200,000 objects over whole; what a later list finds is still news.
+    first = stream(("ADDED", thing("a", "3")), ("ADDED", thing("b", "4", "dev")), END, failed(500))
+    again = stream(("ADDED", thing("a", "3")), ("ADDED", thing("new", "12")), END)
+    server = Server(streamed=[first, again])
+    kube = kube_served_by(server, connections=4)
+    informer = Informer(kube, PATH, metadata_only=True, streaming=True, initial_events=False)
+    seen: list[WatchEvent] = []
+    informer.add_handler(seen.append)
+    synced: list[tuple[int, list[tuple[str, str]]]] = []
+    twice = asyncio.Event()
+
+    def on_synced() -> None:
+        synced.append((informer.lists, sorted(informer.store)))
+        if len(synced) == 2:
+            twice.set()
+
+    informer.add_sync_handler(on_synced)
+    task = asyncio.create_task(informer.run())
+    try:
+        async with asyncio.timeout(5):
+            await twice.wait()
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await kube.aclose()
+    assert synced == [
+        (1, [("dev", "b"), ("ops", "a")]),
+        (2, [("ops", "a"), ("ops", "new")]),
+    ]
+    assert [(e.type, e.obj["metadata"]["name"], e.initial) for e in seen] == [
+        ("ADDED", "new", False),
+        ("DELETED", "b", False),
+    ]
+
+
+@pytest.mark.parametrize("streams", [True, False], ids=["streamed", "in pages"])
+async def test_a_preview_sees_the_first_list_as_it_arrives_and_nothing_after(
+    streams: bool,
+) -> None:
+    first = stream(("ADDED", thing("a", "3")), ("ADDED", thing("b", "4", "dev")), END, failed(500))
+    again = stream(("ADDED", thing("a", "3")), ("ADDED", thing("new", "12")), END)
+    server = Server(streams=streams, streamed=[first, again])
+    kube = kube_served_by(server, connections=4)
+    informer = Informer(kube, PATH, metadata_only=True, streaming=True)
+    previewed: list[tuple[str, int]] = []  # each object's name, and the lists done when it came
+    informer.add_list_preview(lambda o: previewed.append((o["metadata"]["name"], informer.lists)))
+
+    def failing(obj: dict[str, Any]) -> None:
+        raise RuntimeError("a failing preview stops nothing")
+
+    informer.add_list_preview(failing)
+    relisted = asyncio.Event()  # the stream breaks and is listed again: news, not a first list
+
+    def on_event(event: WatchEvent) -> None:
+        if event.obj["metadata"]["name"] == "new":
+            relisted.set()
+
+    informer.add_handler(on_event)
+    task = asyncio.create_task(informer.run())
+    try:
+        async with asyncio.timeout(5):
+            await informer.synced.wait()
+            if streams:
+                await relisted.wait()
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await kube.aclose()
+    assert previewed == [("a", 0), ("b", 0)]
+
+
 async def test_a_stream_that_breaks_after_its_list_retries_at_the_first_backoff(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -308,9 +380,32 @@ def test_a_watch_stream_is_split_into_its_lines_wherever_its_chunks_end(
     chunks = _chunked(data, [min(c, len(data)) for c in cuts])
 
     async def split() -> list[bytes]:
-        return [line async for line in _lines(chunks)]
+        return [line async for lines in _lines(chunks) for line in lines]
 
     assert asyncio.run(split()) == wanted
+
+
+async def test_the_events_read_with_an_error_before_it_are_passed_on_first() -> None:
+    # One read holds several events: those before the error still count.
+    expired = {"kind": "Status", "code": 410, "reason": "Expired"}
+    body = stream(("ADDED", thing("a", "3")), ("ERROR", expired), ("ADDED", thing("b", "4")))
+
+    async def server(request: httpx.Request) -> httpx.Response:
+        return body
+
+    kube = kube_served_by(server, connections=1)
+    seen: list[str] = []
+
+    async def read() -> None:
+        async for event in kube.watch(PATH, resource_version="1"):
+            seen.append(event["object"]["metadata"]["name"])
+
+    try:
+        with pytest.raises(Gone):
+            await read()
+    finally:
+        await kube.aclose()
+    assert seen == ["a"]
 
 
 async def test_a_watch_the_server_compressed_all_the_same_is_read_decompressed() -> None:
