@@ -123,14 +123,6 @@ class ChangeFeed:
         if changed:
             self._enqueue(key)
 
-    def on_listing(self, kind: str, obj: Obj) -> None:
-        """A workload of a first list as it arrives, before the list is whole and anything is
-        decided: a head start for `on_first_seen` (the warming of what it names)."""
-        if self.on_first_seen is not None:
-            meta = obj.get("metadata") or {}
-            key = (kind, str(meta.get("namespace", "")), str(meta.get("name", "")))
-            self.on_first_seen(key, meta.get("annotations") or {})
-
     def on_namespace(self, event: WatchEvent) -> None:
         if event.initial:
             return

@@ -186,7 +186,6 @@ class Scaler:
         for kind, resource in WORKLOAD_RESOURCES.items():
             informer = Informer(watcher, f"/apis/apps/v1/{resource}", transform=trim_workload)
             informer.add_handler(functools.partial(self.changes.on_workload, kind))
-            informer.add_list_preview(functools.partial(self.changes.on_listing, kind))
             workloads[kind] = informer
         return hpas, workloads
 

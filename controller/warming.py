@@ -2,8 +2,7 @@
 
 Without it a type is listed only when the first workload that watches it is reconciled, after
 the controller is ready; with it, as soon as the workload watch shows a workload whose
-annotations name the type, while the workloads are still being listed (and discovery serves it,
-and the controller may watch it). A warm
+annotations name the type (and discovery serves it, and the controller may watch it). A warm
 watch delivers nothing to anyone: a workload is counted in, as always, by its own reconcile
 after its access checks, and finds the store filled (an asleep one sees it as an initial list,
 and compares its census). A change to a type no workload has subscribed to yet asks for an early
@@ -53,21 +52,20 @@ class Warming:
         self._hurry = hurry
         self.active = True
         self._asked: set[APIResource] = set()  # types warmed, or being checked
-        # Seen before API discovery answered or the namespaces were listed, with what they named.
-        self._undiscovered: list[tuple[WorkloadKey, Mapping[str, str]]] = []
+        # Seen before API discovery answered or the namespaces were listed.
+        self._undiscovered: list[WorkloadKey] = []
         # Per type, by namespace (ANYWHERE: any), the workloads that name it and have not been
         # reconciled since: a change there asks for their first reconcile at once.
         self._waiting: dict[APIResource, dict[str, set[WorkloadKey]]] = {}
 
     def on_workload(self, key: WorkloadKey, annotations: Mapping[str, str]) -> None:
-        """A workload first seen (or listed, before its list is whole): warm what its
-        annotations name."""
+        """A workload first seen: warm what its annotations name."""
         if not self.active:
             return
         if not (self._cluster.discovered.is_set() and self._cluster.namespaces.synced.is_set()):
             if not self._undiscovered:
                 self._background(self._after_discovery())
-            self._undiscovered.append((key, annotations))
+            self._undiscovered.append(key)
             return
         if not self._is_opted_in(key[1]):
             return  # not managed there: nothing of it is watched
@@ -83,9 +81,11 @@ class Warming:
     async def _after_discovery(self) -> None:
         await self._cluster.discovered.wait()
         await self._cluster.namespaces.synced.wait()
-        seen, self._undiscovered = self._undiscovered, []
-        for key, named in seen:
-            self.on_workload(key, named)
+        keys, self._undiscovered = self._undiscovered, []
+        for key in keys:
+            w = self._workloads.get(key)
+            if w is not None:
+                self.on_workload(key, w.annotations)
 
     async def _warm(self, resource: APIResource) -> None:
         """Start the watch, if the controller itself may watch the type everywhere (the same

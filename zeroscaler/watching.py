@@ -184,7 +184,6 @@ class Informer:
         self._lists = 0  # complete lists so far: after the first, what a list finds is news
         self._handlers: list[Handler] = []
         self._sync_handlers: list[Callable[[], None]] = []
-        self._previews: list[Callable[[Obj], None]] = []
 
     def add_sync_handler(self, handler: Callable[[], None]) -> None:
         """Call `handler` after every complete list, once the store holds the whole collection."""
@@ -195,11 +194,6 @@ class Informer:
         """How many complete lists the store has been replaced by (1 in a first list's sync
         handlers)."""
         return self._lists
-
-    def add_list_preview(self, preview: Callable[[Obj], None]) -> None:
-        """Call `preview` with each object of the first list as it arrives, before the store
-        holds the whole collection: a head start (a start's warming), never a decision."""
-        self._previews.append(preview)
 
     def add_handler(self, handler: Handler) -> None:
         self._handlers.append(handler)
@@ -245,13 +239,11 @@ class Informer:
         log.warning("watch failed: %s", e, extra=self._at)
 
     async def _list(self) -> None:
-        previewed = self._previews and self._lists == 0
         items, rv = await self.kube.list_all(
             self.path,
             params=self.params,
             metadata_only=self.metadata_only,
-            # Page by page: a big list is never held as it came.
-            transform=self._previewed if previewed else self.transform,
+            transform=self.transform,  # page by page: a big list is never held as it came
         )
         self._install(Store(items), rv)
 
@@ -283,7 +275,7 @@ class Informer:
         # made after its snapshot before the end (one that ends at its next bookmark tick):
         # they go into the collection, which the end's resourceVersion then covers.
         if kind in ("ADDED", "MODIFIED"):
-            obj = self._previewed(raw) if self._lists == 0 else self._shape(raw)
+            obj = self._shape(raw)
             fresh[key_of(obj)] = obj
         elif kind == "DELETED":
             fresh.pop(key_of(self._shape(raw)), None)
@@ -363,16 +355,6 @@ class Informer:
 
     def _shape(self, obj: Obj) -> Obj:
         return self.transform(obj) if self.transform else obj
-
-    def _previewed(self, obj: Obj) -> Obj:
-        """An object of a first list, shaped, shown to the previews as it arrives."""
-        shaped = self._shape(obj)
-        for preview in self._previews:
-            try:
-                preview(shaped)
-            except Exception:  # a head start that failed is only a slower start
-                log.exception("list preview failed", extra=self._at)
-        return shaped
 
     def _emit(self, event: WatchEvent) -> None:
         for handler in list(self._handlers):

@@ -201,23 +201,6 @@ async def test_a_start_warms_what_workloads_name_and_delivers_it_to_no_one() -> 
     await start.aclose()
 
 
-async def test_a_workload_listed_warms_what_it_names_before_its_list_is_whole() -> None:
-    # A start's Deployment list takes seconds at 10,000: its types are listed meanwhile.
-    start = Start()
-    listed = workload("a", "ops", notes("Widget.example.com"))
-    start.feed.on_listing("Deployment", listed.obj)
-    await start.settle()
-    assert start.hub.resources == []  # discovery has not answered yet
-    start.cluster.list()
-    await start.settle()
-    assert start.hub.resources == [WIDGET]
-    assert start.workloads == {}  # nothing is decided before the list is whole
-    start.add(listed)  # then seen whole: warmed already, listed once
-    await start.settle()
-    assert start.api.listed == ["/apis/example.com/v1/widgets"]
-    await start.aclose()
-
-
 async def test_a_change_hurries_the_first_look_of_those_naming_it_there_once() -> None:
     start = Start()
     start.cluster.list()

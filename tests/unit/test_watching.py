@@ -235,42 +235,6 @@ async def test_a_first_list_without_initial_events_is_read_by_the_sync_handlers_
     ]
 
 
-@pytest.mark.parametrize("streams", [True, False], ids=["streamed", "in pages"])
-async def test_a_preview_sees_the_first_list_as_it_arrives_and_nothing_after(
-    streams: bool,
-) -> None:
-    first = stream(("ADDED", thing("a", "3")), ("ADDED", thing("b", "4", "dev")), END, failed(500))
-    again = stream(("ADDED", thing("a", "3")), ("ADDED", thing("new", "12")), END)
-    server = Server(streams=streams, streamed=[first, again])
-    kube = kube_served_by(server, connections=4)
-    informer = Informer(kube, PATH, metadata_only=True, streaming=True)
-    previewed: list[tuple[str, int]] = []  # each object's name, and the lists done when it came
-    informer.add_list_preview(lambda o: previewed.append((o["metadata"]["name"], informer.lists)))
-
-    def failing(obj: dict[str, Any]) -> None:
-        raise RuntimeError("a failing preview stops nothing")
-
-    informer.add_list_preview(failing)
-    relisted = asyncio.Event()  # the stream breaks and is listed again: news, not a first list
-
-    def on_event(event: WatchEvent) -> None:
-        if event.obj["metadata"]["name"] == "new":
-            relisted.set()
-
-    informer.add_handler(on_event)
-    task = asyncio.create_task(informer.run())
-    try:
-        async with asyncio.timeout(5):
-            await informer.synced.wait()
-            if streams:
-                await relisted.wait()
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await kube.aclose()
-    assert previewed == [("a", 0), ("b", 0)]
-
-
 async def test_a_stream_that_breaks_after_its_list_retries_at_the_first_backoff(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
