@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextvars import ContextVar
 from datetime import datetime
 from email.utils import parsedate_to_datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, Unpack
 
 import httpx
 
@@ -85,6 +85,15 @@ def urgently(on: bool = True) -> contextlib.AbstractContextManager[None]:
 
 class Withdrawn(Exception):
     """A request whose `unless` held when its turn came: it was never sent."""
+
+
+class WatchOptions(TypedDict, total=False):
+    """How a watch is asked for, beyond where it starts (`Kube.watch_batches`)."""
+
+    params: Mapping[str, str | int | bool] | None
+    metadata_only: bool
+    timeout_seconds: int
+    silence: float | None
 
 
 class KubeError(Exception):
@@ -477,28 +486,11 @@ class Kube:
             query["continue"] = meta["continue"]
 
     async def watch(
-        self,
-        path: str,
-        *,
-        resource_version: str,
-        params: Mapping[str, str | int | bool] | None = None,
-        metadata_only: bool = False,
-        timeout_seconds: int = 300,
-        silence: float | None = None,
+        self, path: str, *, resource_version: str, **options: Unpack[WatchOptions]
     ) -> AsyncIterator[Obj]:
-        """Stream watch events (`{"type", "object"}`) from a resourceVersion; a 410 raises Gone.
-
-        With `silence`, a stream quiet for that many seconds raises Silent; without, only one
-        quiet past its own end does.
-        """
-        async for events in self.watch_batches(
-            path,
-            resource_version=resource_version,
-            params=params,
-            metadata_only=metadata_only,
-            timeout_seconds=timeout_seconds,
-            silence=silence,
-        ):
+        """Stream watch events (`{"type", "object"}`) from a resourceVersion, one by one, as
+        `watch_batches` reads them."""
+        async for events in self.watch_batches(path, resource_version=resource_version, **options):
             for event in events:
                 yield event
 
@@ -512,8 +504,13 @@ class Kube:
         timeout_seconds: int = 300,
         silence: float | None = None,
     ) -> AsyncIterator[list[Obj]]:
-        """As `watch`, each read's events together: a streaming list's 200,000 objects are
-        decoded and passed on a read at a time, a few dozen each, not one by one."""
+        """Stream watch events (`{"type", "object"}`) from a resourceVersion, each read's events
+        together: a streaming list's 200,000 objects are decoded and passed on a read at a time,
+        a few each, not one by one. A 410 raises Gone.
+
+        With `silence`, a stream quiet for that many seconds raises Silent; without, only one
+        quiet past its own end does.
+        """
         query = {
             **(params or {}),
             "watch": "true",
@@ -698,9 +695,9 @@ def _warning_text(header: str) -> str:
 
 async def _lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[list[bytes]]:
     """The non-empty lines of a byte stream, those each chunk completes together. A watch sends
-    one JSON event a line, unencoded (see `Kube.watch`): split as bytes, without httpx's text
-    decoding and line decoder, which cost more than the JSON decoding of each event (a restart
-    streams 200,000 of them in the scale row)."""
+    one JSON event a line, unencoded (see `Kube.watch_batches`): split as bytes, without httpx's
+    text decoding and line decoder, which cost more than the JSON decoding of each event (a
+    restart streams 200,000 of them in the scale row)."""
     rest = b""
     async for chunk in chunks:
         lines = chunk.split(b"\n")

@@ -161,6 +161,18 @@ class Start:
         self.feed.on_first_seen = self.warming.on_workload
         self.feed.on_change = self.warming.on_change
 
+    def subscriptions(self, found: list[str]) -> Subscriptions:
+        """Subscriptions over this start's hub that note each activity's reason in `found`."""
+        return Subscriptions(
+            self.hub,
+            AccessReviews(self.api.kube, ttl=60.0),
+            self.cluster,  # type: ignore[arg-type]
+            clock=ManualClock(NOW, 1.0),
+            on_activity=lambda _, activity, __: found.append(activity.reason),
+            background=lambda c: c.close(),
+            enqueue=lambda _: None,
+        )
+
     def _background(self, work: Coroutine[Any, Any, None]) -> None:
         self.tasks.append(asyncio.create_task(work))
 
@@ -290,15 +302,7 @@ async def test_a_sleeper_joining_a_warm_watch_is_woken_by_what_changed_while_dow
         informer.store[key_of(obj)] = obj
     informer.synced.set()
     found: list[str] = []
-    subs = Subscriptions(
-        start.hub,
-        AccessReviews(start.api.kube, ttl=60.0),
-        start.cluster,  # type: ignore[arg-type]
-        clock=ManualClock(NOW, 1.0),
-        on_activity=lambda _, activity, __: found.append(activity.reason),
-        background=lambda c: c.close(),
-        enqueue=lambda _: None,
-    )
+    subs = start.subscriptions(found)
     subs.set_interest(w, w.status)
     subs.subscribe(w, {WIDGET})
     subs.check_census(w)
@@ -347,15 +351,7 @@ async def test_a_first_list_catches_up_the_workloads_already_holding_its_watch(
     start.api.widgets = [dict(widget("a")), {"metadata": changed}]
     start.workloads[w.key] = w
     found: list[str] = []
-    subs = Subscriptions(
-        start.hub,
-        AccessReviews(start.api.kube, ttl=60.0),
-        start.cluster,  # type: ignore[arg-type]
-        clock=ManualClock(NOW, 1.0),
-        on_activity=lambda _, activity, __: found.append(activity.reason),
-        background=lambda c: c.close(),
-        enqueue=lambda _: None,
-    )
+    subs = start.subscriptions(found)
     start.feed.catch_up = subs.catch_up
     start.feed.check_census = subs.check_census
     if reconciling:

@@ -7,7 +7,7 @@ import asyncio
 import gzip
 import json
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.unit.mock_api import kube_served_by
-from zeroscaler.kube import Gone, _lines
+from zeroscaler.kube import Gone, Kube, _lines
 from zeroscaler.watching import INITIAL_EVENTS_END, Informer, WatchEvent
 
 PATH = "/apis/example.com/v1/things"
@@ -61,20 +61,29 @@ class Server:
         return httpx.Response(200, json={"items": items, "metadata": {"resourceVersion": "9"}})
 
 
+async def run_informer(kube: Kube, informer: Informer, until: Awaitable[object]) -> None:
+    """Run `informer` until `until` is done (5 s at most), then stop it and close `kube`."""
+    task = asyncio.create_task(informer.run())
+    try:
+        async with asyncio.timeout(5):
+            await until
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await kube.aclose()
+
+
 async def run_until_synced(server: Server) -> tuple[Informer, list[WatchEvent]]:
     kube = kube_served_by(server, connections=4)
     informer = Informer(kube, PATH, metadata_only=True, streaming=True)
     seen: list[WatchEvent] = []
     informer.add_handler(seen.append)
-    task = asyncio.create_task(informer.run())
-    try:
-        async with asyncio.timeout(5):
-            await informer.synced.wait()
-            await asyncio.sleep(0.05)  # what follows the end of the initial events
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await kube.aclose()
+
+    async def synced() -> None:
+        await informer.synced.wait()
+        await asyncio.sleep(0.05)  # what follows the end of the initial events
+
+    await run_informer(kube, informer, synced())
     return informer, seen
 
 
@@ -146,14 +155,7 @@ async def run_until(
             enough.set()
 
     informer.add_handler(record)
-    task = asyncio.create_task(informer.run())
-    try:
-        async with asyncio.timeout(5):
-            await enough.wait()
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await kube.aclose()
+    await run_informer(kube, informer, enough.wait())
     return informer, seen
 
 
@@ -217,14 +219,7 @@ async def test_a_first_list_without_initial_events_is_read_by_the_sync_handlers_
             twice.set()
 
     informer.add_sync_handler(on_synced)
-    task = asyncio.create_task(informer.run())
-    try:
-        async with asyncio.timeout(5):
-            await twice.wait()
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await kube.aclose()
+    await run_informer(kube, informer, twice.wait())
     assert synced == [
         (1, [("dev", "b"), ("ops", "a")]),
         (2, [("ops", "a"), ("ops", "new")]),

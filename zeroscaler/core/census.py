@@ -69,7 +69,7 @@ def _fingerprint_text(meta: Meta, resource: APIResource) -> str:
     )
     rarer = rarer_fields(meta)
     if not rarer:  # most stored objects: the text of their five empty parts is always the same
-        tail = [_part_text(others) if others else "[]", *map(_part_text, generation)]
+        tail = [_part_text(others), *map(_part_text, generation)]
         return f"[{_part_text(namespace)},{_part_text(name)},{_NO_RARER},{','.join(tail)}]"
     annotations = rarer.get("annotations")
     if annotations:
@@ -125,8 +125,8 @@ def _part_text(part: Any) -> str:
     return _ENCODER.encode(part)
 
 
-# The text of the five parts an object without labels, annotations, finalizers, owners and
-# deletion time has (below `_part_text`, which writes it).
+# The text of the five parts of an object without labels, annotations, finalizers, owners and
+# deletion time, as `_part_text` writes them.
 _NO_RARER = ",".join(map(_part_text, [_EMPTY, _EMPTY, (), (), ""]))
 
 
