@@ -273,8 +273,10 @@ async def _watch_through_a_stall(cluster: Cluster, relay: CuttableRelay, ns: str
     access = load_access(str(cluster.kubeconfig))
     via = dataclasses.replace(access, server=f"https://127.0.0.1:{relay.port}")
     path = f"/api/v1/namespaces/{ns}/configmaps"
+    # Only the test's own maps: the root CA publisher may add its map to the new namespace late.
+    mine = {"labelSelector": "test=stall"}
     async with Kube(access) as direct, Kube(via) as kube:
-        informer = Informer(kube, path, metadata_only=True, silence=SILENCE)
+        informer = Informer(kube, path, metadata_only=True, params=mine, silence=SILENCE)
         added = asyncio.Event()
         seen: list[str] = []
 
@@ -288,7 +290,9 @@ async def _watch_through_a_stall(cluster: Cluster, relay: CuttableRelay, ns: str
         try:
             await asyncio.wait_for(informer.synced.wait(), 30)
             assert relay.stall() >= 1
-            await direct.create(path, {"metadata": {"name": "after-stall"}})
+            await direct.create(
+                path, {"metadata": {"name": "after-stall", "labels": {"test": "stall"}}}
+            )
             # Seen after the silence, not at the watch's end minutes later.
             await asyncio.wait_for(added.wait(), SILENCE + 20)
             assert kube.errors[("WATCH", 0)] >= 1
