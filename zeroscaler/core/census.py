@@ -63,14 +63,16 @@ def _fingerprint_text(meta: Meta, resource: APIResource) -> str:
     namespace, name = meta.get("namespace") or "", meta.get("name") or ""
     if not resource.has_status:  # every update counts
         return digest_text([namespace, name, str(meta.get("resourceVersion") or "")])
-    others = sorted(_writes_by_others(meta))
+    others = _writes_by_others(meta)
     generation = (
         [meta.get("generation") or 0] if (resource.group, resource.kind) not in _SCALED else []
     )
     rarer = rarer_fields(meta)
-    if not rarer:  # most stored objects: the text of their five empty parts is always the same
-        tail = [_part_text(others), *map(_part_text, generation)]
-        return f"[{_part_text(namespace)},{_part_text(name)},{_NO_RARER},{','.join(tail)}]"
+    if not rarer and type(namespace) is str and type(name) is str:
+        # Most stored objects: the text of their five empty parts is always the same, and the
+        # writes are (manager, operation, time) texts, written here without the general path.
+        tail = "".join(["," + _part_text(g) for g in generation])
+        return f"[{_quote(namespace)},{_quote(name)},{_NO_RARER},{_writes_text(others)}{tail}]"
     annotations = rarer.get("annotations")
     if annotations:
         annotations = {k: v for k, v in annotations.items() if not k.startswith(PREFIX)}
@@ -89,6 +91,11 @@ def _fingerprint_text(meta: Meta, resource: APIResource) -> str:
 
 
 _EMPTY: Mapping[str, str] = {}
+
+
+def _writes_text(writes: list[tuple[str, str, str]]) -> str:
+    """(manager, operation, time) entries as `_part_text` writes a list of string tuples."""
+    return "[" + ",".join([f"[{_quote(m)},{_quote(o)},{_quote(t)}]" for m, o, t in writes]) + "]"
 
 
 def digest_text(parts: list[Any]) -> str:
@@ -150,8 +157,8 @@ def tally(objects: Iterable[Mapping[str, Any]], resource: APIResource, interest:
         meta: Meta = obj.get("metadata") or {}
         if is_in_interest(meta, resource, interest):
             count += 1
-            digest = (digest + fingerprint(meta, resource)) % _MODULUS
-    return Tally(count, digest)
+            digest += fingerprint(meta, resource)  # reduced once, at the end
+    return Tally(count, digest % _MODULUS)
 
 
 def difference(kind: str, before: Tally, after: Tally) -> str | None:
@@ -189,8 +196,9 @@ def parse_census(text: str) -> tuple[dict[str, Tally], list[Problem]]:
     return census, problems
 
 
-def _writes_by_others(meta: Meta) -> Iterable[tuple[str, str, str]]:
-    """managedFields entries (manager, operation, time) of writes that were not status-only."""
-    for manager, operation, subresource, time in writes(meta):
-        if manager != MANAGER and subresource != "status":
-            yield manager, operation, time
+def _writes_by_others(meta: Meta) -> list[tuple[str, str, str]]:
+    """managedFields entries (manager, operation, time) of writes that were not status-only,
+    in order."""
+    found = [(m, op, t) for m, op, sub, t in writes(meta) if m != MANAGER and sub != "status"]
+    found.sort()
+    return found
