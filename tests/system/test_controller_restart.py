@@ -263,12 +263,13 @@ def _asleep_then_stopped(
     return ref
 
 
+@pytest.mark.parametrize("lists", [[], ["--streaming-lists"]], ids=["in pages", "streamed"])
 def test_a_watched_object_deleted_while_the_controller_is_down_wakes_its_sleeper(
-    api: k8s.ApiClient, cluster: Cluster, opted_ns: str, tmp_path: Path
+    api: k8s.ApiClient, cluster: Cluster, opted_ns: str, tmp_path: Path, lists: list[str]
 ) -> None:
     ref = _asleep_then_stopped(api, cluster, opted_ns, tmp_path, "deleted-meanwhile")
     k8s.CoreV1Api(api).delete_namespaced_config_map("settings", opted_ns)
-    second = start_controller(cluster, opted_ns, tmp_path, id="second")
+    second = start_controller(cluster, opted_ns, tmp_path, id="second", extra=lists)
     try:
         reason = "1 ConfigMap object deleted while zeroscaler was not watching (3 in scope at sleep"
         wait_event(api, ref, "Woken", reason)

@@ -278,10 +278,11 @@ async def test_a_holder_renews_over_its_own_write_and_reads_the_lease_after_anot
     assert seen == ["GET", "PATCH 1", "PATCH 2", "PATCH 3", "PATCH 4", "GET", "PATCH 5"]
 
 
-def test_streaming_lists_are_on_unless_turned_off() -> None:
-    assert parse_settings([], {}).streaming_lists is True
+def test_streaming_lists_are_off_unless_turned_on() -> None:
+    assert parse_settings([], {}).streaming_lists is False
+    assert parse_settings(["--streaming-lists"], {}).streaming_lists is True
+    assert parse_settings([], {"ZEROSCALER_STREAMING_LISTS": "true"}).streaming_lists is True
     assert parse_settings(["--no-streaming-lists"], {}).streaming_lists is False
-    assert parse_settings([], {"ZEROSCALER_STREAMING_LISTS": "false"}).streaming_lists is False
 
 
 def test_warm_watches_are_on_unless_turned_off() -> None:
