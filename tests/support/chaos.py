@@ -34,6 +34,7 @@ from localcluster import build
 from localcluster.cluster import Cluster, start
 from tests.support.crds import create_crd
 from tests.support.invariants import Observer, Report, Unsettled, wait_settled
+from tests.support.namespaces import publish_root_ca
 from tests.support.relay import CuttableRelay
 from tests.support.waiting import wait_for
 from tests.system.controller_kit import (
@@ -49,8 +50,6 @@ from tests.system.webhook_kit import Webhook
 REPLICAS = 3
 TIMEOUT = 3.0  # seconds idle before a sleep
 BOUND = 15.0  # seconds after the controller can see activity by which its workload must be awake
-ROOT_CA = "kube-root-ca.crt"
-ROOT_CA_NOTE = "kubernetes.io/description"  # the publisher rewrites the map without one
 RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results" / "chaos.json"
 
 
@@ -114,7 +113,7 @@ class Stage:
         core = k8s.CoreV1Api(self.api)
         labels = {"zeroscaler.io/enabled": "true"}
         core.create_namespace({"metadata": {"name": self.ns, "labels": labels}})
-        self._publish_root_ca(core)
+        publish_root_ca(core, self.ns, self.cluster.ca_file.read_text())
         grant_watch(self.api, self.ns, [("", ["configmaps"])])
         config = config_for(f"{TIMEOUT:g}s", "ConfigMap", watch_namespaces=self.ns)
         for name in self.names:
@@ -139,25 +138,6 @@ class Stage:
             return ready >= set(self.names)
 
         wait_for(running, f"every workload in {self.ns} running", timeout=180.0)
-
-    def _publish_root_ca(self, core: k8s.CoreV1Api) -> None:
-        """The controller manager's CA ConfigMap, written here as its publisher writes it.
-
-        Created later by the controller manager, it is activity the checker knows nothing of,
-        which wakes the workloads before the scenario's own. It can come a minute late: after a
-        scenario that took the API server away, the controller manager's watches back off for up
-        to 30 s, doubled by jitter, before they list again. Its publisher finds this one equal to
-        its own (the cluster's CA, with a description) and leaves it as it is.
-        """
-        body = {
-            "metadata": {"name": ROOT_CA, "annotations": {ROOT_CA_NOTE: "published by the test"}},
-            "data": {"ca.crt": self.cluster.ca_file.read_text()},
-        }
-        try:
-            core.create_namespaced_config_map(self.ns, body)
-        except k8s.ApiException as e:
-            if e.status != 409:  # 409: the publisher was first, with the same content
-                raise
 
     def controller(
         self,

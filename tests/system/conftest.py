@@ -17,6 +17,7 @@ from localcluster import build, netns
 from localcluster.cluster import Cluster, start
 from localcluster.realnode import RealNode
 from tests.support.crds import create_crd
+from tests.support.namespaces import publish_root_ca
 from tests.system.controller_kit import WIDGET_GROUP, ControllerProcess, start_controller
 
 ENABLED_LABEL = "zeroscaler.io/enabled"
@@ -64,26 +65,31 @@ def api(cluster: Cluster) -> Iterator[k8s.ApiClient]:
     client.close()
 
 
-def _namespace(api: k8s.ApiClient, request: pytest.FixtureRequest, labels: dict[str, str]) -> str:
+def _namespace(
+    api: k8s.ApiClient, cluster: Cluster, request: pytest.FixtureRequest, labels: dict[str, str]
+) -> str:
+    """A fresh namespace, with the controller manager's CA map in it already."""
     base = re.sub(r"[^a-z0-9-]", "-", request.node.name.lower()).strip("-")[:40].strip("-")
     name = f"{base}-{secrets.token_hex(3)}"
     body = k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name, labels=labels))
-    k8s.CoreV1Api(api).create_namespace(body)
+    core = k8s.CoreV1Api(api)
+    core.create_namespace(body)
+    publish_root_ca(core, name, cluster.ca_file.read_text())
     return name
 
 
 @pytest.fixture
-def ns(api: k8s.ApiClient, request: pytest.FixtureRequest) -> Iterator[str]:
+def ns(api: k8s.ApiClient, cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh namespace for one test, deleted afterwards."""
-    name = _namespace(api, request, {})
+    name = _namespace(api, cluster, request, {})
     yield name
     k8s.CoreV1Api(api).delete_namespace(name)
 
 
 @pytest.fixture
-def opted_ns(api: k8s.ApiClient, request: pytest.FixtureRequest) -> Iterator[str]:
+def opted_ns(api: k8s.ApiClient, cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh namespace opted in to zeroscaler by label."""
-    name = _namespace(api, request, {ENABLED_LABEL: "true"})
+    name = _namespace(api, cluster, request, {ENABLED_LABEL: "true"})
     yield name
     k8s.CoreV1Api(api).delete_namespace(name)
 
