@@ -43,8 +43,9 @@ class Settings:
     discovery_interval: float = 30.0
     access_review_ttl: float = 60.0
     access_from_rbac: bool = True  # off where an authorizer before RBAC (a webhook) may deny
-    # Off: pages cost a start less CPU than watch-list streams (docs/figures.md, both sizes).
-    streaming_lists: bool = False  # watched types listed as watch-list streams where served
+    # Watched types listed as watch-list streams where served; off: in pages a start at 10,000
+    # workloads costs less CPU (docs/figures.md, "Pages or streams").
+    streaming_lists: bool = False
     warm_watches: bool = True  # on a start, list the types workloads name before reconciling them
     workers: int = 64  # coroutines; requests queue for the request connections
     max_connections: int = 1024  # for watches: one each

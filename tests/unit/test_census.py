@@ -374,7 +374,13 @@ _parts = st.lists(
         st.none(),
         st.dictionaries(_text, st.one_of(_text, st.integers()), max_size=3),
         st.lists(
-            st.one_of(_text, st.tuples(_text, _text, _text), st.dictionaries(_text, _text)),
+            st.one_of(
+                _text,
+                st.tuples(_text, _text, _text),
+                # Not all strings: the encoder's own text, not the direct one.
+                st.tuples(_text, st.one_of(st.integers(), st.none(), st.tuples(_text))),
+                st.dictionaries(_text, _text),
+            ),
             max_size=3,
         ),
     ),

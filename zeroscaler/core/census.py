@@ -69,10 +69,9 @@ def _fingerprint_text(meta: Meta, resource: APIResource) -> str:
     )
     rarer = rarer_fields(meta)
     if not rarer and type(namespace) is str and type(name) is str:
-        # Most stored objects: the text of their five empty parts is always the same, and the
-        # writes are (manager, operation, time) texts, written here without the general path.
+        # Most stored objects: the text of their five empty parts is always the same.
         tail = "".join(["," + _part_text(g) for g in generation])
-        return f"[{_quote(namespace)},{_quote(name)},{_NO_RARER},{_writes_text(others)}{tail}]"
+        return f"[{_quote(namespace)},{_quote(name)},{_NO_RARER},{_part_text(others)}{tail}]"
     annotations = rarer.get("annotations")
     if annotations:
         annotations = {k: v for k, v in annotations.items() if not k.startswith(PREFIX)}
@@ -91,11 +90,6 @@ def _fingerprint_text(meta: Meta, resource: APIResource) -> str:
 
 
 _EMPTY: Mapping[str, str] = {}
-
-
-def _writes_text(writes: list[tuple[str, str, str]]) -> str:
-    """(manager, operation, time) entries as `_part_text` writes a list of string tuples."""
-    return "[" + ",".join([f"[{_quote(m)},{_quote(o)},{_quote(t)}]" for m, o, t in writes]) + "]"
 
 
 def digest_text(parts: list[Any]) -> str:
@@ -124,8 +118,11 @@ def _part_text(part: Any) -> str:
         for item in part:
             if type(item) is str:
                 items.append(_quote(item))
-            elif type(item) is tuple and all(type(x) is str for x in item):
-                items.append("[" + ",".join(map(_quote, item)) + "]")
+            elif type(item) is tuple:
+                try:
+                    items.append("[" + ",".join(map(_quote, item)) + "]")
+                except TypeError:  # an item of the tuple is not a string
+                    return _ENCODER.encode(part)
             else:
                 return _ENCODER.encode(part)
         return "[" + ",".join(items) + "]"
