@@ -734,6 +734,13 @@ def main() -> None:
         "streaming, cold (watches started by the workloads' first reconciles, not warmed), "
         "default (no flag: for code before them); the last gives the row's figures",
     )
+    parser.add_argument(
+        "--restart-rounds",
+        type=int,
+        default=3,
+        help="the scale row's rounds of restarts: each lists raw once and starts every mode "
+        "once, in a rotated order; each figure is the median over the rounds",
+    )
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="zeroscaler-bench-"))
     if args.scale or args.scale_stages:

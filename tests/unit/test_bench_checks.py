@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.bench_scale import ScaleResults, Stage, check, rows
+from bench.bench_scale import RAW, ScaleResults, Stage, check, median_start, restart_rounds, rows
 
 
 def measured(**changes: object) -> Stage:
@@ -45,11 +45,35 @@ def test_a_stage_without_samples_fails(missing: dict[str, object], said: str) ->
 
 def test_the_table_has_rows_for_the_restart_modes_run_and_no_others() -> None:
     stage = measured()
-    stage.restarts = {"cold": [1.0, 2.0, 3.0], "default": [1.0, 4.0, 5.0]}
+    stage.restarts = {
+        "cold": [[1.0, 2.0, 3.0], [1.0, 2.5, 9.0], [1.2, 1.5, 3.5]],
+        "default": [[1.0, 4.0, 5.0]],
+    }
     found = {name: values for name, values in rows(ScaleResults([stage])) if "restart, " in name}
     assert found == {
         "restart, watches by first reconciles: synced (s)": [2.0],
-        "restart, watches by first reconciles: managed (s)": [3.0],
+        "restart, watches by first reconciles: managed (s)": [3.5],
         "restart, as configured: synced (s)": [4.0],
         "restart, as configured: managed (s)": [5.0],
     }
+
+
+def test_a_figure_is_the_median_of_its_starts_each_figure_on_its_own() -> None:
+    starts = [[1.0, 6.0, 6.5], [3.0, 5.0, 9.0], [2.0, 7.0, 7.5]]
+    assert median_start(starts) == [2.0, 6.0, 7.5]
+    assert median_start([[1.0, 5.0], [2.0, 6.0]]) == [1.5, 5.5]
+
+
+def test_the_raw_list_is_the_median_of_its_rounds() -> None:
+    stage = measured(list_baseline_s=[4.0, 9.0, 4.4])
+    found = dict(rows(ScaleResults([stage])))
+    assert found["raw list of the same types (s, median)"] == [4.4]
+
+
+def test_each_round_runs_everything_once_and_none_always_first() -> None:
+    rounds = restart_rounds(["cold", "default"], 3)
+    assert all(sorted(r) == sorted([RAW, "cold", "default"]) for r in rounds)
+    assert len({r[0] for r in rounds}) == 3
+    # The last round ends with the row's mode: its controller runs on into the next stage.
+    assert rounds[-1] == [RAW, "cold", "default"]
+    assert restart_rounds(["default"], 1) == [[RAW, "default"]]
