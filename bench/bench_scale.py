@@ -157,15 +157,24 @@ class Controller:
 
     async def wait_managed(self, count: int) -> None:
         """Until the controller's metrics count `count` managed workloads asleep."""
-        wanted = f'zeroscaler_managed_workloads{{state="asleep"}} {count}.0'
+        await self._wait_metric(
+            "zeroscaler_managed_workloads",
+            f'zeroscaler_managed_workloads{{state="asleep"}} {count}.0',
+        )
+
+    async def wait_events_written(self) -> None:
+        """Until the controller has no Event waiting to be written."""
+        await self._wait_metric("zeroscaler_pending_events", "zeroscaler_pending_events 0.0")
+
+    async def _wait_metric(self, family: str, wanted: str) -> None:
+        """Until the line `wanted` is among the samples of `family`."""
         async with httpx.AsyncClient() as client:
             while True:
                 with contextlib.suppress(httpx.HTTPError):
                     # One family, not 10,000 workloads' series: a poll every half second
                     # would otherwise take a share of the restart it times.
                     metrics = await client.get(
-                        f"http://127.0.0.1:{self.port}/metrics",
-                        params={"name[]": "zeroscaler_managed_workloads"},
+                        f"http://127.0.0.1:{self.port}/metrics", params={"name[]": family}
                     )
                     if wanted in metrics.text.splitlines():
                         return
@@ -219,7 +228,9 @@ async def run_stage(
         stage, "unwatched events", 300, _event_cost(kube, controller.pid, number, args.etcd)
     )
     # The sleeps' records and Events trail their scale writes: wakes are timed once they are done
-    # (in one run the first three wakes at 1,000 took 1.2-4 s while they were written).
+    # (in one run the first three wakes at 1,000 took 1.2-4 s while they were written; at 10,000
+    # the Events took 36 s, and the slowest wakes of a run were the ones among them).
+    await _phase(stage, "Events written", 300 + count / 10, controller.wait_events_written())
     await _phase(
         stage, "settle before wakes", args.idle_settle + 10, asyncio.sleep(args.idle_settle)
     )

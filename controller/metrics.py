@@ -27,11 +27,13 @@ class _StateCollector(Collector):
         count_watches: Callable[[], int],
         is_leader: Callable[[], bool],
         count_pending: Callable[[], int],
+        count_events: Callable[[], int],
     ) -> None:
         self._count = count_by_state
         self._watches = count_watches
         self._is_leader = is_leader
         self._pending = count_pending
+        self._events = count_events
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         yield GaugeMetricFamily(
@@ -54,6 +56,13 @@ class _StateCollector(Collector):
             "zeroscaler_pending_wakes",
             "Asleep workloads with activity seen and no scale-up answered yet (0 on a standby)",
             value=self._pending() if self._is_leader() else 0,
+        )
+        # Written behind every wake and sleep: after thousands of sleeps the backlog takes a
+        # while, and a wake in it shares the API server with it.
+        yield GaugeMetricFamily(
+            "zeroscaler_pending_events",
+            "Events waiting to be written, behind every wake and sleep",
+            value=self._events(),
         )
 
 
@@ -183,6 +192,7 @@ class Metrics:
         count_watches: Callable[[], int],
         is_leader: Callable[[], bool],
         count_pending: Callable[[], int] = lambda: 0,
+        count_events: Callable[[], int] = lambda: 0,
         api_errors: Callable[[], Iterable[ErrorCounts]] = lambda: (),
         workloads: Callable[[], Iterable[Workload]] | None = None,
         count_savings: Callable[[], None] = lambda: None,
@@ -191,7 +201,7 @@ class Metrics:
         self._count_savings = count_savings
         register_process_collectors(self.registry)
         self.registry.register(
-            _StateCollector(count_by_state, count_watches, is_leader, count_pending)
+            _StateCollector(count_by_state, count_watches, is_leader, count_pending, count_events)
         )
         self.workload_series = None if workloads is None else WorkloadSeries(workloads, is_leader)
         self.per_workload = workloads is not None

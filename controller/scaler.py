@@ -135,6 +135,7 @@ class Scaler:
             lambda: len(self.hub.resources),
             self._leading,
             count_pending=lambda: count_pending_wakes(self.workloads.values()),
+            count_events=lambda: self.reporter.pending,
             api_errors=lambda: [k.errors for k in clients],
             workloads=self.workloads.values if self.settings.workload_metrics else None,
             count_savings=self._count_savings,
@@ -191,7 +192,7 @@ class Scaler:
 
     def _assemble(self, kube: Kube, clock: Clock) -> Reconciler:
         """The parts that decide and write, wired to the queue, the gate and each other."""
-        reporter = Reporter(
+        self.reporter = reporter = Reporter(
             self.events,
             background=self.tasks.background,
             is_leader=self._leading,

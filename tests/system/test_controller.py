@@ -108,6 +108,8 @@ def test_seed_demo_sleeps_and_wakes_to_the_previous_count(
     assert "process_cpu_seconds_total" in {name for name, _ in controller.metrics()}
     assert controller.metric("zeroscaler_wake_failures_total") == 0
     assert controller.metric("zeroscaler_pending_wakes") == 0
+    # The Events above were read from the API server: the backlog they passed through is empty.
+    wait_for(lambda: controller.metric("zeroscaler_pending_events") == 0, "every Event written")
 
 
 def test_one_write_wakes_every_workload_watching_it_to_its_own_count(

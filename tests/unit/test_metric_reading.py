@@ -9,8 +9,9 @@ from zeroscaler.controller.metrics import Metrics
 
 
 def exposition(events: dict[str, int] | None = None) -> str:
-    """The controller's own /metrics text: one asleep workload, one watch open, leading."""
-    metrics = Metrics(lambda: {"asleep": 1}, lambda: 1, lambda: True)
+    """The controller's own /metrics text: one asleep workload, one watch open, leading, and
+    seven Events waiting to be written."""
+    metrics = Metrics(lambda: {"asleep": 1}, lambda: 1, lambda: True, count_events=lambda: 7)
     for resource, count in (events or {}).items():
         metrics.watch_events.labels(resource).inc(count)
     metrics.activity.inc(2)
@@ -24,6 +25,7 @@ def test_a_sample_present_is_read() -> None:
     assert read_metric(text, "zeroscaler_managed_workloads", {"state": "awake"}) == 0
     assert read_metric(text, "zeroscaler_wake_latency_seconds_count", {}) == 0
     assert read_metric(text, "zeroscaler_leader", {}) == 1
+    assert read_metric(text, "zeroscaler_pending_events", {}) == 7
 
 
 @pytest.mark.parametrize(
