@@ -57,12 +57,10 @@ class _StateCollector(Collector):
             "Asleep workloads with activity seen and no scale-up answered yet (0 on a standby)",
             value=self._pending() if self._is_leader() else 0,
         )
-        # Written behind every wake and sleep: after thousands of sleeps the backlog takes a
-        # while, and a wake in it shares the API server with it.
+        # After thousands of sleeps the backlog takes a while, and a wake in it shares the API
+        # server and the event loop with it.
         yield GaugeMetricFamily(
-            "zeroscaler_pending_events",
-            "Events waiting to be written, behind every wake and sleep",
-            value=self._events(),
+            "zeroscaler_pending_events", "Events waiting to be written", value=self._events()
         )
 
 
