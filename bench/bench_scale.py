@@ -228,8 +228,8 @@ async def run_stage(
         stage, "unwatched events", 300, _event_cost(kube, controller.pid, number, args.etcd)
     )
     # The sleeps' records and Events trail their scale writes: wakes are timed once they are done
-    # (in one run the first three wakes at 1,000 took 1.2-4 s while they were written; at 10,000
-    # the Events took 36 s, and the slowest wakes of a run were the ones among them).
+    # (in one run the first three wakes at 1,000 took 1.2-4 s while they were written; in a lab
+    # at 10,000 the Events took 36 s, and the slowest wakes were the ones among them).
     await _phase(stage, "Events written", 300 + count / 10, controller.wait_events_written())
     await _phase(
         stage, "settle before wakes", args.idle_settle + 10, asyncio.sleep(args.idle_settle)
