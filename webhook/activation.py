@@ -42,6 +42,10 @@ log = logging.getLogger(__name__)
 ASK_AGAIN_AFTER = 1.0  # seconds: a burst of requests for one sleeper writes one wake request
 NONE: frozenset[str] = frozenset()
 READY_FRESH = 0.5  # seconds a ready endpoint seen is trusted without reading again
+# Seconds between the first ready endpoint and the answer: the API server finds the endpoint it
+# calls next by its own watch of the same EndpointSlices, which can trail ours under load, and
+# a request passed on before it has the endpoint fails ("no endpoints available for service").
+READY_SETTLE = 0.2
 WAIT_BUCKETS = (0.001, 0.01, 0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 
 
@@ -55,8 +59,10 @@ class Activation:
         requests: str,
         max_body: int,
         registry: CollectorRegistry,
+        settle: float = READY_SETTLE,
     ) -> None:
         self._kube = kube
+        self._settle = settle
         self._requests_path = f"/api/v1/namespaces/{namespace}/configmaps/{requests}"
         self._max_body = max_body
         self._asked: dict[str, float] = {}  # request key: loop time it was last written
@@ -220,6 +226,7 @@ class Activation:
     ) -> None:
         async with asyncio.timeout(MAX_TIMEOUT):
             await self._until_ready(kube, namespace, service, stale)
+        await asyncio.sleep(self._settle)
         self._ready_at[(namespace, service)] = asyncio.get_running_loop().time()
 
     async def _until_ready(

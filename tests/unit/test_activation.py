@@ -30,9 +30,12 @@ REVIEW = {
 class Server:
     """The few answers the activator asks for; a wake request, once written, is remembered."""
 
-    def __init__(self, scale: int | None) -> None:
+    def __init__(self, scale: int | None, starts: bool = False) -> None:
         self.scale = scale  # None: the scale may not be read (403)
+        self.starts = starts  # once the wake is asked, the watch sees a new pod's endpoint
         self.asked: list[str] = []
+        self.started_at: float | None = None  # loop time the new endpoint was sent
+        self.answered_at: float | None = None  # loop time the activator answered
 
     async def __call__(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
@@ -44,32 +47,45 @@ class Server:
             return httpx.Response(200, json={"kind": "Scale", "spec": spec})
         if path == SLICES and request.method == "GET":
             if request.url.params.get("watch"):
+                if self.starts and f"PATCH {REQUESTS}" in self.asked:
+                    self.started_at = asyncio.get_running_loop().time()
+                    event = {"type": "MODIFIED", "object": _slice("p1", "p2")}
+                    return httpx.Response(200, content=json.dumps(event).encode() + b"\n")
                 await asyncio.sleep(30)  # a watch on which nothing happens
                 return httpx.Response(200, content=b"")
-            endpoint = {"addresses": ["192.0.2.10"], "targetRef": {"kind": "Pod", "uid": "p1"}}
             return httpx.Response(200, json={"metadata": {"resourceVersion": "5"},
-                                             "items": [{"metadata": {"name": "guard-1"},
-                                                        "endpoints": [endpoint]}]})  # fmt: skip
+                                             "items": [_slice("p1")]})  # fmt: skip
         if path == REQUESTS and request.method == "PATCH":
             return httpx.Response(200, json={"data": json.loads(request.content)["data"]})
         return _status(404, "NotFound")
+
+
+def _slice(*pods: str) -> dict[str, Any]:
+    """The guard Service's one EndpointSlice, a ready endpoint for each pod uid."""
+    endpoints = [
+        {"addresses": ["192.0.2.10"], "targetRef": {"kind": "Pod", "uid": uid}} for uid in pods
+    ]
+    return {"metadata": {"name": "guard-1"}, "endpoints": endpoints}
 
 
 def _status(code: int, reason: str) -> httpx.Response:
     return httpx.Response(code, json={"kind": "Status", "reason": reason, "message": reason})
 
 
-def _answer(server: Server, wait: int) -> tuple[dict[str, Any], CollectorRegistry]:
+def _answer(
+    server: Server, wait: int, settle: float = 0.0
+) -> tuple[dict[str, Any], CollectorRegistry]:
     async def scenario() -> tuple[dict[str, Any], CollectorRegistry]:
         registry = CollectorRegistry()
         async with kube_served_by(server, connections=4) as kube:
-            activation = Activation(kube, "zs", "wakes", 1 << 20, registry)
+            activation = Activation(kube, "zs", "wakes", 1 << 20, registry, settle)
             app = FastAPI()
             app.post("/activate/{rest:path}")(activation.activate)
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://a") as client:
                 answer = await client.post(f"/activate/{wait}/deployment/ops/guard/guard",
                                            json=REVIEW)  # fmt: skip
+                server.answered_at = asyncio.get_running_loop().time()
                 await asyncio.sleep(0.05)  # the wake asked in the background, if it was
         return answer.json()["response"], registry
 
@@ -95,6 +111,18 @@ def test_the_endpoint_of_a_backend_at_zero_is_not_taken_for_it() -> None:
     assert answer["allowed"] is True  # allowed at the timeout: its own webhook decides
     assert _outcome(registry, "timeout") == 1
     assert server.asked[:3] == [f"GET {SCALE}", f"GET {SLICES}", f"PATCH {REQUESTS}"]
+
+
+def test_a_woken_backend_is_answered_once_the_api_server_can_have_its_endpoint() -> None:
+    """The new pod's endpoint ends the wait, but the answer waits the settle beyond it: the API
+    server resolves the backend's Service from its own watch, which can trail the activator's."""
+    server = Server(scale=0, starts=True)
+    answer, registry = _answer(server, wait=5, settle=0.3)
+    assert answer["allowed"] is True
+    assert _outcome(registry, "ready") == 1  # ended by the new endpoint, not the timeout
+    assert server.started_at is not None
+    assert server.answered_at is not None
+    assert server.answered_at - server.started_at >= 0.25  # asyncio may wake 1 tick early
 
 
 def test_without_leave_to_read_scales_the_endpoints_alone_decide_and_it_says_so(
