@@ -289,15 +289,26 @@ class Scaler:
 
     async def _end_catch_up(self) -> None:
         """Run the collector again once the start's catch-up is over: ready, every watch listed
-        and no reconcile waiting; CATCH_UP_BOUND after the start at the latest, ready or not."""
-        with contextlib.suppress(TimeoutError):
+        and no reconcile waiting; CATCH_UP_BOUND after the start at the latest, ready or not.
+        The log says when it is over (the scale row times a restart by it)."""
+        try:
             async with asyncio.timeout(CATCH_UP_BOUND):
-                await self._synced.wait()
-                await self.queue.until_idle()
-                while unsynced := self._unsynced_watches():
-                    await asyncio.gather(*(i.synced.wait() for i in unsynced))
-                    await self.queue.until_idle()
-        resume_collection()
+                await self._catch_up()
+        except TimeoutError:
+            resume_collection()
+            await self._catch_up()
+        else:
+            resume_collection()
+        log.info(
+            "caught up", extra={"workloads": len(self.workloads), "types": len(self.hub.resources)}
+        )
+
+    async def _catch_up(self) -> None:
+        await self._synced.wait()
+        await self.queue.until_idle()
+        while unsynced := self._unsynced_watches():
+            await asyncio.gather(*(i.synced.wait() for i in unsynced))
+            await self.queue.until_idle()
 
     def _unsynced_watches(self) -> list[Informer]:
         informers = (self.hub.informer(r) for r in self.hub.resources)

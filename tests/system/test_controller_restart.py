@@ -79,6 +79,8 @@ def test_restart_keeps_sleepers_asleep_and_catches_changes_made_meanwhile(
     second = start_controller(cluster, opted_ns, tmp_path, id="second")
     try:
         wait_for(lambda: _settled(second), "restarted controller settled")
+        # The end of its catch-up is logged (the scale row times restarts by that line).
+        wait_for(lambda: 'msg="caught up"' in second.log.read_text(), "the catch-up's end logged")
         assert second.metric("zeroscaler_activity_total") == 0
         assert state_of(api, ref)[0] == 0
         assert "Woken" not in reasons(api, ref)

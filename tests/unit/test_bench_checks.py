@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from bench.bench_scale import RAW, ScaleResults, Stage, check, median_start, restart_rounds, rows
+from bench.bench_scale import (
+    RAW,
+    ScaleResults,
+    Stage,
+    check,
+    log_time,
+    median_start,
+    restart_rounds,
+    rows,
+)
 
 
 def measured(**changes: object) -> Stage:
@@ -77,3 +86,9 @@ def test_each_round_runs_everything_once_and_none_always_first() -> None:
     # The last round ends with the row's mode: its controller runs on into the next stage.
     assert rounds[-1] == [RAW, "cold", "default"]
     assert restart_rounds(["default"], 1) == [[RAW, "default"]]
+
+
+def test_a_restart_ends_at_its_caught_up_line_to_the_millisecond() -> None:
+    line = b"time=2026-12-05T01:14:08.611Z level=info logger=zeroscaler.controller.scaler "
+    line += b'msg="caught up" workloads=10001\n'
+    assert log_time(line) == pytest.approx(1796433248.611, abs=1e-6)
