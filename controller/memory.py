@@ -61,7 +61,14 @@ def pause_collection() -> None:
 
 
 def resume_collection() -> None:
-    """Collect what the catch-up left, freeze the survivors, and run the collector again."""
+    """Freeze what the catch-up left, without walking it, and run the collector again.
+
+    At 10,000 workloads over 200,000 objects the catch-up leaves about 490,000 objects the
+    collector tracks, of which a walk found 63-77 garbage, and the walk took 190-240 ms of the
+    restart (a lab's figures). Frozen, that little garbage waits for the housekeeping's full
+    collection, every half hour."""
     if not gc.isenabled():
-        release_free_memory(full=True)
+        gc.freeze()
+        if _trim is not None:
+            _trim(0)
         gc.enable()

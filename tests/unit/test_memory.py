@@ -29,7 +29,7 @@ def _collector_as_it_was() -> Iterator[None]:
     gc.enable() if enabled else gc.disable()
 
 
-def test_a_paused_collector_leaves_cycles_until_it_is_resumed() -> None:
+def test_a_paused_collector_leaves_cycles_to_the_next_full_collection() -> None:
     pause_collection()
     assert not gc.isenabled()
     a, b = _Node(), _Node()
@@ -39,8 +39,11 @@ def test_a_paused_collector_leaves_cycles_until_it_is_resumed() -> None:
     for _ in range(2000):  # enough allocations for many automatic collections, none of which run
         _Node()
     assert gone() is not None
-    resume_collection()
+    resume_collection()  # the catch-up's leftovers frozen, not walked
     assert gc.isenabled()
+    assert gc.get_freeze_count() > 0
+    assert gone() is not None
+    release_free_memory(full=True)  # the housekeeping's half-hourly full collection
     assert gone() is None
 
 
