@@ -4,6 +4,7 @@ ServiceAccount may watch them in, and the shared watches it holds."""
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Iterable, Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -319,10 +320,18 @@ class Subscriptions:
         w.watch.resources = shared(frozenset(wanted))
 
     def catch_up(self, w: Workload, resource: APIResource, store: Store) -> None:
-        """What an asleep `w` missed of `resource` while nobody watched, read from a store it
-        was not told of object by object: listed before it joined, or a first list (which tells
-        no one). An awake one's idle clock restarted when it was first managed, after all that."""
-        if w.status.state != "asleep" or w.watch.interest is None:
+        """What `w` missed of `resource`, read from a store it was not told of object by object:
+        listed before it joined, or a first list (which tells no one). An asleep one: what
+        changed while nobody watched. An awake one: what changed after its idle clock last
+        restarted (a first list that came after the workload was first managed holds the
+        changes made in between); the API server times changes to the second, so one made in
+        the second the clock restarted is taken as made before it."""
+        if w.watch.interest is None:
+            return
+        if w.status.state != "asleep":
+            interest = replace(w.watch.interest, since=w.idle.last_activity)
+            where = namespaces_to_read(resource, interest)
+            self._replay(w, resource, store.in_namespaces(where), interest)
             return
         if resource.canonical in w.watch.unchecked:
             # Its census, compared next (`check_census`), moves with every change the replay
@@ -331,12 +340,19 @@ class Subscriptions:
         where = namespaces_to_read(resource, w.watch.interest)
         self._replay(w, resource, store.in_namespaces(where))
 
-    def _replay(self, w: Workload, resource: APIResource, objects: Iterable[Obj]) -> bool:
+    def _replay(
+        self,
+        w: Workload,
+        resource: APIResource,
+        objects: Iterable[Obj],
+        interest: Interest | None = None,
+    ) -> bool:
         """A warm watch's store, seen as an initial list by a workload that joins it late;
         whether it found activity."""
-        assert w.watch.interest is not None
+        interest = interest or w.watch.interest
+        assert interest is not None
         for obj in list(objects):
-            found = find_activity(Change("ADDED", obj, initial=True), resource, w.watch.interest)
+            found = find_activity(Change("ADDED", obj, initial=True), resource, interest)
             if found is not None:
                 self._on_activity(w, found, self._clock.now())
                 return True

@@ -314,6 +314,38 @@ async def test_a_sleeper_joining_a_warm_watch_is_woken_by_what_changed_while_dow
     await start.aclose()
 
 
+@pytest.mark.parametrize(
+    ("clock_restarted", "woken"),
+    [
+        (datetime(2026, 5, 1, 11, 29, 59, 500000, tzinfo=UTC), True),  # `c` written after
+        # In the second `c` was written (the API times changes to the second): taken as before.
+        (datetime(2026, 5, 1, 11, 30, 0, 500000, tzinfo=UTC), False),
+        (datetime(2026, 5, 1, 11, 30, 1, 200000, tzinfo=UTC), False),  # `c` written before
+    ],
+)
+async def test_an_awake_workload_catches_up_on_what_changed_since_its_clock_restarted(
+    clock_restarted: datetime, woken: bool
+) -> None:
+    """Its watch's first list came after it was first managed: an object written in between is
+    activity, not something that happened before its idle clock started."""
+    w = workload("awake", "ops", notes("Widget.example.com"))
+    w.idle.last_activity = clock_restarted
+    w.watch.scopes = ({("example.com", "Widget"): frozenset({"ops"})}, {})
+    start = Start()
+    start.hub.warm(WIDGET)
+    informer = start.hub.informer(WIDGET)
+    assert informer is not None
+    for obj in (widget("a"), widget("c", AFTER)):
+        informer.store[key_of(obj)] = obj
+    informer.synced.set()
+    found: list[str] = []
+    subs = start.subscriptions(found)
+    subs.set_interest(w, w.status)
+    subs.subscribe(w, {WIDGET})
+    assert found == (["Widget ops/c changed while zeroscaler was not watching"] if woken else [])
+    await start.aclose()
+
+
 CHANGED = "Widget ops/c changed while zeroscaler was not watching"
 
 
