@@ -303,7 +303,7 @@ class Subscriptions:
             if reason is None or w.idle.activity_at is not None:
                 continue
             where = namespaces_to_read(resource, w.watch.interest)
-            if not self._replay(w, resource, informer.store.in_namespaces(where)):
+            if not self._replay(w, resource, informer.store.in_namespaces(where), w.watch.interest):
                 self._on_activity(w, Activity(resource.kind, "", "", reason), self._clock.now())
         w.watch.unchecked = shared(frozenset(unchecked))
 
@@ -326,31 +326,23 @@ class Subscriptions:
         restarted (a first list that came after the workload was first managed holds the
         changes made in between); the API server times changes to the second, so one made in
         the second the clock restarted is taken as made before it."""
-        if w.watch.interest is None:
+        interest = w.watch.interest
+        if interest is None:
             return
         if w.status.state != "asleep":
-            interest = replace(w.watch.interest, since=w.idle.last_activity)
-            where = namespaces_to_read(resource, interest)
-            self._replay(w, resource, store.in_namespaces(where), interest)
-            return
-        if resource.canonical in w.watch.unchecked:
+            interest = replace(interest, since=w.idle.last_activity)
+        elif resource.canonical in w.watch.unchecked:
             # Its census, compared next (`check_census`), moves with every change the replay
             # would find: the replay waits for a difference, to name the object.
             return
-        where = namespaces_to_read(resource, w.watch.interest)
-        self._replay(w, resource, store.in_namespaces(where))
+        where = namespaces_to_read(resource, interest)
+        self._replay(w, resource, store.in_namespaces(where), interest)
 
     def _replay(
-        self,
-        w: Workload,
-        resource: APIResource,
-        objects: Iterable[Obj],
-        interest: Interest | None = None,
+        self, w: Workload, resource: APIResource, objects: Iterable[Obj], interest: Interest
     ) -> bool:
         """A warm watch's store, seen as an initial list by a workload that joins it late;
         whether it found activity."""
-        interest = interest or w.watch.interest
-        assert interest is not None
         for obj in list(objects):
             found = find_activity(Change("ADDED", obj, initial=True), resource, interest)
             if found is not None:

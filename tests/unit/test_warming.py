@@ -274,6 +274,23 @@ def widget(name: str, written: dict[str, str] = BEFORE) -> Obj:
     return cast(Obj, shrink({"metadata": meta}))  # stored as the shared watches store it
 
 
+def joining_warm_widgets(w: Workload, listed: list[Obj]) -> tuple[Start, Subscriptions, list[str]]:
+    """A start whose warm Widget watch has listed `listed`, and `w` subscribing to it late; the
+    reasons of the activity found go into the list returned."""
+    start = Start()
+    start.hub.warm(WIDGET)
+    informer = start.hub.informer(WIDGET)
+    assert informer is not None
+    for obj in listed:
+        informer.store[key_of(obj)] = obj
+    informer.synced.set()
+    found: list[str] = []
+    subs = start.subscriptions(found)
+    subs.set_interest(w, w.status)
+    subs.subscribe(w, {WIDGET})
+    return start, subs, found
+
+
 @pytest.mark.parametrize(
     ("at_restart", "woken"),
     [
@@ -293,18 +310,11 @@ async def test_a_sleeper_joining_a_warm_watch_is_woken_by_what_changed_while_dow
     w.status, _ = read_status(notes)
     w.watch.unchecked = frozenset({"Widget.example.com"})
     w.watch.scopes = ({("example.com", "Widget"): frozenset({"ops"})}, {})
-    start = Start()
-    start.hub.warm(WIDGET)
-    informer = start.hub.informer(WIDGET)
-    assert informer is not None
-    for name in at_restart:
-        obj = widget(name.rstrip("*"), AFTER if name.endswith("*") or name == "c" else BEFORE)
-        informer.store[key_of(obj)] = obj
-    informer.synced.set()
-    found: list[str] = []
-    subs = start.subscriptions(found)
-    subs.set_interest(w, w.status)
-    subs.subscribe(w, {WIDGET})
+    listed = [
+        widget(name.rstrip("*"), AFTER if name.endswith("*") or name == "c" else BEFORE)
+        for name in at_restart
+    ]
+    start, subs, found = joining_warm_widgets(w, listed)
     subs.check_census(w)
     if woken is None:
         assert found == []
@@ -331,17 +341,7 @@ async def test_an_awake_workload_catches_up_on_what_changed_since_its_clock_rest
     w = workload("awake", "ops", notes("Widget.example.com"))
     w.idle.last_activity = clock_restarted
     w.watch.scopes = ({("example.com", "Widget"): frozenset({"ops"})}, {})
-    start = Start()
-    start.hub.warm(WIDGET)
-    informer = start.hub.informer(WIDGET)
-    assert informer is not None
-    for obj in (widget("a"), widget("c", AFTER)):
-        informer.store[key_of(obj)] = obj
-    informer.synced.set()
-    found: list[str] = []
-    subs = start.subscriptions(found)
-    subs.set_interest(w, w.status)
-    subs.subscribe(w, {WIDGET})
+    start, _, found = joining_warm_widgets(w, [widget("a"), widget("c", AFTER)])
     assert found == (["Widget ops/c changed while zeroscaler was not watching"] if woken else [])
     await start.aclose()
 
