@@ -1,10 +1,15 @@
-"""The sockets under the API client: httpcore's own, with a cheaper check of idle connections.
+"""The connections under the API client: httpcore's own, with its upkeep made cheaper.
 
-Each time a request starts or ends, httpcore's pool asks every idle connection whether its socket
-has become readable (the server hung up). Its anyio stream answers by building the socket's whole
-attribute map, a `getpeername` call included, on every ask. While 10,000 workloads were put to
-sleep that was an eighth of the controller's CPU (docs/scaling.md). Here the socket is found once,
-when the connection is made, and the check is one `poll`.
+Each time a request starts or ends, httpcore's pool runs a pass over its connections:
+- It asks every idle connection whether its socket has become readable (the server hung up). Its
+  anyio stream answers by building the socket's whole attribute map, a `getpeername` call
+  included, on every ask. While 10,000 workloads were put to sleep that was an eighth of the
+  controller's CPU (docs/scaling.md). Here the socket is found once, when the connection is made,
+  and the check is one `poll`.
+- For every idle connection it builds a list of all connections only to take its length, so a
+  pass costs idle connections times all of them. The watch client holds a connection per watch,
+  and a restart at 10,000 workloads spent about 8 % of its CPU there (docs/figures.md). `Pool`
+  makes the same decisions in one walk.
 """
 
 # httpcore's interface passes timeouts as arguments; these methods keep its signatures.
@@ -20,6 +25,7 @@ from typing import Any
 
 import httpcore
 import httpx
+from httpcore import AsyncConnectionInterface
 
 
 def _readable(sock: socket.socket) -> bool:
@@ -88,15 +94,64 @@ class Network(httpcore.AsyncNetworkBackend):
         await self._inner.sleep(seconds)
 
 
-def cheap_idle_checks(client: httpx.AsyncClient) -> int:
-    """Put `Network` under every connection pool of `client` (its own and a proxy's); how many.
+class Pool(httpcore.AsyncConnectionPool):
+    """httpcore's pool, its upkeep pass linear in the connections.
 
-    httpx gives no way to pass a network backend, so the pools it made are reached through
-    private attributes; a test fails if an upgrade of httpx or httpcore moves them."""
+    The pass decides as httpcore 1.0.9's does, which a unit test checks against it over random
+    pools: connections closed or expired are dropped; an idle one is closed while the pool holds
+    more connections than the keep-alive limit (its size, not its idle count, as httpcore has
+    it); each queued request takes the first connection that can serve its origin, else a new
+    one, if need be in place of the first idle one. Only the first step is quadratic in
+    httpcore's."""
+
+    def _assign_requests_to_connections(self) -> list[AsyncConnectionInterface]:
+        closing: list[AsyncConnectionInterface] = []
+        kept: list[AsyncConnectionInterface] = []
+        size = len(self._connections)  # as it shrinks, connection by connection
+        for connection in self._connections:
+            if connection.is_closed():
+                size -= 1
+            elif connection.has_expired() or (
+                connection.is_idle() and size > self._max_keepalive_connections
+            ):
+                size -= 1
+                closing.append(connection)
+            else:
+                kept.append(connection)
+        self._connections[:] = kept
+        # Each queued request, as httpcore does: rare, and a walk of the pool each.
+        for request in [r for r in self._requests if r.is_queued()]:
+            origin = request.request.url.origin
+            available = [
+                c for c in self._connections if c.can_handle_request(origin) and c.is_available()
+            ]
+            if available:
+                request.assign_to_connection(available[0])
+                continue
+            if len(self._connections) >= self._max_connections:
+                spare = next((c for c in self._connections if c.is_idle()), None)
+                if spare is None:
+                    continue  # it waits for a connection to come free
+                self._connections.remove(spare)
+                closing.append(spare)
+            connection = self.create_connection(origin)
+            self._connections.append(connection)
+            request.assign_to_connection(connection)
+        return closing
+
+
+def cheap_idle_checks(client: httpx.AsyncClient) -> int:
+    """Put `Network` under every connection pool of `client` (its own and a proxy's), and make
+    its own a `Pool` (a proxy's pool is a subclass of httpcore's, left as it is); how many.
+
+    httpx gives no way to pass a pool or a network backend, so the pools it made are reached
+    through private attributes; a test fails if an upgrade of httpx or httpcore moves them."""
     pools = 0
     for transport in (client._transport, *client._mounts.values()):
         pool = getattr(transport, "_pool", None)
         if isinstance(pool, httpcore.AsyncConnectionPool):
+            if type(pool) is httpcore.AsyncConnectionPool:
+                pool.__class__ = Pool  # the pass alone differs: no state of its own to add
             pool._network_backend = Network(pool._network_backend)
             pools += 1
     return pools
