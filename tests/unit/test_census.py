@@ -23,7 +23,7 @@ from zeroscaler.core.census import (
     tally,
 )
 from zeroscaler.core.kinds import APIResource
-from zeroscaler.watching import Store
+from zeroscaler.watching import Store, key_of
 
 CONFIGMAP = APIResource("", "v1", "configmaps", "ConfigMap")
 WIDGET = APIResource("example.com", "v1", "widgets", "Widget", subresources=frozenset({"status"}))
@@ -291,6 +291,14 @@ def test_a_store_finds_objects_by_key_and_by_namespace() -> None:
     assert len(store) == 2
     assert [k for k, _ in store.items()] == list(store)
     assert list(store.values()) == list(store.in_namespaces(None))
+
+
+def test_a_store_files_kept_and_whole_objects_alike() -> None:
+    whole = [obj("a"), obj("b", namespace="dev"), obj("n", namespace="")]
+    kept, plain = Store([stored(o) for o in whole]), Store(whole)
+    assert sorted(kept) == sorted(plain) == [("", "n"), ("dev", "b"), ("ops", "a")]
+    assert len(kept) == len(plain) == 3
+    assert [key_of(stored(o)) for o in whole] == [key_of(o) for o in whole]
 
 
 def test_fingerprints_stay_as_earlier_versions_wrote_them() -> None:

@@ -376,6 +376,11 @@ class MetadataOnly(Mapping[str, Any]):
         for (manager, operation, subresource), when in zip(self._writers, times, strict=True):
             yield manager, operation, subresource, when
 
+    @property
+    def key(self) -> tuple[str, str]:
+        """Its namespace and name, as a store files it."""
+        return self._namespace, self._name
+
     def rarer(self) -> Meta:
         """The rarer fields kept (each one set), as a mapping; empty for most objects."""
         return _NONE if self._rarer is None else self._rarer
