@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zeroscaler.core.activity import Interest, shrink
+from zeroscaler.core.activity import Interest, is_in_interest, shrink
 from zeroscaler.core.census import (
     Tally,
     difference,
@@ -370,6 +370,65 @@ def test_a_stored_object_and_the_listed_one_have_one_fingerprint(
     assert fingerprint(shrink({"metadata": meta})["metadata"], resource) == fingerprint(
         meta, resource
     )
+
+
+LEASE = APIResource("coordination.k8s.io", "v1", "leases", "Lease")
+_KINDS = [CONFIGMAP, WIDGET, DEPLOYMENT, SECRET, LEASE, NAMESPACE]
+_PLACES = ["ops", "dev", "ci"]
+_scope = st.one_of(st.none(), st.frozensets(st.sampled_from(_PLACES)))
+_group_kinds = st.sampled_from([(r.group, r.kind) for r in _KINDS])
+_names = st.frozensets(st.sampled_from(["a", "b"]))
+
+
+@st.composite
+def _interests(draw: st.DrawFn, resource: APIResource) -> Interest:
+    """An interest of any shape, most of them in `resource`: every rule it has a say in."""
+    own = (resource.group, resource.kind)
+    watched = draw(st.dictionaries(_group_kinds, _scope, max_size=3))
+    if draw(st.integers(0, 3)):  # mostly watched, else perhaps owned or neither
+        watched[own] = draw(_scope)
+    self_ref = draw(st.sampled_from([("", "", "", ""), (*own, "ops", "a"), INTEREST.self_ref]))
+    return Interest(
+        watched=watched,
+        owned=draw(st.dictionaries(_group_kinds, _scope, max_size=2)),
+        self_ref=self_ref,
+        names=draw(st.one_of(st.just({}), st.builds(lambda n: {own: n}, _names))),
+        namespaces=draw(st.one_of(st.none(), st.frozensets(st.sampled_from(_PLACES)))),
+    )
+
+
+_stored = st.builds(
+    lambda name, namespace, rarer, writers, owned: shrink(
+        {
+            "metadata": {
+                **NO_WRITES,
+                "name": name,
+                "namespace": namespace,
+                **rarer,
+                **({"ownerReferences": OWNER} if owned else {}),
+                **({"managedFields": writers} if writers else {}),
+            }
+        }
+    ),
+    st.sampled_from(["a", "b", "ops"]),
+    st.sampled_from([*_PLACES, ""]),
+    _rarer,
+    _writers,
+    st.booleans(),
+)
+
+
+@pytest.mark.parametrize("resource", _KINDS, ids=lambda r: r.kind)
+@given(data=st.data(), objects=st.lists(_stored, max_size=6))
+def test_a_census_counts_and_digests_what_is_in_interest_whatever_the_interest(
+    resource: APIResource, data: st.DataObject, objects: list[Any]
+) -> None:
+    interest = data.draw(_interests(resource))
+    # The census decides by namespace alone where nothing else can count: it must agree with
+    # the rule it stands in for, object by object.
+    counted = [o for o in objects if is_in_interest(o["metadata"], resource, interest)]
+    digest = sum(fingerprint(o["metadata"], resource) for o in counted) % 2**64
+    assert tally(objects, resource, interest) == Tally(len(counted), digest)
 
 
 _text = st.text(max_size=8)

@@ -134,6 +134,30 @@ def is_own_write(old: Meta, new: Meta) -> bool:
     return bool(changed) and all(manager == MANAGER for manager, *_ in changed)
 
 
+def scope_alone(resource: APIResource, interest: Interest) -> tuple[bool, Scope]:
+    """Whether `is_in_interest` reads nothing of an object of `resource` but its namespace, and
+    the scope it then holds that namespace to: a namespaced kind the workload watches, not its
+    own kind, with no resourceNames and no leader locks among it (most of what a census reads)."""
+    group_kind = (resource.group, resource.kind)
+    plain = (
+        resource.namespaced
+        and group_kind in interest.watched
+        and group_kind != interest.self_ref[:2]
+        and group_kind not in interest.names
+        and not _may_be_leader_lock(resource)
+    )
+    return plain, interest.watched.get(group_kind) if plain else None
+
+
+def _may_be_leader_lock(resource: APIResource) -> bool:
+    """Whether `is_leader_lock` can be true for an object of `resource`."""
+    return (resource.group, resource.kind) in (
+        ("coordination.k8s.io", "Lease"),
+        ("", "ConfigMap"),
+        ("", "Endpoints"),
+    )
+
+
 def is_leader_lock(resource: APIResource, meta: Meta) -> bool:
     """Leases, and ConfigMaps or Endpoints carrying the leader-election annotation."""
     if resource.group == "coordination.k8s.io" and resource.kind == "Lease":
@@ -210,12 +234,15 @@ def _as_time(when: int | str | None) -> datetime | None:
 def shrink(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     """Keep only the metadata the activity rules read, compactly: 200,000 objects stay cheap."""
     meta: Meta = obj.get("metadata") or {}
-    entries = [_entry(e) for e in meta.get("managedFields") or ()]
-    times: int | str | tuple[int | str, ...]
-    if len(entries) == 1:  # most objects: one writer
-        times = _compact_time(entries[0][3])
-    elif entries:
-        times = tuple([_compact_time(e[3]) for e in entries])
+    times: Times
+    writers: tuple[Writer, ...] = ()
+    if fields := meta.get("managedFields"):
+        entries = [_entry(e) for e in fields]
+        if len(entries) == 1:  # most objects: one writer
+            times = _compact_time(entries[0][3])
+        else:
+            times = tuple([_compact_time(e[3]) for e in entries])
+        writers = shared(tuple([e[:3] for e in entries]))  # a cluster has few writers
     else:  # its creation time is its only one; those made in one burst share its text
         times = sys.intern(str(meta.get("creationTimestamp") or ""))
     rarer = [attr for attr in _RARER if meta.get(attr)]
@@ -224,7 +251,7 @@ def shrink(obj: Mapping[str, Any]) -> Mapping[str, Any]:
         sys.intern(str(meta.get("namespace") or "")),
         _compact_version(str(meta.get("resourceVersion") or "")),
         meta.get("generation") or 0,
-        shared(tuple([e[:3] for e in entries])),  # a cluster has few writers
+        writers,
         times,
         Compact(tuple(rarer), tuple([meta[k] for k in rarer])) if rarer else None,
     )
@@ -247,8 +274,12 @@ def _compact_version(version: str) -> int | str:
 
 
 Writer = tuple[str, str, str]  # a managedFields entry's manager, operation and subresource
+# The writes' times as a stored object keeps them: one, or one per writer; each as seconds, or
+# the text it came as. An object without writers keeps its creation time's text instead.
+Times = int | str | tuple[int | str, ...]
 
 
+@lru_cache(maxsize=4096)  # objects written in one burst share their times
 def _compact_time(text: str) -> int | str:
     """A time as the API server writes it (2026-01-02T03:04:05Z) as seconds since the epoch, 32
     bytes where its text is 69; any other text as it came."""
@@ -269,10 +300,30 @@ def _time_text(seconds: int) -> str:
 def writes(meta: Meta) -> Iterator[tuple[str, str, str, str]]:
     """The managedFields entries as (manager, operation, subresource, time), from an object as
     listed or as `shrink` keeps it."""
+    return _as_text(_writes_at(meta))
+
+
+def kept_writes(writers: tuple[Writer, ...], times: Times) -> Iterator[tuple[str, str, str, str]]:
+    """As `writes`, from the writers and times of a stored object (`MetadataOnly.plain`)."""
+    return _as_text(_paired(writers, times))
+
+
+def _as_text(
+    entries: Iterator[tuple[str, str, str, int | str]],
+) -> Iterator[tuple[str, str, str, str]]:
     return (
         (manager, operation, subresource, when if type(when) is str else _time_text(when))
-        for manager, operation, subresource, when in _writes_at(meta)
+        for manager, operation, subresource, when in entries
     )
+
+
+def _paired(writers: tuple[Writer, ...], times: Times) -> Iterator[tuple[str, str, str, int | str]]:
+    """Each writer with its time, as a stored object keeps them."""
+    if not writers:
+        return
+    each = times if isinstance(times, tuple) else (times,)
+    for (manager, operation, subresource), when in zip(writers, each, strict=True):
+        yield manager, operation, subresource, when
 
 
 def _writes_at(meta: Meta) -> Iterator[tuple[str, str, str, int | str]]:
@@ -351,7 +402,7 @@ class MetadataOnly(Mapping[str, Any]):
         version: int | str,
         generation: int,
         writers: tuple[Writer, ...],
-        times: int | str | tuple[int | str, ...],
+        times: Times,
         rarer: Compact | None,
     ) -> None:
         self._name, self._namespace, self._version = name, namespace, version
@@ -370,22 +421,25 @@ class MetadataOnly(Mapping[str, Any]):
     def writes_at(self) -> Iterator[tuple[str, str, str, int | str]]:
         """The managedFields entries as (manager, operation, subresource, time), each time as
         kept: seconds since the epoch, or the text it came as (`writes` reads them as text)."""
-        if not self._writers:
-            return
-        times = self._times if isinstance(self._times, tuple) else (self._times,)
-        for (manager, operation, subresource), when in zip(self._writers, times, strict=True):
-            yield manager, operation, subresource, when
+        return _paired(self._writers, self._times)
 
     @property
     def key(self) -> tuple[str, str]:
         """Its namespace and name, as a store files it."""
         return self._namespace, self._name
 
+    def plain(self) -> tuple[str, str, int, tuple[Writer, ...], Times] | None:
+        """Its namespace, name, generation, writers and their times, when it has none of the
+        rarer fields (most objects); None when it has some."""
+        if self._rarer is not None:
+            return None
+        return self._namespace, self._name, self._generation, self._writers, self._times
+
     def rarer(self) -> Meta:
         """The rarer fields kept (each one set), as a mapping; empty for most objects."""
         return _NONE if self._rarer is None else self._rarer
 
-    def _creation_time(self) -> int | str | tuple[int | str, ...]:
+    def _creation_time(self) -> Times:
         return "" if self._writers else self._times
 
     def _resource_version(self) -> str:

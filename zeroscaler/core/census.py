@@ -19,9 +19,14 @@ from zeroscaler.core.activity import (
     MANAGER,
     Interest,
     Meta,
+    MetadataOnly,
     Scope,
+    Times,
+    Writer,
     is_in_interest,
+    kept_writes,
     rarer_fields,
+    scope_alone,
     writes,
 )
 from zeroscaler.core.annotations import CENSUS, PREFIX, Problem
@@ -53,20 +58,29 @@ Census = Mapping[str, Tally]  # by kind, in the `Kind.group` form
 
 def fingerprint(meta: Meta, resource: APIResource) -> int:
     """A 64-bit hash of what, changed, would be activity: status and our own writes left out."""
-    text = _fingerprint_text(meta, resource)
+    return _hash(_fingerprint_text(meta, resource, _is_scaled(resource)))
+
+
+def _hash(text: str) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
 
 
-def _fingerprint_text(meta: Meta, resource: APIResource) -> str:
+def _is_scaled(resource: APIResource) -> bool:
+    return (resource.group, resource.kind) in _SCALED
+
+
+def _fingerprint_text(meta: Meta, resource: APIResource, scaled: bool) -> str:
     """The text hashed: the parts below as `digest_text` writes them (no copies of them are made:
     a restart hashes every object in every sleeper's scope, 200,000 in the scale row)."""
+    if type(meta) is MetadataOnly and resource.has_status:
+        plain = meta.plain()
+        if plain is not None:  # most stored objects: their few slots read directly
+            return _plain_text(plain, scaled)
     namespace, name = meta.get("namespace") or "", meta.get("name") or ""
     if not resource.has_status:  # every update counts
         return digest_text([namespace, name, str(meta.get("resourceVersion") or "")])
     others = _writes_by_others(meta)
-    generation = (
-        [meta.get("generation") or 0] if (resource.group, resource.kind) not in _SCALED else []
-    )
+    generation = [] if scaled else [meta.get("generation") or 0]
     rarer = rarer_fields(meta)
     if not rarer and type(namespace) is str and type(name) is str:
         # Most stored objects: the text of their five empty parts is always the same.
@@ -89,7 +103,29 @@ def _fingerprint_text(meta: Meta, resource: APIResource) -> str:
     return digest_text(parts)
 
 
+def _plain_text(plain: tuple[str, str, int, tuple[Writer, ...], Times], scaled: bool) -> str:
+    """The text of a stored object without the rarer fields, as the shorter path above writes
+    it, from the object's slots (`MetadataOnly.plain`)."""
+    namespace, name, generation, writers, times = plain
+    others = _others_text(writers, times) if writers else "[]"
+    tail = "" if scaled else "," + _part_text(generation or 0)
+    return f"[{_quote(namespace)},{_quote(name)},{_NO_RARER},{others}{tail}]"
+
+
 _EMPTY: Mapping[str, str] = {}
+# The text of a stored object's writes by others, by its writers and their times: objects
+# written by the same managers in the same second share it.
+_OTHERS: dict[tuple[tuple[Writer, ...], Times], str] = {}
+
+
+def _others_text(writers: tuple[Writer, ...], times: Times) -> str:
+    key = (writers, times)
+    text = _OTHERS.get(key)
+    if text is None:
+        if len(_OTHERS) >= 4096:  # a bound, not a policy: the next objects fill it again
+            _OTHERS.clear()
+        text = _OTHERS[key] = _part_text(_by_others(kept_writes(writers, times)))
+    return text
 
 
 def digest_text(parts: list[Any]) -> str:
@@ -150,11 +186,17 @@ def namespaces_to_read(resource: APIResource, interest: Interest) -> Scope:
 def tally(objects: Iterable[Mapping[str, Any]], resource: APIResource, interest: Interest) -> Tally:
     """Count and digest the objects of one type that are in the workload's scope."""
     count, digest = 0, 0
+    alone, scope = scope_alone(resource, interest)
+    scaled = _is_scaled(resource)
     for obj in objects:
-        meta: Meta = obj.get("metadata") or {}
-        if is_in_interest(meta, resource, interest):
-            count += 1
-            digest += fingerprint(meta, resource)  # reduced once, at the end
+        meta: Meta = obj if type(obj) is MetadataOnly else (obj.get("metadata") or {})
+        if alone:  # the namespace alone decides
+            if scope is not None and str(meta.get("namespace") or "") not in scope:
+                continue
+        elif not is_in_interest(meta, resource, interest):
+            continue
+        count += 1
+        digest += _hash(_fingerprint_text(meta, resource, scaled))  # reduced once, at the end
     return Tally(count, digest % _MODULUS)
 
 
@@ -196,6 +238,10 @@ def parse_census(text: str) -> tuple[dict[str, Tally], list[Problem]]:
 def _writes_by_others(meta: Meta) -> list[tuple[str, str, str]]:
     """managedFields entries (manager, operation, time) of writes that were not status-only,
     in order."""
-    found = [(m, op, t) for m, op, sub, t in writes(meta) if m != MANAGER and sub != "status"]
+    return _by_others(writes(meta))
+
+
+def _by_others(entries: Iterable[tuple[str, str, str, str]]) -> list[tuple[str, str, str]]:
+    found = [(m, op, t) for m, op, sub, t in entries if m != MANAGER and sub != "status"]
     found.sort()
     return found
