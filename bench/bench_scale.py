@@ -14,8 +14,10 @@ after it. Beside the restarts, with the controller stopped, a raw baseline (`ben
 exits: the restart's time over the baseline's says how close a restart comes to what the API server
 allows. One start varies by ±0.5 s at 10,000 workloads, so the restarts come in rounds
 (`--restart-rounds`), each with the raw list and one start of every mode in a rotated order, and
-each figure is the median of its starts. Each figure's growth from the first stage is printed;
-`check` fails a run that measured nothing.
+each figure is the median of its starts. Before and after the restarts, `bench.calibration`
+times a fixed piece of CPU work, so that runs on different days can be told apart from the
+machine's own speed (runs J and K, four hours apart, differed by more than their code did).
+Each figure's growth from the first stage is printed; `check` fails a run that measured nothing.
 """
 
 from __future__ import annotations
@@ -86,6 +88,8 @@ class Stage:
     list_baseline_objects: int = 0
     # mode -> its starts, each [ready, synced, managed]; the figures are their medians
     restarts: dict[str, list[list[float]]] = field(default_factory=dict)
+    # The machine's speed (`bench.calibration`, CPU ms) before and after the restarts.
+    calibration_ms: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -271,6 +275,7 @@ async def run_stage(
         stage, "idle", args.idle_seconds + 60, measure_idle(controller.pid, args.idle_seconds)
     )
     stage.idle_rss_mb = _rss_mb(controller.pid)
+    await _phase(stage, "calibration before the restarts", 120, _calibrate(stage))
     for number, order in enumerate(restart_rounds(args.restarts, args.restart_rounds), 1):
         for mode in order:
             if mode == RAW:
@@ -283,6 +288,7 @@ async def run_stage(
     # The last round ends with the row's mode: its controller goes on into the next stage.
     stage.ready_s, stage.synced_s, stage.managed_s = median_start(stage.restarts[args.restarts[-1]])
     stage.restart_rss_mb = _rss_mb(controller.pid)
+    await _phase(stage, "calibration after the restarts", 120, _calibrate(stage))
 
 
 RAW = "raw"  # a round's raw list, among its restarts
@@ -366,6 +372,18 @@ async def _raw_list(kubeconfig: str, stage: Stage) -> None:
         raise RuntimeError(f"the raw list failed (exit {proc.returncode}): {out.decode()[-300:]}")
     stage.list_baseline_s.append(round(seconds, 2))
     stage.list_baseline_objects = int(words[1])
+
+
+async def _calibrate(stage: Stage) -> None:
+    """Time `bench.calibration`'s fixed work in a process of its own, the controller running."""
+    proc = await asyncio.create_subprocess_exec(
+        str(BIN / "python"), "-m", "bench.calibration", stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await proc.communicate()
+    words = out.decode().split()
+    if proc.returncode or len(words) != 3 or words[0] != "calibration":
+        raise RuntimeError(f"the calibration failed (exit {proc.returncode}): {out.decode()!r}")
+    stage.calibration_ms.append(float(words[1]))
 
 
 EVENTS = 5000  # objects created per stage in a namespace no workload watches
@@ -480,6 +498,8 @@ def rows(results: ScaleResults) -> list[tuple[str, list[float]]]:
         ("creating objects (s)", lambda s: s.seconds.get("create objects", 0.0)),
         ("creating workloads (s)", lambda s: s.seconds.get("create workloads", 0.0)),
         ("until all asleep (s)", lambda s: s.seconds.get("all asleep", 0.0)),
+        ("machine: fixed work before restarts (ms)", lambda s: _calibration(s, 0)),
+        ("machine: fixed work after restarts (ms)", lambda s: _calibration(s, 1)),
     ]
     return [(name, [get(s) for s in results.stages]) for name, get in figures]
 
@@ -507,14 +527,18 @@ def _mode_figure(mode: str, figure: int) -> Callable[[Stage], float]:
     return lambda s: median_start(s.restarts[mode])[figure] if s.restarts.get(mode) else 0.0
 
 
+def _calibration(s: Stage, which: int) -> float:
+    return s.calibration_ms[which] if len(s.calibration_ms) > which else 0.0
+
+
 def _list_baseline(s: Stage) -> float:
     return round(statistics.median(s.list_baseline_s), 2) if s.list_baseline_s else 0.0
 
 
 def check(results: ScaleResults) -> list[str]:
     """What makes the run say nothing: a stage without wakes timed, without its baseline beside
-    them, without a restart, without the raw list beside the restart, or without an idle window
-    in a quiet cluster. Empty when all is there."""
+    them, without a restart, without the raw list or the machine's speed beside the restart, or
+    without an idle window in a quiet cluster. Empty when all is there."""
     if not results.stages:
         return ["no stage was measured"]
     problems = []
@@ -528,6 +552,8 @@ def check(results: ScaleResults) -> list[str]:
             problems.append(f"{where}: no raw list beside the restart, or it listed nothing")
         if not s.idle_windows or not s.idle_quiet:
             problems.append(f"{where}: idle CPU not measured, or measured while workloads changed")
+        if len(s.calibration_ms) < 2:
+            problems.append(f"{where}: the machine's speed not measured beside the restarts")
     return problems
 
 

@@ -20,6 +20,7 @@ def measured(**changes: object) -> Stage:
     stage = Stage(1000, latency=[0.01], paired=[0.01], managed_s=7.2)
     stage.idle_windows, stage.idle_quiet = [0.3, 0.4], True
     stage.list_baseline_s, stage.list_baseline_objects = [6.0, 6.4], 51_000
+    stage.calibration_ms = [52.0, 55.5]
     for name, value in changes.items():
         setattr(stage, name, value)
     return stage
@@ -43,6 +44,8 @@ def test_no_stage_fails() -> None:
         ({"list_baseline_objects": 0}, "listed nothing"),
         ({"idle_windows": []}, "idle CPU not measured"),
         ({"idle_quiet": False}, "measured while workloads changed"),
+        ({"calibration_ms": []}, "the machine's speed not measured"),
+        ({"calibration_ms": [52.0]}, "the machine's speed not measured"),
     ],
 )
 def test_a_stage_without_samples_fails(missing: dict[str, object], said: str) -> None:
@@ -71,6 +74,12 @@ def test_a_figure_is_the_median_of_its_starts_each_figure_on_its_own() -> None:
     starts = [[1.0, 6.0, 6.5], [3.0, 5.0, 9.0], [2.0, 7.0, 7.5]]
     assert median_start(starts) == [2.0, 6.0, 7.5]
     assert median_start([[1.0, 5.0], [2.0, 6.0]]) == [1.5, 5.5]
+
+
+def test_the_machine_s_speed_is_reported_before_and_after_the_restarts() -> None:
+    found = dict(rows(ScaleResults([measured()])))
+    assert found["machine: fixed work before restarts (ms)"] == [52.0]
+    assert found["machine: fixed work after restarts (ms)"] == [55.5]
 
 
 def test_the_raw_list_is_the_median_of_its_rounds() -> None:
