@@ -13,6 +13,7 @@ import copy
 import enum
 import json
 import logging
+import re
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextvars import ContextVar
@@ -163,6 +164,50 @@ def error_for(status: int, body: bytes | str) -> KubeError:
 _READ = httpx.ByteStream(b"")
 
 
+def _decoded(content: bytes) -> Obj:
+    """A JSON body as a dict; an empty one as an empty dict."""
+    if not content:
+        return {}
+    result: Obj = json.loads(content)
+    return result
+
+
+# A list's metadata, its continue token among it, comes before its items.
+_CONTINUE = re.compile(rb'"continue"\s*:\s*"([^"\\]+)"')
+_HEAD = 4096  # bytes searched for it: a list's metadata is well inside
+
+
+def continue_token(page: bytes) -> str:
+    """The continue token read from a list page's first bytes, before its items; "" when none is
+    there. Only a guess (a page is not decoded to find it): the decoded page has the last word."""
+    end = page.find(b'"items"', 0, _HEAD)
+    found = _CONTINUE.search(page, 0, end if end >= 0 else _HEAD)
+    return found.group(1).decode("ascii", "replace") if found else ""
+
+
+# httpcore's trace event once a request is written whole (the `trace` request extension).
+_REQUEST_SENT = "http11.send_request_body.complete"
+
+
+async def _until_sent(page: asyncio.Future[bytes], sent: asyncio.Event) -> None:
+    """Until the page's request is out, or the page has ended (an error, say)."""
+    waiter = asyncio.ensure_future(sent.wait())
+    either: set[asyncio.Future[Any]] = {page, waiter}
+    try:
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+
+
+def _drop(future: asyncio.Future[bytes] | None) -> None:
+    """Cancel a page asked for ahead that is no longer wanted; an error it ended with is seen."""
+    if future is None:
+        return
+    future.cancel()
+    if future.done() and not future.cancelled():
+        future.exception()
+
+
 def _detached(resp: httpx.Response) -> httpx.Response:
     """`resp`, read whole, without its stream: httpx's stream refers back to its response, a
     cycle only the collector frees. Until it ran, each response kept its body; with the collector
@@ -220,6 +265,7 @@ class Kube:
         self.pacer = Pacer(concurrency=max_connections, qps=qps, burst=burst)
         self.retries = retries
         self.throttled = 0  # 429 answers so far
+        self.pages_ahead = 0  # list pages sent before the page before them was decoded
         self.on_throttled: Callable[[], None] = lambda: None
         # Requests waiting for the pacer, one line per priority; the most urgent line goes first.
         self._waiting: tuple[deque[asyncio.Future[float]], ...] = tuple(deque() for _ in Priority)
@@ -243,7 +289,7 @@ class Kube:
         )
         cheap_idle_checks(self._http)
         # SNI and certificate check against this name instead of the server's host (a tunnel).
-        self._extensions = (
+        self._extensions: dict[str, Any] | None = (
             {"sni_hostname": access.tls_server_name} if access.tls_server_name else None
         )
         # Discovery: each root's last answer (ETag, types), and the last combined list.
@@ -305,13 +351,35 @@ class Kube:
             priority=level,
             unless=unless,
         )
+        return _decoded(self._checked(method, resp))
+
+    def _checked(self, method: str, resp: httpx.Response) -> bytes:
+        """A 2xx response's body; anything else raises its KubeError."""
         if resp.status_code >= 300:
             self.errors[(method, resp.status_code)] += 1
             raise error_for(resp.status_code, resp.content)
-        if not resp.content:
-            return {}
-        result: Obj = resp.json()
-        return result
+        return resp.content
+
+    async def _page(
+        self,
+        path: str,
+        params: Mapping[str, str | int | bool],
+        accept: str,
+        sent: asyncio.Event | None = None,
+    ) -> bytes:
+        """One page of a list, as bytes; `sent` is set once its request is out."""
+        extensions = self._extensions
+        if sent is not None:
+
+            async def trace(name: str, info: Mapping[str, Any]) -> None:
+                if name == _REQUEST_SENT:
+                    sent.set()
+
+            extensions = {**(extensions or {}), "trace": trace}
+        resp = await self._send(
+            "GET", path, params=params, headers={"Accept": accept}, extensions=extensions
+        )
+        return self._checked("GET", resp)
 
     async def _send(
         self,
@@ -323,6 +391,7 @@ class Kube:
         content: bytes | None = None,
         priority: Priority | None = None,
         unless: Callable[[], bool] | None = None,
+        extensions: dict[str, Any] | None = None,
     ) -> httpx.Response:
         attempt = 0
         level = _PRIORITY.get() if priority is None else priority
@@ -339,7 +408,7 @@ class Kube:
                     params=_params(params),
                     content=content,
                     headers=headers,
-                    extensions=self._extensions,
+                    extensions=self._extensions if extensions is None else extensions,
                 )
             except httpx.TransportError as e:
                 self._release(None)
@@ -472,18 +541,46 @@ class Kube:
         transform: Callable[[Obj], Obj] | None = None,
     ) -> tuple[list[Obj], str]:
         """Every object of a collection, in pages; returns the items and the resourceVersion.
-        `transform` is applied page by page, so the whole list is never held as it came."""
+        `transform` is applied page by page, so the whole list is never held as it came.
+
+        The next page is asked for once a page's continue token is read from its first bytes,
+        and sent before the page is decoded: the API server prepares one while the other is
+        decoded (waiting for each page in turn left a start's client idle a third of the time
+        its workloads' list took).
+        """
         accept = ACCEPT_METADATA_LIST if metadata_only else "application/json"
         query: dict[str, str | int | bool] = {**(params or {}), "limit": page_size}
         items: list[Obj] = []
-        while True:
-            page = await self.get(path, params=query, accept=accept)
-            found = page.get("items") or []
-            items.extend(map(transform, found) if transform is not None else found)
-            meta = page.get("metadata") or {}
-            if not meta.get("continue"):
-                return items, str(meta.get("resourceVersion", ""))
-            query["continue"] = meta["continue"]
+        ahead: asyncio.Future[bytes] | None = None
+
+        def ask(token: str, sent: asyncio.Event | None = None) -> asyncio.Future[bytes]:
+            return asyncio.ensure_future(
+                self._page(path, {**query, "continue": token}, accept, sent)
+            )
+
+        try:
+            raw = await self._page(path, query, accept)
+            while True:
+                guess = continue_token(raw)
+                if guess:
+                    sent = asyncio.Event()
+                    ahead = ask(guess, sent)
+                    # A task runs only once this one waits: decoding first would hold it back.
+                    await _until_sent(ahead, sent)
+                    self.pages_ahead += sent.is_set()
+                page = _decoded(raw)
+                found = page.get("items") or []
+                items.extend(map(transform, found) if transform is not None else found)
+                meta = page.get("metadata") or {}
+                token = meta.get("continue")
+                if not token:
+                    return items, str(meta.get("resourceVersion", ""))
+                if ahead is None or token != guess:  # the first bytes said otherwise: ask anew
+                    _drop(ahead)
+                    ahead = ask(str(token))
+                raw, ahead = await ahead, None
+        finally:
+            _drop(ahead)
 
     async def watch(
         self, path: str, *, resource_version: str, **options: Unpack[WatchOptions]
