@@ -200,11 +200,14 @@ async def _until_sent(page: asyncio.Future[bytes], sent: asyncio.Event) -> None:
 
 
 def _drop(future: asyncio.Future[bytes] | None) -> None:
-    """Cancel a page asked for ahead that is no longer wanted; an error it ended with is seen."""
-    if future is None:
-        return
-    future.cancel()
-    if future.done() and not future.cancelled():
+    """Cancel a page asked for ahead that is no longer wanted; an error it ends with is seen."""
+    if future is not None:
+        future.cancel()
+        future.add_done_callback(_seen)
+
+
+def _seen(future: asyncio.Future[bytes]) -> None:
+    if not future.cancelled():
         future.exception()
 
 
