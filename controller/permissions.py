@@ -13,7 +13,13 @@ from zeroscaler.controller.clock import Clock, LoopClock
 from zeroscaler.core.authorization import Request, rbac_allows
 from zeroscaler.core.inference import RBACSnapshot
 from zeroscaler.core.kinds import APIResource
-from zeroscaler.kube import SELF_ACCESS_REVIEWS, Kube, review_allowed, self_access_review
+from zeroscaler.kube import (
+    SELF_ACCESS_REVIEWS,
+    Kube,
+    outcome_seen,
+    review_allowed,
+    self_access_review,
+)
 
 _SAR_PATH = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 
@@ -139,7 +145,8 @@ class AccessReviews:
             asking = asyncio.ensure_future(self._remember(key, ask))
             self._asking[key] = asking
             asking.add_done_callback(lambda _: self._asking.pop(key, None))
-            asking.add_done_callback(_retrieve)
+            # A failed review's error is each asker's, or nobody's once none was left to ask.
+            asking.add_done_callback(outcome_seen)
         return await asyncio.shield(asking)
 
     async def _remember(self, key: AccessKey, ask: Callable[[], Awaitable[bool]]) -> bool:
@@ -188,9 +195,3 @@ class AccessReviews:
                 await self._kube.create(SELF_ACCESS_REVIEWS, review)
             )
         return allowed
-
-
-def _retrieve(task: asyncio.Task[bool]) -> None:
-    """Mark a failed review's error as seen: each asker got it, or none was left to."""
-    if not task.cancelled():
-        task.exception()

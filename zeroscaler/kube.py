@@ -203,10 +203,11 @@ def _drop(future: asyncio.Future[bytes] | None) -> None:
     """Cancel a page asked for ahead that is no longer wanted; an error it ends with is seen."""
     if future is not None:
         future.cancel()
-        future.add_done_callback(_seen)
+        future.add_done_callback(outcome_seen)
 
 
-def _seen(future: asyncio.Future[bytes]) -> None:
+def outcome_seen(future: asyncio.Future[Any]) -> None:
+    """Mark how a future nobody may await ended as seen: no "never retrieved" warning."""
     if not future.cancelled():
         future.exception()
 

@@ -144,25 +144,22 @@ def scope_alone(resource: APIResource, interest: Interest) -> tuple[bool, Scope]
         and group_kind in interest.watched
         and group_kind != interest.self_ref[:2]
         and group_kind not in interest.names
-        and not _may_be_leader_lock(resource)
+        and group_kind not in _LOCK_KINDS
     )
     return plain, interest.watched.get(group_kind) if plain else None
 
 
-def _may_be_leader_lock(resource: APIResource) -> bool:
-    """Whether `is_leader_lock` can be true for an object of `resource`."""
-    return (resource.group, resource.kind) in (
-        ("coordination.k8s.io", "Lease"),
-        ("", "ConfigMap"),
-        ("", "Endpoints"),
-    )
+_LEASE = ("coordination.k8s.io", "Lease")
+_ANNOTATED_LOCKS = frozenset({("", "ConfigMap"), ("", "Endpoints")})
+_LOCK_KINDS = _ANNOTATED_LOCKS | {_LEASE}  # the kinds `is_leader_lock` can be true of
 
 
 def is_leader_lock(resource: APIResource, meta: Meta) -> bool:
     """Leases, and ConfigMaps or Endpoints carrying the leader-election annotation."""
-    if resource.group == "coordination.k8s.io" and resource.kind == "Lease":
+    group_kind = (resource.group, resource.kind)
+    if group_kind == _LEASE:
         return True
-    if resource.group == "" and resource.kind in ("ConfigMap", "Endpoints"):
+    if group_kind in _ANNOTATED_LOCKS:
         return LEADER_ANNOTATION in (meta.get("annotations") or {})
     return False
 
