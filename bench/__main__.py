@@ -10,6 +10,7 @@ BENCHMARKS = (
     "bench.bench_cluster",
     "bench.bench_webhook",
     "bench.bench_activator",
+    "bench.bench_endpoints",
     "bench.bench_controller",
     "bench.bench_masswake",
     "bench.bench_scale",

@@ -20,7 +20,7 @@ from localcluster import realnode
 from zeroscaler.certs.issue import CertPair, new_ca, new_serving_cert
 
 SERVER = r"""
-import json, os, ssl, sys
+import json, os, signal, ssl, sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 port, log = int(os.environ["PORT"]), os.environ["REVIEW_LOG"]
@@ -62,6 +62,8 @@ class Hook(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+# As PID 1 it would ignore SIGTERM and hold its port for the whole grace period.
+signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
 server = ThreadingHTTPServer(("", port), Hook)  # the node's addresses: its endpoint too
 context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
 context.load_cert_chain("/tmp/tls.crt", "/tmp/tls.key")
@@ -137,6 +139,9 @@ def guard_deployment(guard: Guard, image: str, annotations: dict[str, str]) -> d
                             "env": [{"name": k, "value": v} for k, v in env.items()],
                             "volumeMounts": [{"name": "reviews", "mountPath": "/reviews"}],
                             "readinessProbe": probe,
+                            # Declared, so that a pod started while the last one stops waits
+                            # for the node's port rather than passing that pod's probe.
+                            "ports": [{"containerPort": guard.port, "name": "https"}],
                         }
                     ],
                 },

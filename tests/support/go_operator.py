@@ -134,6 +134,12 @@ def deployment(
         "readinessProbe": {"httpGet": {**probe, "path": "/readyz"}, "periodSeconds": 1},
         "livenessProbe": {"httpGet": {**probe, "path": "/healthz"}, "periodSeconds": 5},
         "volumeMounts": [{"name": "tls", "mountPath": "/tls", "readOnly": True}],
+        # On the host network, declared ports keep a new pod off the node until the last one
+        # has let them go: otherwise its probe would be answered by the pod stopping.
+        "ports": [
+            {"containerPort": webhook_port, "name": "webhook"},
+            {"containerPort": probe_port, "name": "probes"},
+        ],
         "securityContext": {"readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False},
     }
     return {

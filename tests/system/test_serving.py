@@ -207,6 +207,8 @@ def slow_starter(name: str, port: int, ready_after: int, config: dict[str, str])
                             "imagePullPolicy": "Never",
                             "command": ["sh", "-c", script],
                             "readinessProbe": probe,
+                            # A pod started while the last one stops waits for the port.
+                            "ports": [{"containerPort": port, "name": "http"}],
                         }
                     ],
                 },
