@@ -80,13 +80,15 @@ class Stage:
     ready_s: float = 0.0  # restart to /readyz
     synced_s: float = 0.0  # restart to the first full list of every watched type
     managed_s: float = 0.0  # restart to every workload reconciled (managed and asleep)
+    restart_cpu_s: float = 0.0  # the controller's CPU from its spawn until it caught up
     event_cpu_us: float = 0.0  # controller CPU per event of an object no workload watches
     restart_rss_mb: float = 0.0  # resident after the restart's lists, settled
     # The raw baseline of a restart: seconds from spawn to exit of a process that lists what the
     # controller lists most of, once a round of restarts; and what it listed.
     list_baseline_s: list[float] = field(default_factory=list)
     list_baseline_objects: int = 0
-    # mode -> its starts, each [ready, synced, managed]; the figures are their medians
+    list_baseline_cpu_s: list[float] = field(default_factory=list)  # the raw list's own CPU
+    # mode -> its starts, each [ready, synced, managed, CPU]; the figures are their medians
     restarts: dict[str, list[list[float]]] = field(default_factory=dict)
     # The machine's speed (`bench.calibration`, CPU ms) before and after the restarts.
     calibration_ms: list[float] = field(default_factory=list)
@@ -286,7 +288,8 @@ async def run_stage(
                 start = await _restart(stage, controller, mode, args)
                 stage.restarts.setdefault(mode, []).append(start)
     # The last round ends with the row's mode: its controller goes on into the next stage.
-    stage.ready_s, stage.synced_s, stage.managed_s = median_start(stage.restarts[args.restarts[-1]])
+    figures = median_start(stage.restarts[args.restarts[-1]])
+    stage.ready_s, stage.synced_s, stage.managed_s, stage.restart_cpu_s = figures
     stage.restart_rss_mb = _rss_mb(controller.pid)
     await _phase(stage, "calibration after the restarts", 120, _calibrate(stage))
 
@@ -304,7 +307,7 @@ def restart_rounds(modes: list[str], rounds: int) -> list[list[str]]:
 
 
 def median_start(starts: list[list[float]]) -> list[float]:
-    """The median of each figure (ready, synced, managed) over a mode's starts."""
+    """The median of each figure (ready, synced, managed, CPU) over a mode's starts."""
     return [round(statistics.median(figure), 2) for figure in zip(*starts, strict=True)]
 
 
@@ -321,7 +324,8 @@ async def _restart(
     stage: Stage, controller: Controller, mode: str, args: argparse.Namespace
 ) -> list[float]:
     """Stop the controller (if running) and start it listing as `mode` says: seconds to ready,
-    to every watched type listed and to every workload reconciled, then let it settle."""
+    to every watched type listed and to every workload reconciled, and the CPU it took until it
+    caught up; then let it settle."""
     count = stage.workloads
     controller.stop()
     began, spawned = time.monotonic(), time.time()
@@ -332,13 +336,14 @@ async def _restart(
     synced = round(time.monotonic() - began, 2)
     caught_up = await _phase(stage, f"restart ({mode}) to caught up", 300 + count / 10,
                              controller.wait_caught_up())  # fmt: skip
+    cpu = round(_cpu_seconds(controller.pid), 2)  # it idles from its catch-up on
     # The log line ends the figure, as the raw list's exit ends its own, if the metrics then
     # show every workload managed at the first look; otherwise the half-second polls do.
     at_once = await _phase(stage, f"restart ({mode}) to every workload managed", 300,
                            controller.wait_managed(count))  # fmt: skip
     managed = round(caught_up - spawned if at_once else time.monotonic() - began, 2)
     await asyncio.sleep(args.idle_settle)
-    return [ready, synced, managed]
+    return [ready, synced, managed, cpu]
 
 
 def log_time(line: bytes) -> float:
@@ -368,10 +373,11 @@ async def _raw_list(kubeconfig: str, stage: Stage) -> None:
     out, _ = await proc.communicate()
     seconds = time.monotonic() - began
     words = out.decode().split()
-    if proc.returncode or len(words) != 3 or words[0] != "listed":
+    if proc.returncode or len(words) != 4 or words[0] != "listed":
         raise RuntimeError(f"the raw list failed (exit {proc.returncode}): {out.decode()[-300:]}")
     stage.list_baseline_s.append(round(seconds, 2))
     stage.list_baseline_objects = int(words[1])
+    stage.list_baseline_cpu_s.append(round(float(words[3]), 2))
 
 
 async def _calibrate(stage: Stage) -> None:
@@ -494,6 +500,10 @@ def rows(results: ScaleResults) -> list[tuple[str, list[float]]]:
         ("raw list of the same types (s, median)", _list_baseline),
         ("restart / raw list (target 1.25x)", lambda s: s.managed_s / (_list_baseline(s) or 1)),
         ("objects the raw list listed", lambda s: s.list_baseline_objects),
+        # Both are bound by their own CPU on two cores: these say where the ratio comes from.
+        ("restart: controller CPU to caught up (s)", lambda s: s.restart_cpu_s),
+        ("raw list: its own CPU (s, median)", _list_cpu),
+        ("restart CPU / raw list CPU", lambda s: s.restart_cpu_s / (_list_cpu(s) or 1)),
         ("CPU per event nobody watches (us)", lambda s: s.event_cpu_us),
         ("creating objects (s)", lambda s: s.seconds.get("create objects", 0.0)),
         ("creating workloads (s)", lambda s: s.seconds.get("create workloads", 0.0)),
@@ -535,10 +545,15 @@ def _list_baseline(s: Stage) -> float:
     return round(statistics.median(s.list_baseline_s), 2) if s.list_baseline_s else 0.0
 
 
+def _list_cpu(s: Stage) -> float:
+    return round(statistics.median(s.list_baseline_cpu_s), 2) if s.list_baseline_cpu_s else 0.0
+
+
 def check(results: ScaleResults) -> list[str]:
     """What makes the run say nothing: a stage without wakes timed, without its baseline beside
-    them, without a restart, without the raw list or the machine's speed beside the restart, or
-    without an idle window in a quiet cluster. Empty when all is there."""
+    them, without a restart, without the raw list or the machine's speed beside the restart,
+    without the CPU of either, or without an idle window in a quiet cluster. Empty when all is
+    there."""
     if not results.stages:
         return ["no stage was measured"]
     problems = []
@@ -550,6 +565,8 @@ def check(results: ScaleResults) -> list[str]:
             problems.append(f"{where}: no restart to every workload reconciled measured")
         if not s.list_baseline_s or not s.list_baseline_objects:
             problems.append(f"{where}: no raw list beside the restart, or it listed nothing")
+        if not s.restart_cpu_s or not s.list_baseline_cpu_s:
+            problems.append(f"{where}: the CPU of the restart or of the raw list not measured")
         if not s.idle_windows or not s.idle_quiet:
             problems.append(f"{where}: idle CPU not measured, or measured while workloads changed")
         if len(s.calibration_ms) < 2:
@@ -568,11 +585,14 @@ def print_scale(results: ScaleResults) -> None:
         windows = ", ".join(f"{w:.2f}" for w in s.idle_windows)
         print(f"{s.workloads} workloads: idle CPU per 10 s window: {windows}; load {s.load}")
         raw = ", ".join(f"{x:.2f}" for x in s.list_baseline_s)
-        print(f"{s.workloads} workloads: raw lists, a round each: {raw} s")
+        raw_cpu = ", ".join(f"{x:.2f}" for x in s.list_baseline_cpu_s)
+        print(f"{s.workloads} workloads: raw lists, a round each: {raw} s (CPU {raw_cpu} s)")
         for mode, starts in s.restarts.items():
             managed = ", ".join(f"{start[2]:.2f}" for start in starts)
+            cpu = ", ".join(f"{start[3]:.2f}" for start in starts if len(start) > 3)
             print(
                 f"{s.workloads} workloads: restarts ({mode}) to every workload managed: {managed} s"
+                f" (CPU {cpu} s)"
             )
     for note in results.notes:
         print(f"note: {note}")

@@ -21,6 +21,7 @@ def measured(**changes: object) -> Stage:
     stage.idle_windows, stage.idle_quiet = [0.3, 0.4], True
     stage.list_baseline_s, stage.list_baseline_objects = [6.0, 6.4], 51_000
     stage.calibration_ms = [52.0, 55.5]
+    stage.restart_cpu_s, stage.list_baseline_cpu_s = 6.8, [5.5, 5.9, 5.0]
     for name, value in changes.items():
         setattr(stage, name, value)
     return stage
@@ -46,6 +47,8 @@ def test_no_stage_fails() -> None:
         ({"idle_quiet": False}, "measured while workloads changed"),
         ({"calibration_ms": []}, "the machine's speed not measured"),
         ({"calibration_ms": [52.0]}, "the machine's speed not measured"),
+        ({"restart_cpu_s": 0.0}, "the CPU of the restart or of the raw list not measured"),
+        ({"list_baseline_cpu_s": []}, "the CPU of the restart or of the raw list not measured"),
     ],
 )
 def test_a_stage_without_samples_fails(missing: dict[str, object], said: str) -> None:
@@ -80,6 +83,13 @@ def test_the_machine_s_speed_is_reported_before_and_after_the_restarts() -> None
     found = dict(rows(ScaleResults([measured()])))
     assert found["machine: fixed work before restarts (ms)"] == [52.0]
     assert found["machine: fixed work after restarts (ms)"] == [55.5]
+
+
+def test_the_cpu_of_the_restart_is_set_beside_the_raw_list_s_median() -> None:
+    found = dict(rows(ScaleResults([measured()])))
+    assert found["restart: controller CPU to caught up (s)"] == [6.8]
+    assert found["raw list: its own CPU (s, median)"] == [5.5]
+    assert found["restart CPU / raw list CPU"] == [pytest.approx(6.8 / 5.5)]
 
 
 def test_the_raw_list_is_the_median_of_its_rounds() -> None:
