@@ -265,7 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     saved: dict[str, Any] = {"settle_s": READY_SETTLE}
     for loaded in (False, True):
         phase = "loaded" if loaded else "quiet"
-        s = summary([t for t in trails if t.loaded is loaded]) if trails else {}
+        measured = [t for t in trails if t.loaded is loaded]
+        s = summary(measured) if measured else {}
         saved[phase] = s
         if s:
             print(f"{phase:<7} {s['rounds']:>3} rounds: p50 {s['p50_ms']:.1f} ms, max "

@@ -500,7 +500,7 @@ def rows(results: ScaleResults) -> list[tuple[str, list[float]]]:
         ("raw list of the same types (s, median)", _list_baseline),
         ("restart / raw list (target 1.25x)", lambda s: s.managed_s / (_list_baseline(s) or 1)),
         ("objects the raw list listed", lambda s: s.list_baseline_objects),
-        # Both are bound by their own CPU on two cores: these say where the ratio comes from.
+        # Each side's own CPU: where both are bound by it (two cores), the ratio comes from it.
         ("restart: controller CPU to caught up (s)", lambda s: s.restart_cpu_s),
         ("raw list: its own CPU (s, median)", _list_cpu),
         ("restart CPU / raw list CPU", lambda s: s.restart_cpu_s / (_list_cpu(s) or 1)),
