@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import contextlib
 import json
 import os
@@ -33,6 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.bench_activator import _configuration, _noop_webhook
 from bench.saved import RESULTS
 from localcluster import build, netns
 from localcluster.cluster import start
@@ -165,30 +165,15 @@ async def _load(kube: Kube) -> AsyncIterator[None]:
 
 
 def _webhook(ca: bytes) -> dict[str, Any]:
+    """The activator benchmark's no-op webhook, reached through the Service, for probes only."""
+    hook = _noop_webhook("", ca, [NAMESPACE])
     service = {"namespace": NAMESPACE, "name": "fence", "path": "/mutate"}
-    return {
-        "metadata": {"name": "bench-endpoints"},
-        "webhooks": [
-            {
-                "name": "fence.bench.zeroscaler.io",
-                "clientConfig": {"service": service, "caBundle": base64.b64encode(ca).decode()},
-                "rules": [
-                    {
-                        "apiGroups": [""],
-                        "apiVersions": ["v1"],
-                        "operations": ["CREATE"],
-                        "resources": ["configmaps"],
-                        "scope": "Namespaced",
-                    }
-                ],
-                "objectSelector": {"matchLabels": PROBE["metadata"]["labels"]},
-                "failurePolicy": "Fail",
-                "sideEffects": "None",
-                "admissionReviewVersions": ["v1"],
-                "timeoutSeconds": 5,
-            }
-        ],
-    }
+    hook.update(
+        name="fence.bench.zeroscaler.io",
+        clientConfig={"service": service, "caBundle": hook["clientConfig"]["caBundle"]},
+        objectSelector={"matchLabels": PROBE["metadata"]["labels"]},
+    )
+    return _configuration("bench-endpoints", [hook])
 
 
 def _serve(ca: CertPair) -> tuple[subprocess.Popen[bytes], int]:
