@@ -8,8 +8,8 @@ import asyncio
 import time
 from pathlib import Path
 
-from zeroscaler.credentials import load_access
-from zeroscaler.kube import Kube
+from zeroscaler.api import Kube
+from zeroscaler.api.credentials import load_access
 
 
 async def run(kubeconfig: str, watch_path: str, scale_paths: list[str], connections: int) -> None:

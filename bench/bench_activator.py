@@ -39,10 +39,10 @@ from bench.saved import RESULTS
 from localcluster import build, netns
 from localcluster.cluster import Cluster, start
 from localcluster.processes import free_port, stop
+from zeroscaler.api import Kube
+from zeroscaler.api.credentials import load_access
 from zeroscaler.certs.issue import new_ca, new_serving_cert
-from zeroscaler.core.activator import Covered, hooks_of, render
-from zeroscaler.credentials import load_access
-from zeroscaler.kube import Kube
+from zeroscaler.core.coverage import Covered, hooks_of, render
 
 MAX_REQUESTS = 5_000  # per phase, whatever the rate and seconds asked
 PLAIN, NOOP, IDLE, COVERED = "plain", "no-op", "no-op, activator idle", "no-op, activator covering"

@@ -35,8 +35,8 @@ import httpx
 
 from bench.saved import RESULTS, save_json
 from localcluster.processes import free_port, running
-from zeroscaler.credentials import load_access
-from zeroscaler.kube import Conflict, Kube, KubeError
+from zeroscaler.api import Conflict, Kube, KubeError
+from zeroscaler.api.credentials import load_access
 
 GROUP = "bench.zeroscaler.example.com"
 NAMESPACE = "zs-bench"  # the workloads, the baseline and its objects
@@ -534,7 +534,7 @@ def controller_command(kubeconfig: str, port: int, log_level: str = "") -> list[
     launcher = ["-m", "cProfile", "-o", profile] if profile else []
     level = log_level or os.environ.get("ZEROSCALER_BENCH_LOG_LEVEL", "warning")
     return [
-        str(BIN / "python"), *launcher, "-m", "zeroscaler.controller.main",
+        str(BIN / "python"), *launcher, "-m", "zeroscaler.cli.controller_main",
         "--kubeconfig", kubeconfig,
         "--metrics-host", "127.0.0.1",
         "--metrics-port", str(port),

@@ -38,9 +38,9 @@ from localcluster import build, netns
 from localcluster.cluster import start
 from localcluster.processes import free_port, stop
 from tests.support.admission_backend import SERVER
+from zeroscaler.api import Kube, KubeError
+from zeroscaler.api.credentials import load_access
 from zeroscaler.certs.issue import CertPair, new_ca, new_serving_cert
-from zeroscaler.credentials import load_access
-from zeroscaler.kube import Kube, KubeError
 from zeroscaler.webhook.activation import READY_SETTLE
 
 NAMESPACE = "bench-endpoints"

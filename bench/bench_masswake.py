@@ -42,8 +42,8 @@ from bench.bench_controller import (
 )
 from bench.saved import RESULTS, save_json
 from localcluster.processes import free_port, running
-from zeroscaler.credentials import load_access
-from zeroscaler.kube import Kube, KubeError
+from zeroscaler.api import Kube, KubeError
+from zeroscaler.api.credentials import load_access
 
 NAMESPACE = "zs-mass"  # the managed workloads
 SCOPE = "zs-mass-signals"  # where the one watched object is created
@@ -368,10 +368,10 @@ def components(
     webhook = _webhook_flags(kubeconfig, hook_port, workdir)
     with contextlib.ExitStack() as stack:
         if mode == "combined":
-            cmd = [*python, "zeroscaler.combined", *controller, "--", *webhook]
+            cmd = [*python, "zeroscaler.cli.combined_main", *controller, "--", *webhook]
             procs = {"combined": stack.enter_context(running(cmd, workdir / "combined.log"))}
         else:
-            ctl = [*python, "zeroscaler.controller.main", *controller]
+            ctl = [*python, "zeroscaler.cli.controller_main", *controller]
             hook = [str(BIN / "zeroscaler-webhook"), *webhook]
             procs = {
                 "controller": stack.enter_context(running(ctl, workdir / "controller.log")),

@@ -91,8 +91,8 @@ def _api_object(t: int, k: int, i: int) -> dict[str, Any]:
 def stored_objects(*, writes: bool = True) -> list[Any]:
     """OBJECTS objects of 50 types, kept as the shared watches keep them; `writes=False` drops
     their managedFields."""
+    from zeroscaler.cluster.informer import Store, key_of
     from zeroscaler.controller.watches import _shrink
-    from zeroscaler.watching import Store, key_of
 
     stores = []
     for t in range(50):
@@ -120,9 +120,9 @@ def measured_stores(*, writes: bool = True) -> tuple[float, list[Any]]:
 
 def main() -> None:
     results: dict[str, float] = {}
-    results["import_controller_mb"] = import_rss_mb("import zeroscaler.controller.main")
+    results["import_controller_mb"] = import_rss_mb("import zeroscaler.cli.controller_main")
     results["import_controller_with_old_packages_mb"] = import_rss_mb(
-        "import zeroscaler.controller.main, kubernetes.config, pydantic_settings"
+        "import zeroscaler.cli.controller_main, kubernetes.config, pydantic_settings"
     )
     print(
         f"controller imports: {results['import_controller_mb']:.1f} MB resident; with kubernetes "
@@ -133,8 +133,8 @@ def main() -> None:
     # The webhook alone and in one process with the controller; the renewer's certificate code
     # (cryptography) is loaded only by a webhook that renews its own certificate.
     for name, module in (
-        ("webhook", "zeroscaler.webhook.main"),
-        ("combined", "zeroscaler.combined"),
+        ("webhook", "zeroscaler.cli.webhook_main"),
+        ("combined", "zeroscaler.cli.combined_main"),
     ):
         results[f"import_{name}_mb"] = import_rss_mb(f"import {module}")
         renewing = f"import {module}, zeroscaler.certs.renewer"
@@ -203,7 +203,7 @@ def one_process(sizes: Iterable[tuple[int, int]] = ONE_PROCESS_SIZES) -> dict[st
 
 
 def workload_state() -> dict[str, float]:
-    """What one more workload costs the controller, held by a real Scaler over a faked API."""
+    """What one more workload costs the controller, held by a real Controller over a faked API."""
     from bench.workload_state import per_workload
 
     growth = per_workload(1_000, 10_000)
@@ -233,10 +233,10 @@ def waiting_events(count: int = 10_000) -> dict[str, float]:
 
     from bench.bench_controller import NAMESPACE
     from bench.workload_state import _deployment
+    from zeroscaler.api import Kube
+    from zeroscaler.cluster.events import EventRecorder
     from zeroscaler.controller.reporting import Reporter
     from zeroscaler.controller.workload import Workload, trim_workload
-    from zeroscaler.events import EventRecorder
-    from zeroscaler.kube import Kube
 
     def version(i: int, rv: int) -> dict[str, Any]:
         obj = json.loads(json.dumps(_deployment(i)))  # new strings, as each answer brings
@@ -276,11 +276,11 @@ def waiting_events(count: int = 10_000) -> dict[str, float]:
 def census_ms() -> dict[str, float]:
     """A census of one workload's namespace in a type of CENSUS_OBJECTS objects: the whole type
     walked, against the namespaces its scope covers read from the store's index (median of 5)."""
+    from zeroscaler.cluster.informer import Store, key_of
     from zeroscaler.controller.watches import _shrink
     from zeroscaler.core.activity import Interest
     from zeroscaler.core.census import namespaces_to_read, tally
     from zeroscaler.core.kinds import APIResource
-    from zeroscaler.watching import Store, key_of
 
     thing = APIResource(
         "bench.example.com", "v1", "things", "Thing", subresources=frozenset({"status"})

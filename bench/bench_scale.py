@@ -58,9 +58,9 @@ from bench.bench_controller import (
 )
 from bench.saved import RESULTS, save_json
 from localcluster.processes import free_port, running
-from zeroscaler.controller.settings import Settings
-from zeroscaler.credentials import load_access
-from zeroscaler.kube import Kube
+from zeroscaler.api import Kube
+from zeroscaler.api.credentials import load_access
+from zeroscaler.controller.flags import ControllerSettings
 
 T = TypeVar("T")
 
@@ -359,7 +359,7 @@ def raw_list_command(kubeconfig: str) -> list[str]:
     paths = [a for t in range(TYPES) for a in ("--list", f"/apis/{GROUP}/v1/{kind_of(t)[1]}")]
     workloads = ["--list-full", "/apis/apps/v1/deployments"]
     workloads += ["--list-full", "/apis/apps/v1/statefulsets"]
-    connections = ["--connections", str(Settings().max_connections)]
+    connections = ["--connections", str(ControllerSettings().max_connections)]
     return [str(BIN / "python"), "-m", "bench.baseline", "--kubeconfig", kubeconfig,
             *paths, *workloads, *connections]  # fmt: skip
 

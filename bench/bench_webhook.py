@@ -65,7 +65,7 @@ def webhook_app() -> FastAPI:
     from zeroscaler.core.inference import RBACSnapshot
     from zeroscaler.core.kinds import Discovery
     from zeroscaler.webhook.app import create_app
-    from zeroscaler.webhook.settings import Settings
+    from zeroscaler.webhook.settings import WebhookSettings
     from zeroscaler.webhook.state import StaticSource, View
 
     ops = list(operators())
@@ -84,15 +84,15 @@ def webhook_app() -> FastAPI:
         discovery=Discovery([*builtin_resources(), *crds]),
         custom_resources=frozenset(c.group_resource for c in crds),
     )
-    return create_app(Settings(), StaticSource(view, {"bench": OPTED}))
+    return create_app(WebhookSettings(), StaticSource(view, {"bench": OPTED}))
 
 
 def serve(kind: str, port: int, cert: str, key: str) -> None:
     """Run one server until terminated (called in a child process)."""
-    from zeroscaler.webhook.server import serve as serve_tls
-    from zeroscaler.webhook.settings import Settings
+    from zeroscaler.webhook.https import serve as serve_tls
+    from zeroscaler.webhook.settings import WebhookSettings
 
-    settings = Settings(port=port, cert_file=cert, key_file=key, log_level="warning")
+    settings = WebhookSettings(port=port, cert_file=cert, key_file=key, log_level="warning")
     app = webhook_app() if kind == "webhook" else noop_app()
     asyncio.run(serve_tls(settings, app))
 

@@ -2,7 +2,7 @@
 
 `docs/scaling.md` asks whether one process can hold 100,000 workloads within 1 GB, the point at
 which the workloads would have to be sharded across replicas. Its arithmetic summed costs measured
-one by one; this runs the real `Scaler` over an API served by a function (as
+one by one; this runs the real `Controller` over an API served by a function (as
 `bench/workload_state.py` does) with W asleep Deployments and O watched objects in their scopes,
 shaped as the scale row makes them, and reads the process's resident size once every workload is
 reconciled and the start's catch-up is over. Both the workloads' and the objects' lists are made
@@ -33,11 +33,11 @@ import httpx
 from bench.bench_controller import GROUP, SCOPES, TYPES, kind_of
 from bench.bench_memory import _api_object, _rss_mb
 from bench.workload_state import FakeAPI, _deployment, _Failures
-from zeroscaler.controller.scaler import CATCH_UP_BOUND, Scaler
-from zeroscaler.controller.settings import Settings
+from zeroscaler.api import Kube
+from zeroscaler.api.credentials import ClusterAccess
+from zeroscaler.controller.assembly import CATCH_UP_BOUND, Controller
+from zeroscaler.controller.flags import ControllerSettings
 from zeroscaler.core.annotations import CENSUS
-from zeroscaler.credentials import ClusterAccess
-from zeroscaler.kube import Kube
 
 LIMIT_SECONDS = 1_200.0  # to hold 100,000 workloads over 2,000,000 objects, with room
 
@@ -101,16 +101,16 @@ def _peak_mb() -> float:
 
 
 async def hold(workloads: int, objects: int, limit: float = LIMIT_SECONDS) -> Size:
-    """Start a Scaler over the loaded API; its size once it holds everything."""
+    """Start a Controller over the loaded API; its size once it holds everything."""
     fake = LoadedAPI(workloads, objects)
     began = time.monotonic()
-    settings = Settings(streaming_lists=False, metrics_port=0)
+    settings = ControllerSettings(streaming_lists=False, metrics_port=0)
     kube = Kube(
         ClusterAccess(server="https://127.0.0.1:1"),
         max_connections=settings.max_connections,
         transport=httpx.MockTransport(fake),
     )
-    scaler = Scaler(kube, settings)
+    scaler = Controller(kube, settings)
     failures = _Failures()
     logging.getLogger("zeroscaler").addHandler(failures)
     run = asyncio.create_task(scaler.run())
@@ -132,7 +132,7 @@ async def hold(workloads: int, objects: int, limit: float = LIMIT_SECONDS) -> Si
         stored = sum(len(i.store) for r in scaler.hub.resources if (i := scaler.hub.informer(r)))
         if stored != fake.per_type * TYPES:
             raise RuntimeError(f"{stored} objects stored, not {fake.per_type * TYPES}")
-        # The catch-up's end (`Scaler._end_catch_up`) collects, freezes and trims once the queue
+        # The catch-up's end (`Controller._end_catch_up`) collects, freezes and trims once the queue
         # is idle; wait for it rather than measure the heap of the catch-up.
         for _ in range(int(CATCH_UP_BOUND * 2)):
             if gc.isenabled():
@@ -147,7 +147,7 @@ async def hold(workloads: int, objects: int, limit: float = LIMIT_SECONDS) -> Si
         await asyncio.gather(run, return_exceptions=True)
 
 
-def _all_listed(scaler: Scaler) -> bool:
+def _all_listed(scaler: Controller) -> bool:
     informers = [scaler.hub.informer(r) for r in scaler.hub.resources]
     return len(informers) == TYPES and all(i is not None and i.synced.is_set() for i in informers)
 

@@ -1,6 +1,6 @@
 """What one more managed workload costs the controller's own memory, measured on its own.
 
-The real `Scaler` runs in this process over an API served by a function (`httpx.MockTransport`):
+The real `Controller` runs in this process over an API served by a function (`httpx.MockTransport`):
 discovery, namespaces, RBAC granting the workloads' ServiceAccount its watches, and N asleep
 Deployments shaped as the scale row leaves them (each watching one of 50 custom types in one
 namespace, its census recorded). The watched types hold no objects, so what grows with N is the
@@ -40,11 +40,11 @@ from bench.bench_controller import (
     kind_of,
     scope_of,
 )
-from zeroscaler.controller.scaler import Scaler
-from zeroscaler.controller.settings import Settings
+from zeroscaler.api import Kube
+from zeroscaler.api.credentials import ClusterAccess
+from zeroscaler.controller.assembly import Controller
+from zeroscaler.controller.flags import ControllerSettings
 from zeroscaler.core.annotations import CENSUS, asleep_annotations
-from zeroscaler.credentials import ClusterAccess
-from zeroscaler.kube import Kube
 
 SLEPT_AT = datetime(2026, 12, 1, 12, tzinfo=UTC)
 
@@ -249,18 +249,19 @@ class _Failures(logging.Handler):
 
 
 async def _hold(workloads: int, limit: float = 300) -> Held:
-    """Start a Scaler over `workloads` asleep Deployments; the traced heap once all are managed."""
+    """Start a Controller over `workloads` asleep Deployments; the traced heap once all are
+    managed."""
     fake = FakeAPI(workloads)
     gc.collect()
     tracemalloc.start()
     began = time.monotonic()
-    settings = Settings(streaming_lists=False, metrics_port=0, workload_metrics=True)
+    settings = ControllerSettings(streaming_lists=False, metrics_port=0, workload_metrics=True)
     kube = Kube(
         ClusterAccess(server="https://127.0.0.1:1"),
         max_connections=settings.max_connections,
         transport=httpx.MockTransport(fake),
     )
-    scaler = Scaler(kube, settings)
+    scaler = Controller(kube, settings)
     failures = _Failures()
     logging.getLogger("zeroscaler").addHandler(failures)
     run = asyncio.create_task(scaler.run())

@@ -10,6 +10,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from zeroscaler.api import Kube, KubeError, NotFound
+from zeroscaler.api.credentials import load_access
 from zeroscaler.certs.rotation import (
     CA_CERT,
     TLS_CERT,
@@ -21,8 +23,6 @@ from zeroscaler.certs.rotation import (
     stamps_for,
 )
 from zeroscaler.core.durations import DurationError, parse_duration
-from zeroscaler.credentials import load_access
-from zeroscaler.kube import Kube, KubeError, NotFound
 
 SECRET_TYPE = "kubernetes.io/tls"
 WEBHOOK_CONFIGS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"

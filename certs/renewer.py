@@ -23,9 +23,9 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from zeroscaler.api import Conflict, Invalid, Kube, KubeError, NotFound
 from zeroscaler.certs.command import BUNDLE_CURRENT, WEBHOOK_CONFIGS, patch_bundle
 from zeroscaler.certs.issue import CertPair, new_ca, new_serving_cert
-from zeroscaler.certs.renewal import Cert, Observed, RenewalPolicy, Step, decide_renewal
 from zeroscaler.certs.rotation import (
     CA_CERT,
     CA_KEY,
@@ -39,7 +39,7 @@ from zeroscaler.certs.rotation import (
     split_bundle,
     stamp,
 )
-from zeroscaler.kube import Conflict, Invalid, Kube, KubeError, NotFound
+from zeroscaler.certs.schedule import Cert, CertState, RenewalPolicy, Step, decide_renewal
 
 log = logging.getLogger(__name__)
 
@@ -209,7 +209,7 @@ class Renewer:
 
 def observe(
     data: dict[str, bytes], annotations: dict[str, str], hooks: list[dict[str, Any]] | None
-) -> Observed | None:
+) -> CertState | None:
     """What `decide_renewal` needs, read from the Secret's data and annotations and the webhooks."""
     try:
         cas = [x509.load_pem_x509_certificate(c) for c in split_bundle(data.get(CA_CERT, b""))]
@@ -223,7 +223,7 @@ def observe(
         bundles = [
             _bundle_fingerprints((h.get("clientConfig") or {}).get("caBundle")) for h in hooks
         ]
-    return Observed(
+    return CertState(
         ca=_cert(cas[0], cas),
         serving=_cert(serving, cas),
         older_cas=tuple(_cert(c, cas) for c in cas[1:]),

@@ -1,6 +1,6 @@
 """The activator's controller side: keep its webhook configuration covering the sleeping backends.
 
-`zeroscaler.core.activator` decides what the configuration holds; this keeps it written (by the
+`zeroscaler.core.coverage` decides what the configuration holds; this keeps it written (by the
 leader only, and only the one configuration the chart made), proves the API server calls it with a
 dry-run probe before a backend is put to sleep, and turns the webhook's wake requests (in a
 ConfigMap the webhook may write, one key a workload) into activity. A probe that goes unanswered
@@ -17,10 +17,13 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+from zeroscaler.api import Kube, KubeError, NotFound, Obj
+from zeroscaler.cluster.informer import Informer, WatchEvent
 from zeroscaler.controller.clock import Clock
-from zeroscaler.controller.serving import ServingIndex
+from zeroscaler.controller.registrations import ServingIndex
 from zeroscaler.controller.workload import Workload, WorkloadKey
-from zeroscaler.core.activator import (
+from zeroscaler.core.activity import Activity
+from zeroscaler.core.coverage import (
     ActivatorState,
     Covered,
     Health,
@@ -32,11 +35,8 @@ from zeroscaler.core.activator import (
     probe_lease,
     render,
 )
-from zeroscaler.core.activity import Activity
 from zeroscaler.core.durations import parse_time
-from zeroscaler.core.serving import Serving
-from zeroscaler.kube import Kube, KubeError, NotFound, Obj
-from zeroscaler.watching import Informer, WatchEvent
+from zeroscaler.core.links import Serving
 
 log = logging.getLogger(__name__)
 

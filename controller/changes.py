@@ -12,6 +12,8 @@ from datetime import datetime
 
 from prometheus_client import Counter
 
+from zeroscaler.api import Obj
+from zeroscaler.cluster.informer import Store, WatchEvent, key_of
 from zeroscaler.controller.clock import Clock
 from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.workload import (
@@ -24,8 +26,6 @@ from zeroscaler.controller.workload import (
 )
 from zeroscaler.core.activity import Activity, Change, find_activity
 from zeroscaler.core.kinds import APIResource
-from zeroscaler.kube import Obj
-from zeroscaler.watching import Store, WatchEvent, key_of
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
-from zeroscaler.kube import Conflict, Kube, KubeError, NotFound, Obj, Priority, prioritized
+from zeroscaler.api import Conflict, Kube, KubeError, NotFound, Obj, Priority, prioritized
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from zeroscaler.controller.workload import Tally, Workload
-from zeroscaler.metrics import APIErrors, ErrorCounts, register_process_collectors
+from zeroscaler.controller.workload import Workload, WorkloadCounts
+from zeroscaler.runtime.collectors import APIErrors, ErrorCounts, register_process_collectors
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +174,7 @@ class WorkloadSeries(Collector):
             yield family
 
 
-_EMPTY = Tally()
+_EMPTY = WorkloadCounts()
 
 
 class Metrics:
@@ -281,11 +281,11 @@ class Metrics:
         if tally is not None:
             tally.saved += replica_seconds
 
-    def _tally(self, w: Workload) -> Tally | None:
+    def _tally(self, w: Workload) -> WorkloadCounts | None:
         if not self.per_workload or not w.managed:
             return None
         if w.report.tally is None:
-            w.report.tally = Tally()
+            w.report.tally = WorkloadCounts()
         return w.report.tally
 
     def render(self, names: Collection[str] = ()) -> bytes:

@@ -9,17 +9,19 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from zeroscaler.api import (
+    Kube,
+    outcome_seen,
+)
+from zeroscaler.cluster.access_reviews import (
+    SELF_ACCESS_REVIEWS,
+    review_allowed,
+    self_access_review,
+)
 from zeroscaler.controller.clock import Clock, LoopClock
 from zeroscaler.core.authorization import Request, rbac_allows
 from zeroscaler.core.inference import RBACSnapshot
 from zeroscaler.core.kinds import APIResource
-from zeroscaler.kube import (
-    SELF_ACCESS_REVIEWS,
-    Kube,
-    outcome_seen,
-    review_allowed,
-    self_access_review,
-)
 
 _SAR_PATH = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 

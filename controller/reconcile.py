@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from zeroscaler.cluster import ClusterView
+from zeroscaler.api import Conflict, KubeError, NotFound, urgently
+from zeroscaler.cluster.view import ClusterView
 from zeroscaler.controller.accounting import Accounting
 from zeroscaler.controller.clock import Clock
-from zeroscaler.controller.kinds import settle_kinds
 from zeroscaler.controller.queue import KeyedQueue, WakeGate
 from zeroscaler.controller.reporting import Reporter
 from zeroscaler.controller.scaling import Scaling
@@ -26,6 +26,7 @@ from zeroscaler.controller.workload import (
     owes_wake,
     settle_start,
 )
+from zeroscaler.controller.workload_kinds import settle_kinds
 from zeroscaler.core.admission import annotate_from_policy
 from zeroscaler.core.annotations import (
     CENSUS,
@@ -42,11 +43,10 @@ from zeroscaler.core.annotations import (
 )
 from zeroscaler.core.census import parse_census
 from zeroscaler.core.decision import Decision, Observed, decide, not_ready_notice
+from zeroscaler.core.links import Serving, serving_notices
 from zeroscaler.core.pacing import wake_retry_after
 from zeroscaler.core.policy import Policy
-from zeroscaler.core.serving import Serving, serving_notices
 from zeroscaler.core.sharing import shared
-from zeroscaler.kube import Conflict, KubeError, NotFound, urgently
 
 log = logging.getLogger(__name__)
 

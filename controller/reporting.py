@@ -9,11 +9,11 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+from zeroscaler.api import Obj, Priority, prioritized
+from zeroscaler.cluster.events import EventRecorder, EventType
 from zeroscaler.controller.workload import Workload, WorkloadKey
 from zeroscaler.core.annotations import Notice
 from zeroscaler.core.sharing import NOTHING
-from zeroscaler.events import EventRecorder, EventType
-from zeroscaler.kube import Obj, Priority, prioritized
 
 log = logging.getLogger(__name__)
 

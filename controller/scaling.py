@@ -8,6 +8,15 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from datetime import datetime
 from typing import Any
 
+from zeroscaler.api import (
+    Conflict,
+    Kube,
+    KubeError,
+    NotFound,
+    Priority,
+    Withdrawn,
+    prioritized,
+)
 from zeroscaler.controller.accounting import Accounting
 from zeroscaler.controller.clock import Clock
 from zeroscaler.controller.metrics import Metrics
@@ -25,15 +34,6 @@ from zeroscaler.core.annotations import (
 from zeroscaler.core.census import Census, format_census
 from zeroscaler.core.decision import Decision, plan_release, restart_clock, wake_replicas
 from zeroscaler.core.flapping import ExternalWake, Streak, after_external_wake, quiet_at
-from zeroscaler.kube import (
-    Conflict,
-    Kube,
-    KubeError,
-    NotFound,
-    Priority,
-    Withdrawn,
-    prioritized,
-)
 
 log = logging.getLogger(__name__)
 

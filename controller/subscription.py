@@ -8,7 +8,9 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from zeroscaler.cluster import ClusterView
+from zeroscaler.api import KubeError, Obj
+from zeroscaler.cluster.informer import Informer, Store
+from zeroscaler.cluster.view import ClusterView
 from zeroscaler.controller.clock import Clock
 from zeroscaler.controller.permissions import AccessReviews
 from zeroscaler.controller.watches import WatchHub
@@ -32,7 +34,7 @@ from zeroscaler.core.annotations import (
 )
 from zeroscaler.core.census import (
     Census,
-    Tally,
+    KindTally,
     difference,
     namespaces_to_read,
     parse_census,
@@ -41,8 +43,6 @@ from zeroscaler.core.census import (
 from zeroscaler.core.kinds import KIND_REF_FORM, APIResource, KindRef
 from zeroscaler.core.scope import ResolvedScope, ReviewNeeded, resolve_scope
 from zeroscaler.core.sharing import NOTHING, compact_mapping, shared
-from zeroscaler.kube import KubeError, Obj
-from zeroscaler.watching import Informer, Store
 
 OnActivity = Callable[[Workload, Activity, datetime], None]
 
@@ -272,7 +272,7 @@ class Subscriptions:
         """Per kind whose watch holds its whole collection, what is in the workload's scope now."""
         if w.watch.interest is None:
             return {}
-        found: dict[str, Tally] = {}
+        found: dict[str, KindTally] = {}
         for resource in w.watch.resources:
             informer = self._hub.informer(resource)
             if informer is not None and informer.synced.is_set():
@@ -351,7 +351,7 @@ class Subscriptions:
         return False
 
 
-def _tally_in(informer: Informer, resource: APIResource, interest: Interest) -> Tally:
+def _tally_in(informer: Informer, resource: APIResource, interest: Interest) -> KindTally:
     """The census of one type, reading only the namespaces the interest covers."""
     where = namespaces_to_read(resource, interest)
     return tally(informer.store.in_namespaces(where), resource, interest)

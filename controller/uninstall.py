@@ -16,11 +16,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from zeroscaler.api import Conflict, Kube, KubeError, NotFound, Obj
+from zeroscaler.api.credentials import load_access
+from zeroscaler.cluster.events import EventRecorder
 from zeroscaler.core.decision import plan_release
 from zeroscaler.core.workloads import WORKLOAD_RESOURCES
-from zeroscaler.credentials import load_access
-from zeroscaler.events import EventRecorder
-from zeroscaler.kube import Conflict, Kube, KubeError, NotFound, Obj
 
 log = logging.getLogger(__name__)
 

@@ -16,13 +16,13 @@ import logging
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
-from zeroscaler.cluster import ClusterView
+from zeroscaler.api import KubeError
+from zeroscaler.cluster.view import ClusterView
 from zeroscaler.controller.permissions import AccessReviews
 from zeroscaler.controller.watches import WatchHub
 from zeroscaler.controller.workload import Workload, WorkloadKey
+from zeroscaler.core.early_watches import named_types
 from zeroscaler.core.kinds import APIResource
-from zeroscaler.core.warming import named_types
-from zeroscaler.kube import KubeError
 
 log = logging.getLogger(__name__)
 

@@ -9,10 +9,10 @@ import logging
 from collections.abc import Callable, Hashable, Iterable
 from typing import Generic, TypeVar, cast
 
+from zeroscaler.api import Kube, Obj
+from zeroscaler.cluster.informer import Informer, Store, WatchEvent
 from zeroscaler.core.activity import Scope, shrink
 from zeroscaler.core.kinds import APIResource
-from zeroscaler.kube import Kube, Obj
-from zeroscaler.watching import Informer, Store, WatchEvent
 
 log = logging.getLogger(__name__)
 

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
+from zeroscaler.api import Obj
 from zeroscaler.core.activity import GroupKind, Interest, Scope
 from zeroscaler.core.annotations import (
     OUR_PREFIXES,
@@ -27,7 +28,6 @@ from zeroscaler.core.kinds import APIResource
 from zeroscaler.core.readiness import is_ready
 from zeroscaler.core.sharing import NOTHING, shared_mapping, shared_strings
 from zeroscaler.core.workloads import workload_path
-from zeroscaler.kube import Obj
 
 WorkloadKey = tuple[str, str, str]  # kind, namespace, name
 Scopes = tuple[Mapping[GroupKind, Scope], Mapping[GroupKind, Scope]]  # watched, owned
@@ -121,7 +121,7 @@ class OwnWake:
 
 
 @dataclass(slots=True)
-class Tally:
+class WorkloadCounts:
     """What one workload's own metric series count (only while per-workload metrics are on)."""
 
     wakes: dict[str, int] = field(default_factory=dict)  # by reason
@@ -176,7 +176,7 @@ class ReportMemory:
 
     warned: frozenset[Notice] = NOTHING  # replaced, never changed in place
     accounted_at: float | None = None  # loop time replica-seconds were last counted
-    tally: Tally | None = None  # its own metric series; kept only while it is managed
+    tally: WorkloadCounts | None = None  # its own metric series; kept only while it is managed
 
 
 class Workload:

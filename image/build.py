@@ -71,9 +71,9 @@ SMOKE_IMPORTS = (
     "pydantic_core",
     "cryptography.hazmat.bindings._rust",
     "_cffi_backend",
-    "zeroscaler.webhook.main",
-    "zeroscaler.controller.main",
-    "zeroscaler.combined",
+    "zeroscaler.cli.webhook_main",
+    "zeroscaler.cli.controller_main",
+    "zeroscaler.cli.combined_main",
     "zeroscaler.cli",
     "zeroscaler.certs.command",
 )

@@ -41,9 +41,9 @@ CHART = build.REPO / "charts" / "zeroscaler"
 NAMESPACE = "zeroscaler"  # the plain manifest's; a chart install picks its own
 # Imported by each foreign platform's interpreter under emulation: the commands' modules.
 PROOF_IMPORTS = (
-    "zeroscaler.controller.main",
-    "zeroscaler.webhook.main",
-    "zeroscaler.combined",
+    "zeroscaler.cli.controller_main",
+    "zeroscaler.cli.webhook_main",
+    "zeroscaler.cli.combined_main",
     "zeroscaler.cli",
     "ssl",
     "cryptography.hazmat.bindings._rust",

@@ -22,7 +22,9 @@ from fastapi import Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from zeroscaler.core.activator import (
+from zeroscaler.api import Forbidden, Kube, KubeError, NotFound, Obj
+from zeroscaler.core.admission import AdmissionRequest
+from zeroscaler.core.coverage import (
     MAX_TIMEOUT,
     PROBE_LABEL,
     PROBE_WARNING,
@@ -31,10 +33,8 @@ from zeroscaler.core.activator import (
     ready_endpoints,
     request_key,
 )
-from zeroscaler.core.admission import AdmissionRequest
 from zeroscaler.core.durations import format_time
 from zeroscaler.core.workloads import workload_path
-from zeroscaler.kube import Forbidden, Kube, KubeError, NotFound, Obj
 from zeroscaler.webhook.review import BadReview, build_response, parse_review, read_limited
 
 log = logging.getLogger(__name__)

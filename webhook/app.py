@@ -21,14 +21,14 @@ from prometheus_client import (
     generate_latest,
 )
 
+from zeroscaler.api import Kube
+from zeroscaler.api.credentials import load_access
 from zeroscaler.core.admission import decide_patch
-from zeroscaler.credentials import load_access
-from zeroscaler.kube import Kube
-from zeroscaler.metrics import APIErrors, register_process_collectors
+from zeroscaler.runtime.collectors import APIErrors, register_process_collectors
 from zeroscaler.webhook.activation import Activation
 from zeroscaler.webhook.caches import LiveSource
 from zeroscaler.webhook.review import BadReview, build_response, parse_review, read_limited
-from zeroscaler.webhook.settings import Settings
+from zeroscaler.webhook.settings import WebhookSettings
 from zeroscaler.webhook.state import Source
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,9 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.
 
 
 def create_app(
-    settings: Settings, source: Source | None = None, registry: CollectorRegistry | None = None
+    settings: WebhookSettings,
+    source: Source | None = None,
+    registry: CollectorRegistry | None = None,
 ) -> FastAPI:
     """The webhook app; without a `source` it watches the cluster named by `settings`."""
     registry = registry if registry is not None else CollectorRegistry()
@@ -103,7 +105,9 @@ def create_app(
 class _Admission:
     """`/mutate`: one AdmissionReview in, the patch `decide_patch` gives out, counted and timed."""
 
-    def __init__(self, settings: Settings, live: Source, registry: CollectorRegistry) -> None:
+    def __init__(
+        self, settings: WebhookSettings, live: Source, registry: CollectorRegistry
+    ) -> None:
         self._live = live
         self._max_body = settings.max_body_bytes
         self._excluded = frozenset([*settings.exclude_namespaces, settings.namespace])
@@ -185,5 +189,5 @@ def _json(content: object) -> Response:
     return Response(body, media_type="application/json")
 
 
-def _live_source(settings: Settings, registry: CollectorRegistry) -> Source:
+def _live_source(settings: WebhookSettings, registry: CollectorRegistry) -> Source:
     return LiveSource(Kube(load_access(settings.kubeconfig or None)), settings, registry)

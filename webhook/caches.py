@@ -9,12 +9,12 @@ from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from zeroscaler.cluster import ClusterView
-from zeroscaler.events import EventRecorder
-from zeroscaler.kube import Kube
-from zeroscaler.policies import PolicyWatch, Rejection
-from zeroscaler.watching import Informer, WatchEvent
-from zeroscaler.webhook.settings import Settings
+from zeroscaler.api import Kube
+from zeroscaler.cluster.events import EventRecorder
+from zeroscaler.cluster.informer import Informer, WatchEvent
+from zeroscaler.cluster.policy_watch import PolicyWatch, Rejection
+from zeroscaler.cluster.view import ClusterView
+from zeroscaler.webhook.settings import WebhookSettings
 from zeroscaler.webhook.state import View
 
 log = logging.getLogger(__name__)
@@ -26,7 +26,7 @@ class LiveSource:
     def __init__(
         self,
         kube: Kube,
-        settings: Settings,
+        settings: WebhookSettings,
         registry: CollectorRegistry,
         *,
         cluster: ClusterView | None = None,

@@ -10,7 +10,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from zeroscaler.core.durations import DurationError, parse_duration
 
 
-class Settings(BaseSettings):
+class WebhookSettings(BaseSettings):
     """How the webhook runs."""
 
     model_config = SettingsConfigDict(

@@ -26,7 +26,7 @@ from tests.chart.test_chart_render import (
 )
 from tests.support.exposed_metrics import exposed
 from tests.support.promql import check, dashboard_problems, dashboard_queries
-from zeroscaler.controller.settings import parse_settings
+from zeroscaler.controller.flags import parse_settings
 
 DASHBOARD = ["--set", "monitoring.grafanaDashboard.enabled=true"]
 CA_VOLUME = {"name": "corporate-ca", "configMap": {"name": "corporate-ca-bundle"}}

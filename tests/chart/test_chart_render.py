@@ -19,12 +19,12 @@ from image import build as image_build
 from tests.chart.conftest import CHART, NAMESPACE, RELEASE, Helm
 from tests.support.exposed_metrics import exposed as exposed_metrics
 from tests.support.real_chart import local_image
+from zeroscaler.api.credentials import in_cluster
 from zeroscaler.certs.command import add_certs
-from zeroscaler.controller.settings import parse_settings as parse_controller_flags
+from zeroscaler.controller.flags import parse_settings as parse_controller_flags
 from zeroscaler.controller.uninstall import add_uninstall
 from zeroscaler.core.policy import DEFAULT_IGNORE, parse_policy
-from zeroscaler.credentials import in_cluster
-from zeroscaler.webhook.settings import Settings as WebhookSettings
+from zeroscaler.webhook.settings import WebhookSettings
 
 ENABLED_LABEL = "zeroscaler.io/enabled"
 URL = "https://127.0.0.1:9443/mutate"

@@ -11,13 +11,13 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.parser import text_string_to_metric_families
 
-from zeroscaler.certs.renewal import RenewalPolicy
 from zeroscaler.certs.renewer import Renewer, RenewerConfig
+from zeroscaler.certs.schedule import RenewalPolicy
 from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.workload import EPOCH, Workload
-from zeroscaler.metrics import APIErrors
+from zeroscaler.runtime.collectors import APIErrors
 from zeroscaler.webhook.app import create_app
-from zeroscaler.webhook.settings import Settings as WebhookSettings
+from zeroscaler.webhook.settings import WebhookSettings
 from zeroscaler.webhook.state import StaticSource
 
 # The samples each type of family has, by suffix, and the labels a suffix adds.

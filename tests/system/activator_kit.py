@@ -30,7 +30,7 @@ from tests.system.controller_kit import (
     start_controller,
 )
 from tests.system.webhook_kit import Webhook
-from zeroscaler.core.activator import has_ready_endpoint
+from zeroscaler.core.coverage import has_ready_endpoint
 
 REQUESTS = "zeroscaler-activator-requests"
 

@@ -22,10 +22,10 @@ from prometheus_client import CollectorRegistry
 
 from localcluster import netns
 from localcluster.cluster import Cluster
-from zeroscaler.core.activator import request_key
+from zeroscaler.api import Kube
+from zeroscaler.api.credentials import load_access
+from zeroscaler.core.coverage import request_key
 from zeroscaler.core.workloads import workload_path
-from zeroscaler.credentials import load_access
-from zeroscaler.kube import Kube
 from zeroscaler.webhook.activation import Activation
 
 REQUESTS = "wake-requests"

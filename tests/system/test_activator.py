@@ -38,7 +38,7 @@ from tests.system.controller_kit import (
     wait_event,
 )
 from tests.system.test_chart_real_node import ARCHIVE
-from zeroscaler.core.activator import PROBE_WEBHOOK
+from zeroscaler.core.coverage import PROBE_WEBHOOK
 
 pytestmark = pytest.mark.cluster
 

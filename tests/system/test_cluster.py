@@ -18,9 +18,9 @@ from localcluster.cluster import Cluster
 from tests.support.recording_webhook import RecordingWebhook, recording_webhook
 from tests.support.relay import CuttableRelay
 from tests.support.waiting import wait_for
-from zeroscaler.credentials import load_access
-from zeroscaler.kube import Kube
-from zeroscaler.watching import Informer, WatchEvent
+from zeroscaler.api import Kube
+from zeroscaler.api.credentials import load_access
+from zeroscaler.cluster.informer import Informer, WatchEvent
 
 SILENCE = 3.0  # in place of the minutes between the watch cache's bookmarks
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from localcluster.cluster import Cluster
-from zeroscaler.credentials import load_access
-from zeroscaler.kube import Kube, Transient
+from zeroscaler.api import Kube, Transient
+from zeroscaler.api.credentials import load_access
 
 
 def _with_server_name(cluster: Cluster, path: Path, name: str) -> Path:

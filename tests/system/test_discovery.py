@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 
 from localcluster.cluster import Cluster
+from zeroscaler.api import Kube
+from zeroscaler.api.credentials import load_access
 from zeroscaler.core.kinds import APIResource
-from zeroscaler.credentials import load_access
-from zeroscaler.kube import Kube
 
 
 async def _both(cluster: Cluster) -> tuple[list[APIResource], list[APIResource], bool | None]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from zeroscaler.credentials import load_access
-from zeroscaler.kube import Kube, Obj
+from zeroscaler.api import Kube, Obj
+from zeroscaler.api.credentials import load_access
 
 
 def _name(obj: Obj) -> str:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
+from zeroscaler.api import Obj, Priority
+from zeroscaler.api.transport import _PRIORITY
+from zeroscaler.cluster.events import EventRecorder
 from zeroscaler.controller.workload import Workload
-from zeroscaler.events import EventRecorder
-from zeroscaler.kube import _PRIORITY, Obj, Priority
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
 

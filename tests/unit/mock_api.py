@@ -10,8 +10,8 @@ from collections.abc import Callable, Coroutine
 
 import httpx
 
-from zeroscaler.credentials import ClusterAccess
-from zeroscaler.kube import Kube
+from zeroscaler.api import Kube
+from zeroscaler.api.credentials import ClusterAccess
 
 Handler = (
     Callable[[httpx.Request], httpx.Response]

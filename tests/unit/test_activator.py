@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from zeroscaler.core.activator import (
+from zeroscaler.core.coverage import (
     PROBE_LABEL,
     PROBE_WEBHOOK,
     ActivatorState,

@@ -11,14 +11,14 @@ import httpx
 import pytest
 
 from tests.unit.mock_api import kube_served_by
+from zeroscaler.cluster.informer import Informer, WatchEvent
 from zeroscaler.controller.activator import Activator
 from zeroscaler.controller.clock import ManualClock
-from zeroscaler.controller.serving import ServingIndex, trim_registration, trim_service
+from zeroscaler.controller.registrations import ServingIndex, trim_registration, trim_service
 from zeroscaler.controller.workload import Workload, WorkloadKey, trim_workload
-from zeroscaler.core.activator import PROBE_LABEL, PROBE_WEBHOOK, request_key
 from zeroscaler.core.activity import Activity
 from zeroscaler.core.annotations import asleep_annotations, read_status
-from zeroscaler.watching import Informer, WatchEvent
+from zeroscaler.core.coverage import PROBE_LABEL, PROBE_WEBHOOK, request_key
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
 KEY: WorkloadKey = ("Deployment", "ops", "op")

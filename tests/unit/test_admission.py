@@ -11,7 +11,7 @@ import pytest
 from tests.unit.fixtures import builtin_resources, crd_resource
 from zeroscaler.core.admission import (
     AdmissionRequest,
-    Decision,
+    PatchDecision,
     annotate_from_policy,
     decide_patch,
     service_account_of,
@@ -98,18 +98,18 @@ def request(
 
 def decide(
     req: AdmissionRequest, policy: Policy = DEFAULT_POLICY, ns_labels: dict[str, str] | None = OPTED
-) -> Decision:
+) -> PatchDecision:
     return decide_patch(
         req, policy, RBAC, DISCOVERY, namespace_labels=ns_labels, custom_resources=CUSTOM
     )
 
 
-def applied(obj: dict[str, Any], decision: Decision) -> dict[str, Any]:
+def applied(obj: dict[str, Any], decision: PatchDecision) -> dict[str, Any]:
     result: dict[str, Any] = jsonpatch.JsonPatch(decision.patch).apply(copy.deepcopy(obj))
     return result
 
 
-def annotations_after(obj: dict[str, Any], decision: Decision) -> dict[str, str]:
+def annotations_after(obj: dict[str, Any], decision: PatchDecision) -> dict[str, str]:
     result: dict[str, str] = applied(obj, decision)["metadata"].get("annotations") or {}
     return result
 

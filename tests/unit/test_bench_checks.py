@@ -108,6 +108,6 @@ def test_each_round_runs_everything_once_and_none_always_first() -> None:
 
 
 def test_a_restart_ends_at_its_caught_up_line_to_the_millisecond() -> None:
-    line = b"time=2026-12-05T01:14:08.611Z level=info logger=zeroscaler.controller.scaler "
+    line = b"time=2026-12-05T01:14:08.611Z level=info logger=zeroscaler.controller.assembly "
     line += b'msg="caught up" workloads=10001\n'
     assert log_time(line) == pytest.approx(1796433248.611, abs=1e-6)

@@ -11,9 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from zeroscaler.cluster.informer import Store, key_of
 from zeroscaler.core.activity import Interest, is_in_interest, shrink
 from zeroscaler.core.census import (
-    Tally,
+    KindTally,
     difference,
     digest_text,
     fingerprint,
@@ -23,7 +24,6 @@ from zeroscaler.core.census import (
     tally,
 )
 from zeroscaler.core.kinds import APIResource
-from zeroscaler.watching import Store, key_of
 
 CONFIGMAP = APIResource("", "v1", "configmaps", "ConfigMap")
 WIDGET = APIResource("example.com", "v1", "widgets", "Widget", subresources=frozenset({"status"}))
@@ -53,7 +53,7 @@ def entry(manager: str, time: str, subresource: str = "") -> dict[str, str]:
     return {**found, "subresource": subresource} if subresource else found
 
 
-def tally_of(resource: APIResource, *objects: dict[str, Any]) -> Tally:
+def tally_of(resource: APIResource, *objects: dict[str, Any]) -> KindTally:
     return tally([shrink(o) for o in objects], resource, INTEREST)
 
 
@@ -201,7 +201,7 @@ def test_fingerprint_reads_a_stored_object_as_the_listed_one(
 
 
 def test_census_annotation_round_trips_in_kind_order() -> None:
-    census = {"Widget.example.com": Tally(2, 0xABC), "ConfigMap": Tally(0, 0)}
+    census = {"Widget.example.com": KindTally(2, 0xABC), "ConfigMap": KindTally(0, 0)}
     text = format_census(census)
     assert text == "ConfigMap=0:0000000000000000, Widget.example.com=2:0000000000000abc"
     assert parse_census(text) == (census, [])
@@ -212,7 +212,7 @@ def test_census_annotation_round_trips_in_kind_order() -> None:
 )
 def test_a_malformed_census_entry_is_left_out_and_named(text: str) -> None:
     census, problems = parse_census(f"{text}, Widget.example.com=1:00000000000000ff")
-    assert census == {"Widget.example.com": Tally(1, 255)}
+    assert census == {"Widget.example.com": KindTally(1, 255)}
     assert [str(p) for p in problems] == [
         f"zeroscaler.io/census: {text!r} is not of the form comma-separated "
         "Kind.group=count:16 hex digits (written by the controller)"
@@ -428,7 +428,7 @@ def test_a_census_counts_and_digests_what_is_in_interest_whatever_the_interest(
     # the rule it stands in for, object by object.
     counted = [o for o in objects if is_in_interest(o["metadata"], resource, interest)]
     digest = sum(fingerprint(o["metadata"], resource) for o in counted) % 2**64
-    assert tally(objects, resource, interest) == Tally(len(counted), digest)
+    assert tally(objects, resource, interest) == KindTally(len(counted), digest)
 
 
 _text = st.text(max_size=8)

@@ -8,8 +8,8 @@ import pytest
 from pydantic import ValidationError
 from pydantic_settings import CliApp
 
-from zeroscaler.certs.renewal import Cert, Observed, RenewalPolicy, Step, decide_renewal
-from zeroscaler.webhook.settings import Settings
+from zeroscaler.certs.schedule import Cert, CertState, RenewalPolicy, Step, decide_renewal
+from zeroscaler.webhook.settings import WebhookSettings
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 DAY = timedelta(days=1)
@@ -29,103 +29,103 @@ def at(days: float = 0, minutes: float = 0) -> datetime:
     ("seen", "now", "want"),
     [
         pytest.param(
-            Observed(CA, SERVING, ca_bundles=[("ca",)]),
+            CertState(CA, SERVING, ca_bundles=[("ca",)]),
             at(1),
             Step("keep", "current", at(5)),
             id="current-recheck-at-serving-renewal",
         ),
         pytest.param(
-            Observed(CA, SERVING),
+            CertState(CA, SERVING),
             at(1),
             Step("keep", "current", at(5)),
             id="no-webhook-configuration",
         ),
         pytest.param(
-            Observed(CA, SERVING, ca_bundles=[("ca",)]),
+            CertState(CA, SERVING, ca_bundles=[("ca",)]),
             at(5),
             Step("renew-serving", "the serving certificate is past its renewal point", at(5)),
             id="serving-renewal-point",
         ),
         pytest.param(
-            Observed(CA, SERVING, ca_bundles=[("ca",)]),
+            CertState(CA, SERVING, ca_bundles=[("ca",)]),
             at(11),
             Step("renew-serving", "the serving certificate has expired", at(11)),
             id="serving-expired",
         ),
         pytest.param(
-            Observed(CA, Cert("leaf", "stranger", T0, T0 + 10 * DAY), ca_bundles=[("ca",)]),
+            CertState(CA, Cert("leaf", "stranger", T0, T0 + 10 * DAY), ca_bundles=[("ca",)]),
             at(1),
             Step("renew-serving", "the serving certificate is not signed by a CA in use", at(1)),
             id="serving-from-a-foreign-ca",
         ),
         pytest.param(
-            Observed(CA, SERVING, ca_bundles=[("other",)]),
+            CertState(CA, SERVING, ca_bundles=[("other",)]),
             at(1),
             Step("patch-bundle", "the caBundle differs from the Secret's CAs", at(1)),
             id="drifted-bundle",
         ),
         pytest.param(
-            Observed(CA, SERVING, ca_bundles=[("ca",), ()]),
+            CertState(CA, SERVING, ca_bundles=[("ca",), ()]),
             at(1),
             Step("patch-bundle", "the caBundle differs from the Secret's CAs", at(1)),
             id="one-webhook-without-a-bundle",
         ),
         pytest.param(
-            Observed(CA, SERVING, ca_bundles=[("ca", "old")]),
+            CertState(CA, SERVING, ca_bundles=[("ca", "old")]),
             at(1),
             Step("patch-bundle", "the caBundle differs from the Secret's CAs", at(1)),
             id="bundle-keeps-a-ca-the-secret-dropped",
         ),
         pytest.param(
-            Observed(OLD_CA, OLD_SERVING, ca_bundles=[("old",)]),
+            CertState(OLD_CA, OLD_SERVING, ca_bundles=[("old",)]),
             at(0),
             Step("rotate-ca", "the CA is past its renewal point", at(0)),
             id="ca-renewal-point-before-serving",
         ),
         pytest.param(
-            Observed(CA, OLD_SERVING, (OLD_CA,), [("old",)], ca_since=at(0)),
+            CertState(CA, OLD_SERVING, (OLD_CA,), [("old",)], ca_since=at(0)),
             at(0),
             Step("patch-bundle", "the caBundle differs from the Secret's CAs", at(0)),
             id="new-ca-joins-the-bundle",
         ),
         pytest.param(
-            Observed(CA, OLD_SERVING, (OLD_CA,), [("old", "ca")], ca_since=at(0)),
+            CertState(CA, OLD_SERVING, (OLD_CA,), [("old", "ca")], ca_since=at(0)),
             at(minutes=0.5),
             Step("keep", "waiting for every API server to trust the new CA", at(minutes=1)),
             id="new-ca-settling",
         ),
         pytest.param(
-            Observed(CA, OLD_SERVING, (OLD_CA,), [("ca", "old")], ca_since=at(0)),
+            CertState(CA, OLD_SERVING, (OLD_CA,), [("ca", "old")], ca_since=at(0)),
             at(minutes=1),
             Step("renew-serving", "the new CA is trusted: serve a pair it signed", at(minutes=1)),
             id="new-ca-settled",
         ),
         pytest.param(
-            Observed(CA, OLD_SERVING, (OLD_CA,), [("ca", "old")]),
+            CertState(CA, OLD_SERVING, (OLD_CA,), [("ca", "old")]),
             at(minutes=1),
             Step("renew-serving", "the new CA is trusted: serve a pair it signed", at(minutes=1)),
             id="no-stamp-counts-from-the-ca-start",
         ),
         pytest.param(
-            Observed(CA, SERVING, (OLD_CA,), [("ca", "old")], at(0), at(minutes=1)),
+            CertState(CA, SERVING, (OLD_CA,), [("ca", "old")], at(0), at(minutes=1)),
             at(minutes=1.5),
             Step("keep", "waiting for every replica to serve the new pair", at(minutes=2)),
             id="new-pair-settling",
         ),
         pytest.param(
-            Observed(CA, SERVING, (OLD_CA,), [("ca", "old")], at(0), at(minutes=1)),
+            CertState(CA, SERVING, (OLD_CA,), [("ca", "old")], at(0), at(minutes=1)),
             at(minutes=2),
             Step("drop-old-cas", "every replica serves the new CA's pair", at(minutes=2)),
             id="new-pair-settled",
         ),
         pytest.param(
-            Observed(CA, SERVING, (), [("ca", "old")], at(0), at(minutes=1)),
+            CertState(CA, SERVING, (), [("ca", "old")], at(0), at(minutes=1)),
             at(minutes=2),
             Step("patch-bundle", "the caBundle differs from the Secret's CAs", at(minutes=2)),
             id="old-ca-leaves-the-bundle",
         ),
         pytest.param(
-            Observed(CA, Cert("leaf", "ca", T0, T0 + 200 * DAY), ca_bundles=[("ca",)]),
+            CertState(CA, Cert("leaf", "ca", T0, T0 + 200 * DAY), ca_bundles=[("ca",)]),
             at(10),
             Step("keep", "current", at(50)),
             id="recheck-at-ca-renewal",
@@ -133,7 +133,7 @@ def at(days: float = 0, minutes: float = 0) -> datetime:
     ],
 )
 def test_each_renewal_state_takes_its_one_next_step_or_says_when_to_look(
-    seen: Observed, now: datetime, want: Step
+    seen: CertState, now: datetime, want: Step
 ) -> None:
     assert decide_renewal(seen, POLICY, now) == want
 
@@ -146,7 +146,7 @@ def test_a_full_ca_rotation_never_leaves_the_serving_ca_out_of_the_bundle() -> N
     ca_since = serving_since = None
     now, steps = at(0), []
     for _ in range(10):
-        seen = Observed(secret[0], serving, tuple(secret[1:]), [config], ca_since, serving_since)
+        seen = CertState(secret[0], serving, tuple(secret[1:]), [config], ca_since, serving_since)
         step = decide_renewal(seen, POLICY, now)
         steps.append(step.action)
         if step.action == "keep":
@@ -188,9 +188,9 @@ def test_a_full_ca_rotation_never_leaves_the_serving_ca_out_of_the_bundle() -> N
 )
 def test_renewal_settings_that_cannot_work_are_refused(flags: list[str], message: str) -> None:
     with pytest.raises(ValidationError, match=message):
-        CliApp.run(Settings, cli_args=flags)
+        CliApp.run(WebhookSettings, cli_args=flags)
 
 
 def test_renewal_lifetimes_are_durations() -> None:
-    settings = CliApp.run(Settings, cli_args=["--cert-serving-lifetime", "720h"])
+    settings = CliApp.run(WebhookSettings, cli_args=["--cert-serving-lifetime", "720h"])
     assert settings.cert_serving_lifetime == 720 * 3600

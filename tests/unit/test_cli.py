@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from image.python import LOCK
+from zeroscaler.api import Forbidden, Transient
 from zeroscaler.cli import build_parser, main, merge_connection, program_name
 from zeroscaler.cli.control import event_message, patch_body
 from zeroscaler.cli.explain import explain_lines
@@ -31,7 +32,7 @@ from zeroscaler.cli.session import (
     parse_target,
 )
 from zeroscaler.cli.status import format_table, last_wakes, render, render_savings, status_row
-from zeroscaler.cli.view import (
+from zeroscaler.cli.workload_view import (
     KindScope,
     find_activator,
     index_hooks,
@@ -39,15 +40,14 @@ from zeroscaler.cli.view import (
     read_view,
     serving_of,
 )
-from zeroscaler.core.activator import PROBE_WEBHOOK
 from zeroscaler.core.activity import Activity
+from zeroscaler.core.coverage import PROBE_WEBHOOK
 from zeroscaler.core.durations import parse_time
 from zeroscaler.core.idleness import Seen
 from zeroscaler.core.kinds import APIResource, parse_kind_ref
+from zeroscaler.core.links import Link, LinkKind, Serving
 from zeroscaler.core.manual import Manual
 from zeroscaler.core.scope import ResolvedScope
-from zeroscaler.core.serving import Link, LinkKind, Serving
-from zeroscaler.kube import Forbidden, Transient
 
 NOW = parse_time("2026-01-01T12:00:00Z")
 ON = {"zeroscaler.io/enabled": "true"}

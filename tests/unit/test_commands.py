@@ -9,9 +9,9 @@ from collections.abc import Callable
 
 import pytest
 
-from zeroscaler.combined import main as combined_main
-from zeroscaler.shutdown import stop_on_signals
-from zeroscaler.webhook.main import main as webhook_main
+from zeroscaler.cli.combined_main import main as combined_main
+from zeroscaler.cli.webhook_main import main as webhook_main
+from zeroscaler.runtime.shutdown import stop_on_signals
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])

@@ -14,11 +14,11 @@ import pytest
 from pydantic_settings import CliApp
 
 from tests.unit.mock_api import kube_served_by
+from zeroscaler.controller.flags import parse_settings
 from zeroscaler.controller.leader import LeaderElector
-from zeroscaler.controller.settings import parse_settings
 from zeroscaler.controller.workload import Workload, trim_workload
-from zeroscaler.logs import JsonFormatter, LogfmtFormatter
-from zeroscaler.webhook.settings import Settings as WebhookSettings
+from zeroscaler.runtime.logs import JsonFormatter, LogfmtFormatter
+from zeroscaler.webhook.settings import WebhookSettings
 
 
 def test_flags_override_defaults() -> None:

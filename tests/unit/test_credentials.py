@@ -12,8 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from zeroscaler.certs.issue import new_ca, new_serving_cert
-from zeroscaler.credentials import (
+from zeroscaler.api.credentials import (
     BearerAuth,
     ClusterAccess,
     ConfigError,
@@ -21,6 +20,7 @@ from zeroscaler.credentials import (
     in_cluster,
     load_access,
 )
+from zeroscaler.certs.issue import new_ca, new_serving_cert
 
 
 def kubeconfig(

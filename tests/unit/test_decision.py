@@ -20,7 +20,7 @@ from zeroscaler.core.decision import (
 )
 from zeroscaler.core.durations import parse_time
 from zeroscaler.core.kinds import KindRef
-from zeroscaler.core.serving import Link, Serving
+from zeroscaler.core.links import Link, Serving
 
 CM = (KindRef("ConfigMap", kind="ConfigMap"),)
 

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from zeroscaler.api import Kube
+from zeroscaler.api.credentials import ClusterAccess
 from zeroscaler.controller.memory import pause_collection, release_free_memory, resume_collection
-from zeroscaler.credentials import ClusterAccess
-from zeroscaler.kube import Kube
 
 
 class _Node:

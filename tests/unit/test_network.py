@@ -12,7 +12,7 @@ import httpcore
 import httpx
 from httpcore._async.connection_pool import AsyncPoolRequest
 
-from zeroscaler.network import Network, Pool, Stream, cheap_idle_checks
+from zeroscaler.api.connections import Network, Pool, Stream, cheap_idle_checks
 
 
 class _Inner(httpcore.AsyncNetworkStream):

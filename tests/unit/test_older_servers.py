@@ -8,10 +8,11 @@ from typing import Any
 import httpx
 import pytest
 
+from zeroscaler.api import Kube
+from zeroscaler.api.credentials import ClusterAccess
+from zeroscaler.api.discovery import NO_AGGREGATED_DISCOVERY
 from zeroscaler.cli.session import Failure, Session
 from zeroscaler.core.kinds import APIResource
-from zeroscaler.credentials import ClusterAccess
-from zeroscaler.kube import NO_AGGREGATED_DISCOVERY, Kube
 
 # What a server without aggregated discovery answers (Kubernetes before 1.26, or a proxy that
 # drops the Accept parameters): the root lists, then one APIResourceList per group version.
@@ -120,7 +121,7 @@ def _transport(answers: dict[str, httpx.Response], seen: list[httpx.Request]) ->
 
 def _served_by(answers: dict[str, httpx.Response], seen: list[httpx.Request]) -> Kube:
     kube = Kube(ClusterAccess(server="https://127.0.0.1:1"))
-    kube._http = _transport(answers, seen)
+    kube.http = _transport(answers, seen)
     return kube
 
 
@@ -134,7 +135,7 @@ async def test_a_server_without_aggregated_discovery_is_asked_group_by_group(
 ) -> None:
     seen: list[httpx.Request] = []
     kube = _served_by(_legacy_server(), seen)
-    with caplog.at_level(logging.WARNING, logger="zeroscaler.kube"):
+    with caplog.at_level(logging.WARNING, logger="zeroscaler.api.discovery"):
         first, second = await kube.discover(), await kube.discover()
     assert kube.aggregated_discovery is False
     assert set(first) == set(second) == EXPECTED
@@ -148,7 +149,7 @@ async def test_a_group_that_fails_to_answer_is_left_out_and_named(
 ) -> None:
     down = httpx.Response(503, json={"kind": "Status", "message": "service unavailable"})
     kube = _served_by(_legacy_server({"/apis/metrics.k8s.io/v1beta1": down}), [])
-    with caplog.at_level(logging.WARNING, logger="zeroscaler.kube"):
+    with caplog.at_level(logging.WARNING, logger="zeroscaler.api.discovery"):
         assert set(await kube.discover()) == EXPECTED
     assert any(
         "apis/metrics.k8s.io/v1beta1 failed, leaving it out: 503" in r.getMessage()
@@ -185,6 +186,6 @@ async def test_aggregated_discovery_is_asked_first_and_read_when_served() -> Non
 
 async def test_the_cli_says_which_api_it_misses_when_self_subject_review_is_not_served() -> None:
     session = Session(ClusterAccess(server="https://127.0.0.1:1"))
-    session.kube._http = _transport({}, [])  # before 1.28: every path answers 404
+    session.kube.http = _transport({}, [])  # before 1.28: every path answers 404
     with pytest.raises(Failure, match=r"does not serve SelfSubjectReview .*1\.28 or later"):
         await session.username()

@@ -10,8 +10,8 @@ import pytest
 
 from tests.support.invariants import NothingToJudge, check_one_writer, read_leadership
 from tests.unit.recorded import AT, HOLDERS, REPLICA_A, REPLICA_B, SCALING, at
-from zeroscaler.controller import leader, scaling, service
-from zeroscaler.logs import LogfmtFormatter
+from zeroscaler.controller import leader, scaling, supervisor
+from zeroscaler.runtime.logs import LogfmtFormatter
 
 
 def logs(tmp_path: Path, **texts: str) -> list[Path]:
@@ -118,7 +118,7 @@ def test_the_controllers_own_loggers_and_format_are_what_the_checker_reads(
 
     text = "\n".join(
         [
-            line(0.0, service.log, "starting", id="pod-0", dry_run=False, port=1),
+            line(0.0, supervisor.log, "starting", id="pod-0", dry_run=False, port=1),
             line(0.1, leader.log, "became leader", lease="ns/zeroscaler-controller", id="pod-0"),
             line(3.1, scaling.log, "sleeping", workload="ns/op-0", reason="idle for 3s"),
             line(4.2, scaling.log, "woken", workload="ns/op-0", reason="ConfigMap ns/x created"),

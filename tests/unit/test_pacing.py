@@ -8,14 +8,7 @@ import httpx
 import pytest
 
 from tests.unit.mock_api import kube_served_by
-from zeroscaler.core.pacing import (
-    DEFAULT_RETRY_AFTER,
-    MAX_RETRY_AFTER,
-    Pacer,
-    parse_retry_after,
-    wake_retry_after,
-)
-from zeroscaler.kube import (
+from zeroscaler.api import (
     Conflict,
     Forbidden,
     Gone,
@@ -29,6 +22,13 @@ from zeroscaler.kube import (
     error_for,
     prioritized,
     urgently,
+)
+from zeroscaler.core.pacing import (
+    DEFAULT_RETRY_AFTER,
+    MAX_RETRY_AFTER,
+    Pacer,
+    parse_retry_after,
+    wake_retry_after,
 )
 
 

@@ -11,7 +11,8 @@ import httpx
 import pytest
 
 from tests.unit.mock_api import kube_served_by
-from zeroscaler.kube import Gone, continue_token
+from zeroscaler.api import Gone
+from zeroscaler.api.lists import continue_token
 
 
 def page(names: list[str], token: str = "", head: str = "") -> bytes:

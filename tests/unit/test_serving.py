@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from zeroscaler.core.readiness import is_ready, start_bound
-from zeroscaler.core.serving import (
+from zeroscaler.core.links import (
     Link,
     LinkKind,
     Serving,
@@ -17,6 +16,7 @@ from zeroscaler.core.serving import (
     selects,
     serving_notices,
 )
+from zeroscaler.core.readiness import is_ready, start_bound
 
 VWC: LinkKind = "ValidatingWebhookConfiguration"
 MWC: LinkKind = "MutatingWebhookConfiguration"

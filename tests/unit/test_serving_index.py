@@ -5,14 +5,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from zeroscaler.api import Kube
+from zeroscaler.cluster.informer import Informer, WatchEvent
 from zeroscaler.controller.changes import ChangeFeed
 from zeroscaler.controller.clock import ManualClock
 from zeroscaler.controller.metrics import Metrics
-from zeroscaler.controller.serving import ServingIndex, trim_registration, trim_service
+from zeroscaler.controller.registrations import ServingIndex, trim_registration, trim_service
 from zeroscaler.controller.workload import Workload, WorkloadKey, trim_workload
-from zeroscaler.core.serving import ACTIVATOR_OFF, Link, Serving
-from zeroscaler.kube import Kube
-from zeroscaler.watching import Informer, WatchEvent
+from zeroscaler.core.links import ACTIVATOR_OFF, Link, Serving
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
 KEY: WorkloadKey = ("Deployment", "ops", "op")

@@ -7,7 +7,7 @@ from importlib import metadata
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from zeroscaler.metrics import Forwarded, register_process_collectors
+from zeroscaler.runtime.collectors import Forwarded, register_process_collectors
 
 
 def families(registry: CollectorRegistry) -> dict[str, list[tuple[dict[str, str], float]]]:

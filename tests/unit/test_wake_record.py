@@ -7,6 +7,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from tests.unit.held_events import NOW, HeldRecorder
+from zeroscaler.api import Obj
 from zeroscaler.controller.accounting import Accounting
 from zeroscaler.controller.clock import ManualClock
 from zeroscaler.controller.metrics import Metrics
@@ -15,7 +16,6 @@ from zeroscaler.controller.reporting import Reporter
 from zeroscaler.controller.scaling import RECORD_PAUSE, Scaling
 from zeroscaler.controller.workload import Workload, WorkloadKey
 from zeroscaler.core.annotations import STATE
-from zeroscaler.kube import Obj
 
 NAME = "op"
 PATH = f"/apis/apps/v1/namespaces/ops/deployments/{NAME}"

@@ -13,6 +13,8 @@ import httpx
 import pytest
 
 from tests.unit.mock_api import kube_served_by
+from zeroscaler.api import Obj
+from zeroscaler.cluster.informer import WatchEvent, key_of
 from zeroscaler.controller.changes import ChangeFeed
 from zeroscaler.controller.clock import ManualClock
 from zeroscaler.controller.metrics import Metrics
@@ -24,10 +26,8 @@ from zeroscaler.controller.workload import Workload, WorkloadKey
 from zeroscaler.core.activity import Activity, Interest, shrink
 from zeroscaler.core.annotations import read_status
 from zeroscaler.core.census import tally
+from zeroscaler.core.early_watches import Named, named_types
 from zeroscaler.core.kinds import APIResource, Discovery
-from zeroscaler.core.warming import Named, named_types
-from zeroscaler.kube import Obj
-from zeroscaler.watching import WatchEvent, key_of
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 VERBS = frozenset({"list", "watch"})

@@ -16,8 +16,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.unit.mock_api import kube_served_by
-from zeroscaler.kube import Gone, Kube, _lines
-from zeroscaler.watching import INITIAL_EVENTS_END, Informer, WatchEvent
+from zeroscaler.api import Gone, Kube
+from zeroscaler.api.streams import split_lines
+from zeroscaler.cluster.informer import INITIAL_EVENTS_END, Informer, WatchEvent
 
 PATH = "/apis/example.com/v1/things"
 
@@ -339,7 +340,7 @@ def test_a_watch_stream_is_split_into_its_lines_wherever_its_chunks_end(
     chunks = _chunked(data, [min(c, len(data)) for c in cuts])
 
     async def split() -> list[bytes]:
-        return [line async for lines in _lines(chunks) for line in lines]
+        return [line async for lines in split_lines(chunks) for line in lines]
 
     assert asyncio.run(split()) == wanted
 

@@ -18,11 +18,11 @@ from pydantic_settings import CliApp
 
 from tests.unit.fixtures import builtin_resources, crd_resource
 from zeroscaler.certs.issue import new_ca, new_serving_cert
+from zeroscaler.cluster.policy_watch import PolicyKeeper
 from zeroscaler.core.inference import Binding, RBACSnapshot
 from zeroscaler.core.kinds import Discovery
-from zeroscaler.policies import PolicyKeeper
 from zeroscaler.webhook.app import INTERNAL_ERROR, create_app
-from zeroscaler.webhook.settings import Settings
+from zeroscaler.webhook.settings import WebhookSettings
 from zeroscaler.webhook.state import StaticSource, View
 from zeroscaler.webhook.tls import CertReloader, server_context
 
@@ -47,7 +47,9 @@ VIEW = View(
     discovery=Discovery([*builtin_resources(), crd_resource("example.com", "Widget", "widgets")]),
     custom_resources=frozenset({"widgets.example.com"}),
 )
-SETTINGS = Settings(max_body_bytes=200_000, gc_freeze=False)  # the test process is not a server
+SETTINGS = WebhookSettings(
+    max_body_bytes=200_000, gc_freeze=False
+)  # the test process is not a server
 
 
 def make_client(ready: bool = True) -> TestClient:
@@ -136,7 +138,7 @@ def test_unopted_namespace_and_unknown_namespace(client: TestClient) -> None:
 def test_excluded_namespaces_are_never_patched_even_when_opted_in(
     flags: list[str], namespace: str, patched: bool
 ) -> None:
-    settings = CliApp.run(Settings, cli_args=[*flags, "--gc-freeze", "false"])
+    settings = CliApp.run(WebhookSettings, cli_args=[*flags, "--gc-freeze", "false"])
     opted = {namespace: {"zeroscaler.io/enabled": "true"}}
     with TestClient(create_app(settings, StaticSource(VIEW, opted))) as c:
         answer = c.post("/mutate", json=review(namespace=namespace)).json()
@@ -372,11 +374,11 @@ def test_a_port_flag_wins_over_the_service_link_variable_kubernetes_sets(
 ) -> None:
     # A Service named zeroscaler-webhook puts this in every pod of its namespace.
     monkeypatch.setenv("ZEROSCALER_WEBHOOK_PORT", "tcp://10.96.0.9:443")
-    assert CliApp.run(Settings, cli_args=["--port", "9443"]).port == 9443
+    assert CliApp.run(WebhookSettings, cli_args=["--port", "9443"]).port == 9443
 
 
 def test_combined_arguments_split_at_the_first_double_dash() -> None:
-    from zeroscaler.combined import split_arguments
+    from zeroscaler.cli.combined_main import split_arguments
 
     assert split_arguments(["--id", "a", "--", "--port", "1", "--", "x"]) == (
         ["--id", "a"],

@@ -11,9 +11,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.unit.held_events import workload
 from zeroscaler.controller.accounting import Accounting
 from zeroscaler.controller.clock import ManualClock
+from zeroscaler.controller.flags import parse_settings
 from zeroscaler.controller.metrics import Metrics
-from zeroscaler.controller.service import routes
-from zeroscaler.controller.settings import parse_settings
+from zeroscaler.controller.supervisor import routes
 from zeroscaler.controller.workload import Workload, WorkloadKey
 from zeroscaler.core.annotations import WorkloadStatus
 
@@ -253,11 +253,11 @@ def test_a_scrape_may_name_the_series_it_wants() -> None:
 
 
 def test_the_metrics_route_reads_the_names_asked_for() -> None:
-    class Scaler:
+    class Controller:
         metrics = Fleet().metrics
         ready = True
 
-    route = routes(Scaler())["/metrics"]  # type: ignore[arg-type]
+    route = routes(Controller())["/metrics"]  # type: ignore[arg-type]
     status, _, body = route({"name[]": ["zeroscaler_wakes_total"]})
     assert status == 200
     assert body.decode().splitlines()[-1] == "zeroscaler_wakes_total 0.0"

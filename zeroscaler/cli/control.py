@@ -11,6 +11,7 @@ import argparse
 from collections.abc import Callable, Mapping
 from datetime import datetime
 
+from zeroscaler.api import Conflict, NotFound, Obj
 from zeroscaler.cli.session import (
     FIELD_MANAGER,
     Failure,
@@ -19,13 +20,12 @@ from zeroscaler.cli.session import (
     run,
     target_of,
 )
-from zeroscaler.cli.view import WorkloadView, read_view
+from zeroscaler.cli.workload_view import WorkloadView, read_view
+from zeroscaler.cluster.events import EventRecorder
 from zeroscaler.core.annotations import WorkloadConfig, WorkloadStatus
 from zeroscaler.core.durations import format_duration
 from zeroscaler.core.manual import Manual, Refused, plan_sleep, plan_wake
 from zeroscaler.core.workloads import WORKLOAD_RESOURCES, workload_path
-from zeroscaler.events import EventRecorder
-from zeroscaler.kube import Conflict, NotFound, Obj
 
 Planner = Callable[[WorkloadConfig, WorkloadStatus, int, Mapping[str, str], str, datetime], Manual]
 ATTEMPTS = 3  # a write that loses a race is decided again on what won

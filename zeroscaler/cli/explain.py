@@ -7,9 +7,10 @@ import argparse
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
+from zeroscaler.api import NotFound, Obj
 from zeroscaler.cli.session import Failure, Session, add_target, run, target_of
 from zeroscaler.cli.status import WAKE_REASONS, state_of
-from zeroscaler.cli.view import KindScope, WakeInspector, WorkloadView, read_view
+from zeroscaler.cli.workload_view import KindScope, WakeInspector, WorkloadView, read_view
 from zeroscaler.core.annotations import (
     IDLE_TIMEOUT,
     INJECTED,
@@ -19,7 +20,6 @@ from zeroscaler.core.annotations import (
 from zeroscaler.core.decision import MIN_IDLE_TIMEOUT, wake_replicas
 from zeroscaler.core.durations import format_duration, format_time
 from zeroscaler.core.scope import EVERYWHERE
-from zeroscaler.kube import NotFound, Obj
 
 SLEEP_REASONS = ("Sleeping", "ManualSleep")
 INDENT = "  "

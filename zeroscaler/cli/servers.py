@@ -36,14 +36,14 @@ def launch(script: str, module: str) -> int:
 
 def webhook() -> int:
     """`zeroscaler-webhook`."""
-    return launch("zeroscaler-webhook", "zeroscaler.webhook.main")
+    return launch("zeroscaler-webhook", "zeroscaler.cli.webhook_main")
 
 
 def controller() -> int:
     """`zeroscaler-controller`."""
-    return launch("zeroscaler-controller", "zeroscaler.controller.main")
+    return launch("zeroscaler-controller", "zeroscaler.cli.controller_main")
 
 
 def combined() -> int:
     """`zeroscaler-combined`."""
-    return launch("zeroscaler-combined", "zeroscaler.combined")
+    return launch("zeroscaler-combined", "zeroscaler.cli.combined_main")

@@ -12,10 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from zeroscaler.core.workloads import WORKLOAD_RESOURCES, workload_path
-from zeroscaler.credentials import ClusterAccess, ConfigError, load_access
-from zeroscaler.kube import (
-    SELF_ACCESS_REVIEWS,
+from zeroscaler.api import (
     Conflict,
     Forbidden,
     Kube,
@@ -23,9 +20,14 @@ from zeroscaler.kube import (
     NotFound,
     Obj,
     Transient,
+)
+from zeroscaler.api.credentials import ClusterAccess, ConfigError, load_access
+from zeroscaler.cluster.access_reviews import (
+    SELF_ACCESS_REVIEWS,
     review_allowed,
     self_access_review,
 )
+from zeroscaler.core.workloads import WORKLOAD_RESOURCES, workload_path
 
 FIELD_MANAGER = "zeroscaler-cli"
 _VERBS = {"GET": "get", "POST": "create", "PATCH": "patch", "PUT": "update", "DELETE": "delete"}

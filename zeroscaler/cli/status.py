@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from zeroscaler.api import NotFound, Obj
 from zeroscaler.cli.session import (
     Failure,
     Session,
@@ -19,12 +20,11 @@ from zeroscaler.cli.session import (
     option,
     run,
 )
-from zeroscaler.cli.view import WakeInspector, WorkloadView, read_view
+from zeroscaler.cli.workload_view import WakeInspector, WorkloadView, read_view
 from zeroscaler.core.annotations import NAMESPACE_ENABLED_LABEL
 from zeroscaler.core.decision import wake_replicas
 from zeroscaler.core.durations import format_duration, format_time
 from zeroscaler.core.workloads import workload_path
-from zeroscaler.kube import NotFound, Obj
 
 # The Events that say why a workload last woke: the controller's, someone else's, a person's.
 WAKE_REASONS = ("Woken", "WokenExternally", "ManualWake")

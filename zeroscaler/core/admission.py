@@ -72,7 +72,7 @@ class AdmissionReview(TypedDict, total=False):
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
+class PatchDecision:
     """JSONPatch operations (empty: leave the object alone), warnings, and why."""
 
     patch: list[dict[str, Any]] = field(default_factory=list)
@@ -89,7 +89,7 @@ def decide_patch(
     namespace_labels: Mapping[str, str] | None,
     custom_resources: Collection[str] | None = None,
     excluded_namespaces: Collection[str] = EXCLUDED_NAMESPACES,
-) -> Decision:
+) -> PatchDecision:
     """The patch that adds missing zeroscaler annotations to a Deployment or StatefulSet."""
     kind = request.get("kind")
     if (
@@ -99,17 +99,17 @@ def decide_patch(
         or kind.get("group") != "apps"
         or kind.get("kind") not in WORKLOAD_KINDS
     ):
-        return Decision(reason="not a create or update of an apps Deployment or StatefulSet")
+        return PatchDecision(reason="not a create or update of an apps Deployment or StatefulSet")
     namespace = request.get("namespace")
     if not isinstance(namespace, str) or not namespace:
-        return Decision(reason="no namespace in the request")
+        return PatchDecision(reason="no namespace in the request")
     if namespace in excluded_namespaces:
-        return Decision(reason=f"namespace {namespace} is excluded from mutation")
+        return PatchDecision(reason=f"namespace {namespace} is excluded from mutation")
     if namespace_labels is not None and namespace_labels.get(a.NAMESPACE_ENABLED_LABEL) != "true":
-        return Decision(reason=f"namespace {namespace} is not opted in")
+        return PatchDecision(reason=f"namespace {namespace} is not opted in")
     obj = request.get("object")
     if not isinstance(obj, dict):
-        return Decision(reason="no object in the request")
+        return PatchDecision(reason="no object in the request")
     taken = taken_over(request) if request.get("operation") == "UPDATE" else frozenset()
     result = annotate_from_policy(
         obj,
@@ -123,9 +123,11 @@ def decide_patch(
     )
     warnings = (*result.problems, *result.warnings)
     if not result.changes:
-        return Decision(warnings=warnings, reason=result.reason)
+        return PatchDecision(warnings=warnings, reason=result.reason)
     current = dict((obj.get("metadata") or {}).get("annotations") or {})
-    return Decision(patch=_patch(obj, current, result.changes), warnings=warnings, reason="added")
+    return PatchDecision(
+        patch=_patch(obj, current, result.changes), warnings=warnings, reason="added"
+    )
 
 
 @dataclass(frozen=True, slots=True)

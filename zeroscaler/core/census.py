@@ -43,7 +43,7 @@ _SCALED = frozenset({("apps", "Deployment"), ("apps", "StatefulSet")})
 
 
 @dataclass(frozen=True, slots=True)
-class Tally:
+class KindTally:
     """How many objects of one kind were in scope, and a digest of them."""
 
     count: int = 0
@@ -53,7 +53,7 @@ class Tally:
         return f"{self.count}:{self.digest:016x}"
 
 
-Census = Mapping[str, Tally]  # by kind, in the `Kind.group` form
+Census = Mapping[str, KindTally]  # by kind, in the `Kind.group` form
 
 
 def fingerprint(meta: Meta, resource: APIResource) -> int:
@@ -183,7 +183,9 @@ def namespaces_to_read(resource: APIResource, interest: Interest) -> Scope:
     return frozenset()  # neither watched nor owned: nothing of it counts
 
 
-def tally(objects: Iterable[Mapping[str, Any]], resource: APIResource, interest: Interest) -> Tally:
+def tally(
+    objects: Iterable[Mapping[str, Any]], resource: APIResource, interest: Interest
+) -> KindTally:
     """Count and digest the objects of one type that are in the workload's scope."""
     count, digest = 0, 0
     alone, scope = scope_alone(resource, interest)
@@ -197,10 +199,10 @@ def tally(objects: Iterable[Mapping[str, Any]], resource: APIResource, interest:
             continue
         count += 1
         digest += _hash(_fingerprint_text(meta, resource, scaled))  # reduced once, at the end
-    return Tally(count, digest % _MODULUS)
+    return KindTally(count, digest % _MODULUS)
 
 
-def difference(kind: str, before: Tally, after: Tally) -> str | None:
+def difference(kind: str, before: KindTally, after: KindTally) -> str | None:
     """What changed while nobody watched, in an Event's words; None when the tallies agree."""
     if before == after:
         return None
@@ -217,15 +219,15 @@ def format_census(census: Census) -> str:
     return ", ".join(f"{kind}={census[kind]}" for kind in sorted(census))
 
 
-def parse_census(text: str) -> tuple[dict[str, Tally], list[Problem]]:
+def parse_census(text: str) -> tuple[dict[str, KindTally], list[Problem]]:
     """The annotation read back; malformed entries are left out and reported."""
-    census: dict[str, Tally] = {}
+    census: dict[str, KindTally] = {}
     problems: list[Problem] = []
     for item in filter(None, (part.strip() for part in text.split(","))):
         kind, _, value = item.partition("=")
         count, _, digest = value.partition(":")
         try:
-            tally_ = Tally(int(count), int(digest, 16))
+            tally_ = KindTally(int(count), int(digest, 16))
         except ValueError:
             tally_ = None
         if not kind or tally_ is None or len(digest) != 16 or tally_.count < 0:

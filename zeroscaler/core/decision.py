@@ -17,8 +17,8 @@ from zeroscaler.core.annotations import (
     status_keys,
 )
 from zeroscaler.core.durations import format_duration, format_time
+from zeroscaler.core.links import NOTHING_SERVED, Serving
 from zeroscaler.core.readiness import start_bound
-from zeroscaler.core.serving import NOTHING_SERVED, Serving
 
 Action = Literal["sleep", "wake", "record-wake", "mark-awake", "none"]
 

@@ -17,17 +17,16 @@ from collections.abc import Sequence
 from prometheus_client import CollectorRegistry
 from pydantic_settings import CliApp
 
-from zeroscaler.controller import service
-from zeroscaler.controller.scaler import Scaler
-from zeroscaler.controller.settings import Settings as ControllerSettings
-from zeroscaler.controller.settings import parse_settings
-from zeroscaler.logs import setup_logging
-from zeroscaler.metrics import Forwarded
-from zeroscaler.shutdown import stop_on_signals
-from zeroscaler.webhook import server
+from zeroscaler.controller import supervisor
+from zeroscaler.controller.assembly import Controller
+from zeroscaler.controller.flags import ControllerSettings, parse_settings
+from zeroscaler.runtime.collectors import Forwarded
+from zeroscaler.runtime.logs import setup_logging
+from zeroscaler.runtime.shutdown import stop_on_signals
+from zeroscaler.webhook import https
 from zeroscaler.webhook.app import create_app
 from zeroscaler.webhook.caches import LiveSource
-from zeroscaler.webhook.settings import Settings as WebhookSettings
+from zeroscaler.webhook.settings import WebhookSettings
 
 
 def split_arguments(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -42,9 +41,9 @@ def split_arguments(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 async def run(controller: ControllerSettings, webhook: WebhookSettings) -> None:
     """Both halves until SIGTERM or SIGINT, or until either fails (which stops the other)."""
     stop = stop_on_signals()
-    async with service.clients(controller) as (watch_kube, kube):
+    async with supervisor.clients(controller) as (watch_kube, kube):
         # CRD specs are kept: the webhook names kinds that discovery does not serve yet.
-        scaler = Scaler(kube, controller, watch_kube, crd_specs=True)
+        scaler = Controller(kube, controller, watch_kube, crd_specs=True)
         shared = controller.policy_source == webhook.namespace
         registry = CollectorRegistry()
         # The webhook's requests share the controller's connections and pacer, but its /metrics
@@ -61,9 +60,9 @@ async def run(controller: ControllerSettings, webhook: WebhookSettings) -> None:
         # One scrape of the metrics port sees both halves (the chart's one ServiceMonitor).
         scaler.metrics.registry.register(Forwarded(registry))
         parts = [
-            asyncio.create_task(service.serve(controller, scaler, kube, stop)),
+            asyncio.create_task(supervisor.serve(controller, scaler, kube, stop)),
             asyncio.create_task(
-                server.serve(webhook, app, registry=registry, stop=stop, kube=webhook_kube)
+                https.serve(webhook, app, registry=registry, stop=stop, kube=webhook_kube)
             ),
         ]
         try:

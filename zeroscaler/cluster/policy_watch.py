@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from zeroscaler.api import Kube
+from zeroscaler.cluster.informer import Informer, WatchEvent
 from zeroscaler.core.annotations import POLICY_KEY, POLICY_LABEL
 from zeroscaler.core.policy import (
     DEFAULT_POLICY,
@@ -20,8 +22,6 @@ from zeroscaler.core.policy import (
     merge_policies,
     parse_policy,
 )
-from zeroscaler.kube import Kube
-from zeroscaler.watching import Informer, WatchEvent
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from zeroscaler.core.activator import Hook
 from zeroscaler.core.annotations import Notice
+from zeroscaler.core.coverage import Hook
 
 LinkKind = Literal[
     "MutatingWebhookConfiguration",

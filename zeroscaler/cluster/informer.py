@@ -30,8 +30,8 @@ from collections.abc import (
 from dataclasses import dataclass
 from typing import Literal
 
+from zeroscaler.api import Gone, Invalid, Kube, KubeError, Obj, Silent, Transient
 from zeroscaler.core.activity import MetadataOnly
-from zeroscaler.kube import Gone, Invalid, Kube, KubeError, Obj, Silent, Transient
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ def _default_id() -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Settings:
+class ControllerSettings:
     """Everything the controller can be told."""
 
     kubeconfig: str | None = None
@@ -124,7 +124,7 @@ def _from_environment(
     for every Service in the namespace, and one named like a field must not stop the process.
     """
     values: dict[str, Any] = {}
-    for f in dataclasses.fields(Settings):
+    for f in dataclasses.fields(ControllerSettings):
         if f.name in skip:
             continue
         raw = environ.get(ENV_PREFIX + f.name.upper())
@@ -248,8 +248,8 @@ def _output_flags(parser: argparse.ArgumentParser) -> None:
 
 def parse_settings(
     argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
-) -> Settings:
-    """Settings from the command line, falling back to the environment and defaults."""
+) -> ControllerSettings:
+    """ControllerSettings from the command line, falling back to the environment and defaults."""
     parser = argparse.ArgumentParser(
         prog="zeroscaler-controller",
         description="Scale idle operators to zero and wake them on the first change.",
@@ -271,6 +271,6 @@ def parse_settings(
         # A container restarted in the same pod keeps its identity, so it finds the Lease its own.
         if "id" not in values and environ.get("POD_NAME"):
             values["id"] = environ["POD_NAME"]
-        return Settings(**values)
+        return ControllerSettings(**values)
     except ValueError as e:
         parser.error(str(e))

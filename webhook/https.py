@@ -17,10 +17,10 @@ import uvicorn
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
-from zeroscaler.credentials import load_access
-from zeroscaler.kube import Kube, KubeError
+from zeroscaler.api import Kube, KubeError
+from zeroscaler.api.credentials import load_access
 from zeroscaler.webhook.app import create_app
-from zeroscaler.webhook.settings import Settings
+from zeroscaler.webhook.settings import WebhookSettings
 from zeroscaler.webhook.tls import CertReloader, server_context
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ class _OwnedServer(uvicorn.Server):
 
 
 async def serve(
-    settings: Settings,
+    settings: WebhookSettings,
     app: FastAPI | None = None,
     *,
     registry: CollectorRegistry | None = None,
@@ -95,10 +95,10 @@ async def serve(
             await renewer.kube.aclose()
 
 
-def _renewer(settings: Settings, registry: CollectorRegistry, kube: Kube | None) -> Renewer:
+def _renewer(settings: WebhookSettings, registry: CollectorRegistry, kube: Kube | None) -> Renewer:
     # Imported here: only a renewing webhook needs the certificate code and what it loads.
-    from zeroscaler.certs.renewal import RenewalPolicy
     from zeroscaler.certs.renewer import Renewer, RenewerConfig
+    from zeroscaler.certs.schedule import RenewalPolicy
 
     config = RenewerConfig(
         namespace=settings.namespace,
@@ -118,7 +118,7 @@ def _renewer(settings: Settings, registry: CollectorRegistry, kube: Kube | None)
     return Renewer(kube, config, on_change=lambda: None, registry=registry)
 
 
-async def _first_pair(renewer: Renewer, settings: Settings, *, owned: bool) -> None:
+async def _first_pair(renewer: Renewer, settings: WebhookSettings, *, owned: bool) -> None:
     """Wait until the TLS Secret's serving pair is on disk: the server cannot start without it."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + FIRST_PAIR_WAIT

@@ -11,11 +11,16 @@ import contextlib
 import functools
 import logging
 
-from zeroscaler.cluster import ClusterView
+from zeroscaler.api import Kube
+from zeroscaler.cluster.events import EventRecorder
+from zeroscaler.cluster.informer import Informer
+from zeroscaler.cluster.policy_watch import PolicyWatch, Rejection
+from zeroscaler.cluster.view import ClusterView
 from zeroscaler.controller.accounting import Accounting
 from zeroscaler.controller.activator import Activator
 from zeroscaler.controller.changes import ChangeFeed, trim_hpa
 from zeroscaler.controller.clock import Clock, LoopClock
+from zeroscaler.controller.flags import ControllerSettings
 from zeroscaler.controller.memory import pause_collection, release_free_memory, resume_collection
 from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.permissions import AccessReviews
@@ -26,10 +31,9 @@ from zeroscaler.controller.reconcile import (
     Reconciler,
     Scheduling,
 )
+from zeroscaler.controller.registrations import ServingIndex
 from zeroscaler.controller.reporting import Reporter
 from zeroscaler.controller.scaling import Scaling
-from zeroscaler.controller.serving import ServingIndex
-from zeroscaler.controller.settings import Settings
 from zeroscaler.controller.subscription import Subscriptions
 from zeroscaler.controller.tasks import Tasks
 from zeroscaler.controller.timers import TimerHeap
@@ -42,15 +46,11 @@ from zeroscaler.controller.workload import (
     count_pending_wakes,
     trim_workload,
 )
-from zeroscaler.core.activator import Hook
 from zeroscaler.core.annotations import is_namespace_enabled
+from zeroscaler.core.coverage import Hook
 from zeroscaler.core.inference import RBACSnapshot
 from zeroscaler.core.policy import Policy
 from zeroscaler.core.workloads import WORKLOAD_RESOURCES
-from zeroscaler.events import EventRecorder
-from zeroscaler.kube import Kube
-from zeroscaler.policies import PolicyWatch, Rejection
-from zeroscaler.watching import Informer
 
 log = logging.getLogger(__name__)
 
@@ -61,13 +61,13 @@ WARMING_BOUND = 60.0  # seconds after ready that a start's warming ends at the l
 CATCH_UP_BOUND = 120.0  # seconds after a start that the collector, paused for it, runs again
 
 
-class Scaler:
+class Controller:
     """Keeps every workload's clock and watches, and sleeps and wakes them when leading."""
 
     def __init__(
         self,
         kube: Kube,
-        settings: Settings,
+        settings: ControllerSettings,
         watch_kube: Kube | None = None,
         clock: Clock | None = None,
         *,

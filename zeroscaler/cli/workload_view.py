@@ -16,17 +16,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from zeroscaler.api import Forbidden, KubeError, Obj
 from zeroscaler.cli.session import Session, failure_for
 from zeroscaler.controller.permissions import AccessReviews
-from zeroscaler.controller.serving import REGISTRATION_PATHS, SERVICES_PATH
-from zeroscaler.core.activator import (
-    OFF,
-    PROBE_WEBHOOK,
-    ActivatorState,
-    Hook,
-    activation_block,
-    hooks_of,
-)
+from zeroscaler.controller.registrations import REGISTRATION_PATHS, SERVICES_PATH
 from zeroscaler.core.activity import Scope
 from zeroscaler.core.annotations import (
     FLAPPING,
@@ -37,12 +30,18 @@ from zeroscaler.core.annotations import (
     read_config,
     read_status,
 )
+from zeroscaler.core.coverage import (
+    OFF,
+    PROBE_WEBHOOK,
+    ActivatorState,
+    Hook,
+    activation_block,
+    hooks_of,
+)
 from zeroscaler.core.durations import parse_time
 from zeroscaler.core.idleness import Seen, build_interest, estimate_idle_start, newest_activity
 from zeroscaler.core.kinds import APIResource, Discovery, KindRef
-from zeroscaler.core.manual import is_paused, unmanaged_reason
-from zeroscaler.core.scope import ResolvedScope, ReviewNeeded, resolve_scope
-from zeroscaler.core.serving import (
+from zeroscaler.core.links import (
     ADMISSION_KINDS,
     Link,
     LinkKind,
@@ -51,7 +50,8 @@ from zeroscaler.core.serving import (
     find_serving,
     links_of,
 )
-from zeroscaler.kube import Forbidden, KubeError, Obj
+from zeroscaler.core.manual import is_paused, unmanaged_reason
+from zeroscaler.core.scope import ResolvedScope, ReviewNeeded, resolve_scope
 
 ACCESS_TTL = 300.0  # one command's run: each question is asked once
 CRDS_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"

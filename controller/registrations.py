@@ -1,6 +1,6 @@
 """What each workload serves, kept live: Services, webhook configurations, APIServices and CRDs.
 
-Watches keep only what `zeroscaler.core.serving` reads: a Service's selector, the Services a
+Watches keep only what `zeroscaler.core.links` reads: a Service's selector, the Services a
 registration names. A change enqueues the workloads whose pods the Services involved select, so a
 link that appears later is decided on at once.
 """
@@ -11,9 +11,11 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
+from zeroscaler.api import Kube, Obj
+from zeroscaler.cluster.informer import Informer, WatchEvent
 from zeroscaler.controller.workload import Workload, WorkloadKey
-from zeroscaler.core.activator import Hook, hooks_of
-from zeroscaler.core.serving import (
+from zeroscaler.core.coverage import Hook, hooks_of
+from zeroscaler.core.links import (
     ACTIVATOR_OFF,
     ADMISSION_KINDS,
     Link,
@@ -24,8 +26,6 @@ from zeroscaler.core.serving import (
     links_of,
     selects,
 )
-from zeroscaler.kube import Kube, Obj
-from zeroscaler.watching import Informer, WatchEvent
 
 _Ref = TypeVar("_Ref", Link, Hook)
 SERVICES_PATH = "/api/v1/services"

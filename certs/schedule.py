@@ -27,7 +27,7 @@ class Cert:
 
 
 @dataclass(frozen=True, slots=True)
-class Observed:
+class CertState:
     """The Secret's certificates and the webhook configuration's caBundles, as read just now."""
 
     ca: Cert  # the newest CA, whose key the Secret holds (first in its bundle)
@@ -61,7 +61,7 @@ def renewal_due(cert: Cert, fraction: float) -> datetime:
     return cert.not_before + (cert.not_after - cert.not_before) * fraction
 
 
-def decide_renewal(seen: Observed, policy: RenewalPolicy, now: datetime) -> Step:
+def decide_renewal(seen: CertState, policy: RenewalPolicy, now: datetime) -> Step:
     """The one step to take next (at most one write per decision)."""
     bundle = (seen.ca.fingerprint, *(c.fingerprint for c in seen.older_cas))
     if seen.ca_bundles is not None and any(set(b) != set(bundle) for b in seen.ca_bundles):

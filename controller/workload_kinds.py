@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from zeroscaler.cluster import ClusterView
+from zeroscaler.cluster.view import ClusterView
 from zeroscaler.controller.workload import Workload
 from zeroscaler.core.activity import GroupKind
 from zeroscaler.core.annotations import (

@@ -11,19 +11,19 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 
+from zeroscaler.api import Kube
+from zeroscaler.api.credentials import load_access
+from zeroscaler.controller.assembly import Controller
+from zeroscaler.controller.flags import ControllerSettings
 from zeroscaler.controller.leader import LeaderElector
 from zeroscaler.controller.metrics import Route, serve_http
-from zeroscaler.controller.scaler import Scaler
-from zeroscaler.controller.settings import Settings
-from zeroscaler.credentials import load_access
-from zeroscaler.kube import Kube
 
 log = logging.getLogger("controller")
 
 DRAIN_SECONDS = 2.0  # at most, for the writes on their way at shutdown before the Lease goes
 
 
-def routes(scaler: Scaler) -> dict[str, Route]:
+def routes(scaler: Controller) -> dict[str, Route]:
     """The HTTP endpoints: liveness, readiness (watches synced) and Prometheus metrics."""
     return {
         "/healthz": lambda _: (200, "text/plain", b"ok\n"),
@@ -39,7 +39,7 @@ def routes(scaler: Scaler) -> dict[str, Route]:
 
 
 @contextlib.asynccontextmanager
-async def clients(settings: Settings) -> AsyncIterator[tuple[Kube, Kube]]:
+async def clients(settings: ControllerSettings) -> AsyncIterator[tuple[Kube, Kube]]:
     """The watch client and the request client, closed on the way out."""
     access = load_access(settings.kubeconfig)
     # Every shared watch holds a connection of its own, so watches get a large pool; requests get
@@ -69,7 +69,9 @@ async def _settled(kube: Kube) -> None:
             await kube.settle()
 
 
-async def serve(settings: Settings, scaler: Scaler, kube: Kube, stop: asyncio.Event) -> None:
+async def serve(
+    settings: ControllerSettings, scaler: Controller, kube: Kube, stop: asyncio.Event
+) -> None:
     """Run the scaler and the Lease until `stop` is set or either fails; give the Lease up."""
     elector = LeaderElector(
         kube,

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
+from zeroscaler.api import Kube, KubeError, NotFound, Obj
 from zeroscaler.core.durations import format_time
-from zeroscaler.kube import Kube, KubeError, NotFound, Obj
 
 log = logging.getLogger(__name__)
 

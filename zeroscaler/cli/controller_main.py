@@ -6,18 +6,18 @@ import asyncio
 import contextlib
 from collections.abc import Sequence
 
-from zeroscaler.controller import service
-from zeroscaler.controller.scaler import Scaler
-from zeroscaler.controller.settings import Settings, parse_settings
-from zeroscaler.logs import setup_logging
-from zeroscaler.shutdown import stop_on_signals
+from zeroscaler.controller import supervisor
+from zeroscaler.controller.assembly import Controller
+from zeroscaler.controller.flags import ControllerSettings, parse_settings
+from zeroscaler.runtime.logs import setup_logging
+from zeroscaler.runtime.shutdown import stop_on_signals
 
 
-async def run(settings: Settings) -> None:
+async def run(settings: ControllerSettings) -> None:
     """Run until SIGTERM or SIGINT; give the Lease up on the way out."""
     stop = stop_on_signals()
-    async with service.clients(settings) as (watch_kube, kube):
-        await service.serve(settings, Scaler(kube, settings, watch_kube), kube, stop)
+    async with supervisor.clients(settings) as (watch_kube, kube):
+        await supervisor.serve(settings, Controller(kube, settings, watch_kube), kube, stop)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -12,11 +12,11 @@ import contextlib
 import logging
 from collections.abc import Callable
 
+from zeroscaler.api import Kube, KubeError, Obj
+from zeroscaler.cluster.informer import Informer, WatchEvent
 from zeroscaler.core.inference import RBACSnapshot
 from zeroscaler.core.kinds import APIResource, Discovery, api_resource_from_crd
-from zeroscaler.core.serving import links_of
-from zeroscaler.kube import Kube, KubeError, Obj
-from zeroscaler.watching import Informer, WatchEvent
+from zeroscaler.core.links import links_of
 
 log = logging.getLogger(__name__)
 

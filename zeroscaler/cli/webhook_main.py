@@ -8,14 +8,14 @@ from collections.abc import Sequence
 
 from pydantic_settings import CliApp
 
-from zeroscaler.logs import setup_logging
-from zeroscaler.webhook.server import serve
-from zeroscaler.webhook.settings import Settings
+from zeroscaler.runtime.logs import setup_logging
+from zeroscaler.webhook.https import serve
+from zeroscaler.webhook.settings import WebhookSettings
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Parse settings, build the app, and serve until interrupted."""
-    settings = CliApp.run(Settings, cli_args=list(sys.argv[1:] if argv is None else argv))
+    settings = CliApp.run(WebhookSettings, cli_args=list(sys.argv[1:] if argv is None else argv))
     if missing := settings.tls_files_missing():
         sys.exit(f"zeroscaler-webhook: {missing}")
     setup_logging(settings.log_level, settings.log_format)
