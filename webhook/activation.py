@@ -35,7 +35,8 @@ from zeroscaler.core.coverage import (
 )
 from zeroscaler.core.durations import format_time
 from zeroscaler.core.workloads import workload_path
-from zeroscaler.webhook.review import BadReview, build_response, parse_review, read_limited
+from zeroscaler.webhook.intake import Intake, Refused, refusal
+from zeroscaler.webhook.review import build_response
 
 log = logging.getLogger(__name__)
 
@@ -58,14 +59,14 @@ class Activation:
         kube: Kube | None,
         namespace: str,
         requests: str,
-        max_body: int,
+        intake: Intake,
         registry: CollectorRegistry,
         settle: float = READY_SETTLE,
     ) -> None:
         self._kube = kube
         self._settle = settle
         self._requests_path = f"/api/v1/namespaces/{namespace}/configmaps/{requests}"
-        self._max_body = max_body
+        self._intake = intake
         self._asked: dict[str, float] = {}  # request key: loop time it was last written
         self._ready_at: dict[tuple[str, str], float] = {}  # Service: when last seen ready
         self._waiting: dict[tuple[str, str], asyncio.Task[None]] = {}
@@ -135,13 +136,10 @@ class Activation:
         await asyncio.shield(self._waiter(kube, namespace, service, stale))
 
     async def _review(self, request: Request) -> AdmissionRequest | Response:
-        body = await read_limited(request, self._max_body)
         try:
-            if body is None:
-                raise BadReview(f"body is over {self._max_body} bytes")
-            review = parse_review(body)
-        except BadReview as e:
-            return JSONResponse({"message": f"malformed AdmissionReview: {e}"}, status_code=400)
+            review = await self._intake.review(request)
+        except Refused as e:
+            return refusal(e)
         return review["request"]
 
     async def _ask(

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request, Response
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import PlainTextResponse
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -27,7 +27,8 @@ from zeroscaler.core.admission import decide_patch
 from zeroscaler.runtime.collectors import APIErrors, register_process_collectors
 from zeroscaler.webhook.activation import Activation
 from zeroscaler.webhook.caches import LiveSource
-from zeroscaler.webhook.review import BadReview, build_response, parse_review, read_limited
+from zeroscaler.webhook.intake import Intake, Limits, Refused, refusal
+from zeroscaler.webhook.review import build_response
 from zeroscaler.webhook.settings import WebhookSettings
 from zeroscaler.webhook.state import Source
 
@@ -52,7 +53,10 @@ def create_app(
     registry.register(
         APIErrors("zeroscaler_webhook_api_errors", lambda: [k.errors for k in clients])
     )
-    admission = _Admission(settings, live, registry)
+    intake = Intake(
+        Limits(settings.max_body_bytes, settings.body_budget_bytes, settings.read_timeout)
+    )
+    admission = _Admission(settings, live, registry, intake)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -79,7 +83,7 @@ def create_app(
         live.kube if isinstance(live, LiveSource) else None,
         settings.namespace,
         settings.activator_requests,
-        settings.max_body_bytes,
+        intake,
         registry,
     )
     app.post("/activate/probe")(activation.probe)
@@ -106,10 +110,14 @@ class _Admission:
     """`/mutate`: one AdmissionReview in, the patch `decide_patch` gives out, counted and timed."""
 
     def __init__(
-        self, settings: WebhookSettings, live: Source, registry: CollectorRegistry
+        self,
+        settings: WebhookSettings,
+        live: Source,
+        registry: CollectorRegistry,
+        intake: Intake,
     ) -> None:
         self._live = live
-        self._max_body = settings.max_body_bytes
+        self._intake = intake
         self._excluded = frozenset([*settings.exclude_namespaces, settings.namespace])
         self._reviews = Counter(
             "zeroscaler_webhook_reviews_total",
@@ -126,14 +134,11 @@ class _Admission:
 
     async def mutate(self, request: Request) -> Response:
         started = time.perf_counter()
-        body = await read_limited(request, self._max_body)
         try:
-            if body is None:
-                raise BadReview(f"body is over {self._max_body} bytes")
-            review = parse_review(body)
-        except BadReview as e:
+            review = await self._intake.review(request)
+        except Refused as e:
             self._reviews.labels("rejected").inc()
-            return JSONResponse({"message": f"malformed AdmissionReview: {e}"}, status_code=400)
+            return refusal(e)
         req = review["request"]
         live = self._live
         if not live.is_ready():

@@ -27,6 +27,7 @@ from zeroscaler.api.credentials import load_access
 from zeroscaler.core.coverage import request_key
 from zeroscaler.core.workloads import workload_path
 from zeroscaler.webhook.activation import Activation
+from zeroscaler.webhook.intake import Intake, Limits
 
 REQUESTS = "wake-requests"
 LABELS = {"app": "guard"}
@@ -80,7 +81,7 @@ async def _backend(cluster: Cluster, namespace: str, replicas: int) -> AsyncIter
         await kube.create(_slices(namespace), slice_)
         registry = CollectorRegistry()
         app = FastAPI()
-        activation = Activation(kube, namespace, REQUESTS, 1 << 20, registry)
+        activation = Activation(kube, namespace, REQUESTS, Intake(Limits()), registry)
         app.post("/activate/{rest:path}")(activation.activate)
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://activator") as client:

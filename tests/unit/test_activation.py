@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry
 
 from tests.unit.mock_api import kube_served_by
 from zeroscaler.webhook.activation import Activation
+from zeroscaler.webhook.intake import Intake, Limits
 
 SCALE = "/apis/apps/v1/namespaces/ops/deployments/guard/scale"
 SLICES = "/apis/discovery.k8s.io/v1/namespaces/ops/endpointslices"
@@ -78,7 +79,7 @@ def _answer(
     async def scenario() -> tuple[dict[str, Any], CollectorRegistry]:
         registry = CollectorRegistry()
         async with kube_served_by(server, connections=4) as kube:
-            activation = Activation(kube, "zs", "wakes", 1 << 20, registry, settle)
+            activation = Activation(kube, "zs", "wakes", Intake(Limits()), registry, settle)
             app = FastAPI()
             app.post("/activate/{rest:path}")(activation.activate)
             transport = httpx.ASGITransport(app=app)
