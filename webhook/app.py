@@ -27,6 +27,7 @@ from zeroscaler.core.admission import decide_patch
 from zeroscaler.runtime.collectors import APIErrors, register_process_collectors
 from zeroscaler.webhook.activation import Activation
 from zeroscaler.webhook.caches import LiveSource
+from zeroscaler.webhook.covered import CoveredPaths
 from zeroscaler.webhook.intake import Intake, Limits, Refused, refusal
 from zeroscaler.webhook.review import build_response
 from zeroscaler.webhook.settings import WebhookSettings
@@ -57,17 +58,23 @@ def create_app(
         Limits(settings.max_body_bytes, settings.body_budget_bytes, settings.read_timeout)
     )
     admission = _Admission(settings, live, registry, intake)
+    kube = live.kube if isinstance(live, LiveSource) else None
+    covered = CoveredPaths(kube, settings.activator_configuration)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await live.start()
-        settle = asyncio.create_task(_freeze_when_ready(live, settings.gc_freeze))
+        tasks = [asyncio.create_task(_freeze_when_ready(live, settings.gc_freeze))]
+        if covered.informer is not None:
+            tasks.append(asyncio.create_task(covered.informer.run()))
         try:
             yield
         finally:
-            settle.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await settle
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             await live.stop()
 
     app = FastAPI(
@@ -80,11 +87,14 @@ def create_app(
     app.state.api_clients = clients
     app.post("/mutate")(admission.mutate)
     activation = Activation(
-        live.kube if isinstance(live, LiveSource) else None,
+        kube,
         settings.namespace,
         settings.activator_requests,
         intake,
         registry,
+        covered=covered,
+        namespace_labels=live.namespace_labels,
+        max_waiting=settings.activator_max_waiting,
     )
     app.post("/activate/probe")(activation.probe)
     app.post("/activate/{rest:path}")(activation.activate)

@@ -67,6 +67,14 @@ class WebhookSettings(BaseSettings):
         default=True,
         description="once caches are loaded, keep long-lived objects out of garbage collection",
     )
+    activator_configuration: str = Field(
+        default="",
+        description="the activator's MutatingWebhookConfiguration: only a path it holds wakes "
+        "anything; empty: every /activate request is answered at once, having done nothing",
+    )
+    activator_max_waiting: int = Field(
+        default=200, ge=1, description="covered requests held at once; more are answered at once"
+    )
     activator_requests: str = Field(
         default="zeroscaler-activator-requests",
         description="ConfigMap (in --namespace) where the activator asks the controller for wakes",
