@@ -34,6 +34,7 @@ from zeroscaler.controller.reconcile import (
 from zeroscaler.controller.registrations import ServingIndex
 from zeroscaler.controller.reporting import Reporter
 from zeroscaler.controller.scaling import Scaling
+from zeroscaler.controller.secret_path import SecretPath
 from zeroscaler.controller.subscription import Subscriptions
 from zeroscaler.controller.tasks import Tasks
 from zeroscaler.controller.timers import TimerHeap
@@ -172,9 +173,11 @@ class Controller:
             enqueue=self.queue.add,
             on_activity=self.changes.note_activity,
         )
+        configurations = serving.registrations["MutatingWebhookConfiguration"]
         if activator.enabled:
-            configurations = serving.registrations["MutatingWebhookConfiguration"]
             configurations.add_handler(activator.on_configuration)
+        self.secret_path = SecretPath(kube, settings.webhook_configuration, self._leading)
+        configurations.add_handler(self.secret_path.on_configuration)
         return serving, activator
 
     def _workload_watches(self, watcher: Kube) -> tuple[Informer, dict[str, Informer]]:
@@ -269,6 +272,8 @@ class Controller:
         self.tasks.spawn(*(i.run() for i in self.serving.informers))
         if self.activator.enabled:
             self.tasks.spawn(self.activator.run(), self.activator.requests.run())
+        if self.settings.webhook_configuration:
+            self.tasks.spawn(self.secret_path.run())
         self.tasks.spawn(*(i.run() for i in self.workload_informers.values()))
         self.tasks.spawn(self.timers.run(), self._housekeeping())
         await asyncio.gather(self.cluster.discovered.wait(), *(i.synced.wait() for i in essential))
@@ -404,6 +409,7 @@ class Controller:
         self.is_leader = leading
         if leading:
             self.changes.enqueue_all()
+            self.secret_path.leading()
 
     async def _housekeeping(self) -> None:
         rounds = 0

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request, Response
-from fastapi.responses import PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -29,6 +29,7 @@ from zeroscaler.webhook.activation import Activation
 from zeroscaler.webhook.caches import LiveSource
 from zeroscaler.webhook.covered import CoveredPaths
 from zeroscaler.webhook.intake import Intake, Limits, Refused, refusal
+from zeroscaler.webhook.own_paths import OwnPaths
 from zeroscaler.webhook.review import build_response
 from zeroscaler.webhook.settings import WebhookSettings
 from zeroscaler.webhook.state import Source
@@ -57,16 +58,18 @@ def create_app(
     intake = Intake(
         Limits(settings.max_body_bytes, settings.body_budget_bytes, settings.read_timeout)
     )
-    admission = _Admission(settings, live, registry, intake)
     kube = live.kube if isinstance(live, LiveSource) else None
+    own = OwnPaths(kube, settings.webhook_configuration)
+    admission = _Admission(settings, live, registry, intake, own)
     covered = CoveredPaths(kube, settings.activator_configuration)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await live.start()
         tasks = [asyncio.create_task(_freeze_when_ready(live, settings.gc_freeze))]
-        if covered.informer is not None:
-            tasks.append(asyncio.create_task(covered.informer.run()))
+        for informer in (covered.informer, own.informer):
+            if informer is not None:
+                tasks.append(asyncio.create_task(informer.run()))
         try:
             yield
         finally:
@@ -85,7 +88,9 @@ def create_app(
         openapi_url=None,
     )
     app.state.api_clients = clients
-    app.post("/mutate")(admission.mutate)
+    # The API server calls the path the webhook's configuration holds (`OwnPaths`).
+    for path in ("/", "/mutate", "/mutate/{token}"):
+        app.post(path)(admission.mutate)
     activation = Activation(
         kube,
         settings.namespace,
@@ -125,13 +130,16 @@ class _Admission:
         live: Source,
         registry: CollectorRegistry,
         intake: Intake,
+        own: OwnPaths,
     ) -> None:
         self._live = live
         self._intake = intake
+        self._own = own
         self._excluded = frozenset([*settings.exclude_namespaces, settings.namespace])
         self._reviews = Counter(
             "zeroscaler_webhook_reviews_total",
-            "Admission reviews by outcome (patched, unchanged, rejected, not-ready, error)",
+            "Admission reviews by outcome (patched, unchanged, rejected, not-ready, error, "
+            "not-found: at a path the configuration does not hold)",
             ["outcome"],
             registry=registry,
         )
@@ -144,6 +152,9 @@ class _Admission:
 
     async def mutate(self, request: Request) -> Response:
         started = time.perf_counter()
+        if not await self._own.accepts(request.url.path):
+            self._reviews.labels("not-found").inc()
+            return JSONResponse({"message": "not found"}, status_code=404)
         try:
             review = await self._intake.review(request)
         except Refused as e:
