@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 INTERNAL_ERROR = "zeroscaler webhook failed to decide (see its log): no annotations added"
 NOT_READY = "zeroscaler webhook is starting (caches not synced): no annotations added"
+EDGE_CONNECTIONS = 64  # the activator's: one watch per Service waited on, and its writes
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
 
@@ -58,7 +59,16 @@ def create_app(
     intake = Intake(
         Limits(settings.max_body_bytes, settings.body_budget_bytes, settings.read_timeout)
     )
-    kube = live.kube if isinstance(live, LiveSource) else None
+    # The activator's waits and the watches of the two configurations get connections of their
+    # own: held requests never take the ones the view (in combined mode, the controller's
+    # writes and its Lease) depends on.
+    kube = (
+        Kube(live.kube.access, max_connections=EDGE_CONNECTIONS, keepalive_connections=8)
+        if isinstance(live, LiveSource)
+        else None
+    )
+    if kube is not None:
+        clients.append(kube)
     own = OwnPaths(kube, settings.webhook_configuration)
     admission = _Admission(settings, live, registry, intake, own)
     covered = CoveredPaths(kube, settings.activator_configuration)
@@ -78,6 +88,8 @@ def create_app(
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            if kube is not None:
+                await kube.aclose()
             await live.stop()
 
     app = FastAPI(
