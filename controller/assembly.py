@@ -50,7 +50,8 @@ from zeroscaler.controller.workload import (
 from zeroscaler.core.annotations import is_namespace_enabled
 from zeroscaler.core.coverage import Hook
 from zeroscaler.core.inference import RBACSnapshot
-from zeroscaler.core.policy import Policy
+from zeroscaler.core.policy import Policy, evaluate_policy
+from zeroscaler.core.wake_path import Surroundings
 from zeroscaler.core.workloads import WORKLOAD_RESOURCES
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,7 @@ log = logging.getLogger(__name__)
 HOUSEKEEPING_INTERVAL = 60.0
 _RBAC_SETTLE = 0.2  # seconds a burst of RBAC changes has to arrive before grants are checked
 WAKE_ONLY_SHARE = 8  # one worker more per this many that takes only wakes due
+WAKE_NAMESPACES = ("kube-system", "kube-node-lease")  # where a wake's own requests go too
 WARMING_BOUND = 60.0  # seconds after ready that a start's warming ends at the latest
 CATCH_UP_BOUND = 120.0  # seconds after a start that the collector, paused for it, runs again
 
@@ -366,8 +368,22 @@ class Controller:
         serving = self.serving.serving(w)
         return serving is None or serving.keeps_awake
 
-    def _activation(self, hooks: tuple[Hook, ...]) -> str | None:
-        return self.activator.activation(hooks)
+    def _activation(self, w: Workload, hooks: tuple[Hook, ...]) -> str | None:
+        namespaces = (w.namespace, self.settings.lease_namespace, *WAKE_NAMESPACES)
+        labels = {n: found for n in namespaces if (found := self._namespace_labels(n)) is not None}
+        around = Surroundings(self.settings.lease_namespace, labels)
+        policy = self._policy()
+        allowed = policy is not None and (
+            evaluate_policy(policy, labels.get(w.namespace, {}), w.labels).fail_open_webhooks
+            == "sleep"
+        )
+        return self.activator.activation(w, hooks, around, fail_open_allowed=allowed)
+
+    def _namespace_labels(self, namespace: str) -> dict[str, str] | None:
+        ns = self.cluster.namespaces.store.get(("", namespace))
+        if ns is None:
+            return None
+        return dict((ns.get("metadata") or {}).get("labels") or {})
 
     def _hooks_changed(self) -> None:
         self.activator.changed()

@@ -139,6 +139,8 @@ class IdleMemory:
     activity_reason: str = ""  # what a wake is for: the first activity since the sleep
     activity_at: float | None = None  # loop time the waking event arrived
     starting: bool = False  # woken (or first seen) and not Ready since: the idle clock waits
+    woken_at: datetime | None = None  # when its last wake from zero was written, until Ready
+    started_in: float | None = None  # seconds from its last wake to Ready (the activator asks)
 
 
 @dataclass(slots=True)
@@ -209,6 +211,10 @@ class Workload:
         self.watch = WatchMemory()
         self.scaling = ScalingMemory()
         self.report = ReportMemory()
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return dict((self.obj.get("metadata") or {}).get("labels") or {})
 
     @property
     def pod_labels(self) -> dict[str, str]:
@@ -318,6 +324,9 @@ def settle_start(w: Workload, now: datetime) -> bool:
     w.idle.starting = False
     if ready:
         w.idle.last_activity = max(w.idle.last_activity, now)
+        if w.idle.woken_at is not None:
+            w.idle.started_in = (now - w.idle.woken_at).total_seconds()
+    w.idle.woken_at = None
     return True
 
 

@@ -22,7 +22,7 @@ DEFAULT_IGNORE = (
     "subjectaccessreviews.authorization.k8s.io",
 )
 _TOP_FIELDS = ("defaults", "bounds", "rules", "inference")
-_DEFAULT_FIELDS = ("idleTimeout",)
+_DEFAULT_FIELDS = ("idleTimeout", "failOpenWebhooks")
 _BOUND_FIELDS = ("minIdleTimeout", "maxIdleTimeout")
 _INFERENCE_FIELDS = ("fromRBAC", "ignore", "maxKinds")
 _RULE_FIELDS = (
@@ -33,7 +33,13 @@ _RULE_FIELDS = (
     "enabled",
     "watchedKinds",
     "ownedKinds",
+    "failOpenWebhooks",
 )
+# What a backend whose admission webhook has `failurePolicy: Ignore` does: a request it covers
+# that comes before it is Ready again after a wake is admitted unreviewed, so by default it stays
+# awake; an administrator may let it sleep.
+FAIL_OPEN_CHOICES = ("stayAwake", "sleep")
+FAIL_OPEN_DEFAULT = "stayAwake"
 _MAX_TEXT = 1_000_000
 
 
@@ -57,6 +63,7 @@ class Rule:
     enabled: bool | None = None
     watched_kinds: tuple[str, ...] | None = None
     owned_kinds: tuple[str, ...] | None = None
+    fail_open_webhooks: str | None = None
 
     def matches(
         self, namespace_labels: Mapping[str, str], workload_labels: Mapping[str, str]
@@ -78,6 +85,7 @@ class PolicyDocument:
     from_rbac: bool | None = None
     ignore: tuple[str, ...] | None = None
     max_kinds: int | None = None
+    fail_open_webhooks: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +107,7 @@ class Policy:
     rules: tuple[Rule, ...] = ()
     inference: Inference = field(default_factory=Inference)
     sources: tuple[str, ...] = ()
+    fail_open_webhooks: str = FAIL_OPEN_DEFAULT
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +119,7 @@ class Effective:
     rule: str | None = None
     watched_kinds: tuple[str, ...] | None = None
     owned_kinds: tuple[str, ...] | None = None
+    fail_open_webhooks: str = FAIL_OPEN_DEFAULT
 
 
 DEFAULT_POLICY = Policy()
@@ -151,6 +161,9 @@ def parse_policy(text: str, source: str) -> PolicyDocument:
         from_rbac=_bool(inference.get("fromRBAC"), "inference.fromRBAC", source, problems),
         ignore=_ignore(inference.get("ignore"), source, problems),
         max_kinds=_max_kinds(inference.get("maxKinds"), source, problems),
+        fail_open_webhooks=_fail_open(
+            defaults.get("failOpenWebhooks"), "defaults.failOpenWebhooks", source, problems
+        ),
     )
     if problems:
         raise PolicyError(problems)
@@ -163,6 +176,7 @@ def merge_policies(documents: Iterable[PolicyDocument]) -> Policy:
     docs = sorted(documents, key=lambda d: d.source)
     idle, low, high = DEFAULT_POLICY.idle_timeout, None, None
     from_rbac, ignore, max_kinds = True, frozenset(DEFAULT_IGNORE), DEFAULT_MAX_KINDS
+    fail_open = FAIL_OPEN_DEFAULT
     rules: list[Rule] = []
     seen: dict[str, str] = {}
     problems: list[str] = []
@@ -173,6 +187,7 @@ def merge_policies(documents: Iterable[PolicyDocument]) -> Policy:
         from_rbac = d.from_rbac if d.from_rbac is not None else from_rbac
         ignore = frozenset(d.ignore) if d.ignore is not None else ignore
         max_kinds = d.max_kinds if d.max_kinds is not None else max_kinds
+        fail_open = d.fail_open_webhooks if d.fail_open_webhooks is not None else fail_open
         for rule in d.rules:
             if rule.name in seen:
                 problems.append(
@@ -191,6 +206,7 @@ def merge_policies(documents: Iterable[PolicyDocument]) -> Policy:
         rules=tuple(rules),
         inference=Inference(from_rbac=from_rbac, ignore=ignore, max_kinds=max_kinds),
         sources=tuple(d.source for d in docs),
+        fail_open_webhooks=fail_open,
     )
 
 
@@ -208,8 +224,13 @@ def evaluate_policy(
                 rule=rule.name,
                 watched_kinds=rule.watched_kinds,
                 owned_kinds=rule.owned_kinds,
+                fail_open_webhooks=rule.fail_open_webhooks or policy.fail_open_webhooks,
             )
-    return Effective(enabled=True, idle_timeout=policy.idle_timeout)
+    return Effective(
+        enabled=True,
+        idle_timeout=policy.idle_timeout,
+        fail_open_webhooks=policy.fail_open_webhooks,
+    )
 
 
 def clamp_idle_timeout(policy: Policy, seconds: float) -> tuple[float, str | None]:
@@ -371,6 +392,19 @@ def _rules(value: object, source: str, problems: list[str]) -> tuple[Rule, ...]:
                     item.get("watchedKinds"), f"{where}.watchedKinds", source, problems
                 ),
                 owned_kinds=_kinds(item.get("ownedKinds"), f"{where}.ownedKinds", source, problems),
+                fail_open_webhooks=_fail_open(
+                    item.get("failOpenWebhooks"), f"{where}.failOpenWebhooks", source, problems
+                ),
             )
         )
     return tuple(rules)
+
+
+def _fail_open(value: object, where: str, source: str, problems: list[str]) -> str | None:
+    if value is None or value in FAIL_OPEN_CHOICES:
+        return None if value is None else str(value)
+    problems.append(
+        f"{source}: {where}: {value!r} is not one of {', '.join(FAIL_OPEN_CHOICES)} (stayAwake: "
+        "a backend of a failurePolicy Ignore webhook is never put to sleep; sleep: it may be)"
+    )
+    return None
