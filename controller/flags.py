@@ -34,6 +34,8 @@ class ControllerSettings:
     metrics_host: str = "0.0.0.0"
     metrics_port: int = 8080  # 0: no HTTP endpoints
     workload_metrics: bool = True  # off: cluster totals only, no series per workload
+    # On: HTTPS, and /metrics only to a bearer token the API server allows to get it.
+    metrics_auth: bool = False
     lease_namespace: str = "zeroscaler"
     policy_namespace: str = ""  # empty: the lease namespace (the chart's release namespace)
     exclude_namespaces: str = "kube-system"  # comma-separated; policy is never applied there
@@ -241,6 +243,13 @@ def _output_flags(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="each managed workload's own series on /metrics (default: on; turn off on "
         "huge clusters to keep only the cluster totals)",
+    )
+    group.add_argument(
+        "--metrics-auth",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="serve HTTPS (a certificate made at start) and /metrics only to a bearer token "
+        "the API server allows to get it, as kube-rbac-proxy does (default: off)",
     )
     group.add_argument("--log-level", choices=LOG_LEVELS)
     group.add_argument(

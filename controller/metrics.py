@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import urllib.parse
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -332,31 +333,63 @@ class _Only:
 
 # A route answers a GET with its query's parameters: status, content type, body.
 Route = Callable[[Mapping[str, list[str]]], tuple[int, str, bytes]]
+# Whether a request may have a path: its headers (lowercase names) and the path in, a status out.
+Guard = Callable[[Mapping[str, str], str], Awaitable[int]]
+_REASONS = {200: "OK", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found"}
+_REASONS[503] = "Service Unavailable"
+MAX_HEAD = 32 * 1024  # bytes of a request's line and headers
 
 
-async def serve_http(host: str, port: int, routes: Mapping[str, Route]) -> asyncio.Server:
-    """A minimal HTTP/1.1 server for GET on a few fixed paths."""
+async def serve_http(
+    host: str,
+    port: int,
+    routes: Mapping[str, Route],
+    *,
+    tls: ssl.SSLContext | None = None,
+    guard: Guard | None = None,
+    guarded: frozenset[str] = frozenset({"/metrics"}),
+) -> asyncio.Server:
+    """A minimal HTTP/1.1 (or, with `tls`, HTTPS) server for GET on a few fixed paths; the
+    `guarded` ones answered only when `guard` says 200."""
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             request = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=10)
-            method, path, *_ = request.split(b"\r\n", 1)[0].decode("latin-1").split(" ")
+            line, _, rest = request.decode("latin-1").partition("\r\n")
+            method, path, *_ = line.split(" ")
             where, _, query = path.partition("?")
             route = routes.get(where)
             if method != "GET" or route is None:
                 status, ctype, body = 404, "text/plain", b"not found\n"
+            elif guard is not None and where in guarded:
+                status = await guard(_headers(rest), where)
+                if status == 200:
+                    status, ctype, body = route(urllib.parse.parse_qs(query))
+                else:
+                    ctype, body = "text/plain", _REASONS.get(status, "").lower().encode() + b"\n"
             else:
                 status, ctype, body = route(urllib.parse.parse_qs(query))
-            reason = {200: "OK", 404: "Not Found", 503: "Service Unavailable"}.get(status, "")
             head = (
-                f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\n"
+                f"HTTP/1.1 {status} {_REASONS.get(status, '')}\r\nContent-Type: {ctype}\r\n"
                 f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
             )
             writer.write(head.encode() + body)
             await writer.drain()
-        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError, ValueError):
+        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            pass
+        except (ConnectionError, ValueError, ssl.SSLError):
             pass
         finally:
             writer.close()
 
-    return await asyncio.start_server(handle, host, port)
+    return await asyncio.start_server(handle, host, port, ssl=tls, limit=MAX_HEAD)
+
+
+def _headers(text: str) -> dict[str, str]:
+    """A request's headers by lowercase name."""
+    found: dict[str, str] = {}
+    for line in text.split("\r\n"):
+        name, colon, value = line.partition(":")
+        if colon:
+            found[name.strip().lower()] = value.strip()
+    return found
