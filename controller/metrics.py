@@ -76,12 +76,13 @@ WORKLOAD_FAMILIES = (
         "zeroscaler_workload_wakes_total",
         "counter",
         "Wakes of a managed workload by reason: activity, serving (it came to back the API "
-        "server), external (scaled up by someone else)",
+        "server), external (scaled up by someone else), window (a keep-awake window began)",
     ),
     (
         "zeroscaler_workload_sleeps_total",
         "counter",
-        "Sleeps of a managed workload by reason: idle, not-ready (not Ready after its wake)",
+        "Sleeps of a managed workload by reason: idle, not-ready (not Ready after its wake), "
+        "window (a forced-sleep window began)",
     ),
     (
         "zeroscaler_workload_wake_latency_seconds",
@@ -256,7 +257,8 @@ class Metrics:
 
     def woke(self, w: Workload, reason: str, latency: float | None = None) -> None:
         """A wake of `w`; `latency` from its waking event. Reasons: `activity`, `serving`,
-        `external`, and `released` (no longer managed by then: counted in the total only)."""
+        `external`, `window`, and `released` (no longer managed by then: counted in the total
+        only)."""
         if reason != "external":  # the total counts zeroscaler's own wakes
             self.wakes.inc()
         if latency is not None:
@@ -269,7 +271,7 @@ class Metrics:
                 tally.latency_count += 1
 
     def slept(self, w: Workload, reason: str) -> None:
-        """A sleep of `w`. Reasons: `idle`, `not-ready`."""
+        """A sleep of `w`. Reasons: `idle`, `not-ready`, `window`."""
         self.sleeps.inc()
         tally = self._tally(w)
         if tally is not None:

@@ -42,10 +42,17 @@ from zeroscaler.core.annotations import (
     read_status,
 )
 from zeroscaler.core.census import parse_census
-from zeroscaler.core.decision import Decision, Observed, decide, not_ready_notice
+from zeroscaler.core.decision import (
+    Decision,
+    Observed,
+    decide,
+    not_ready_notice,
+    schedule_notice,
+)
 from zeroscaler.core.links import Serving, serving_notices
 from zeroscaler.core.pacing import wake_retry_after
 from zeroscaler.core.policy import Policy
+from zeroscaler.core.schedules import jitter
 from zeroscaler.core.sharing import shared
 
 log = logging.getLogger(__name__)
@@ -76,6 +83,7 @@ class ReconcileInputs:
     policy: Callable[[], Policy | None] = lambda: None  # None until its ConfigMaps are listed
     excluded: frozenset[str] = frozenset()  # namespaces policy is never written in
     serving: Callable[[Workload], Serving | None] = lambda _: Serving()
+    keep_awake_jitter: float = 0.0  # seconds over which keep-awake wakes are spread
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +123,7 @@ class Reconciler:
         self._policy = inputs.policy
         self._excluded = inputs.excluded
         self._serving = inputs.serving
+        self._jitter = inputs.keep_awake_jitter
         self._wake_failures: dict[WorkloadKey, int] = {}  # failed wakes in a row, for backoff
 
     async def work(self, *, urgent_only: bool = False) -> None:
@@ -208,6 +217,8 @@ class Reconciler:
         decision, now, notices = self._decide(w, config, status, bool(hpa))
         self._reporter.warn(w, warnings + notices)
         checks = [decision.next_check]
+        if decision.held:
+            self._hold(w, decision)
         if decision.action == "none":
             checks.append(await self._scaling.settle_flapping(w, now))
         next_check = min((c for c in checks if c is not None), default=None)
@@ -216,6 +227,18 @@ class Reconciler:
             self._timers.schedule(key, self._clock.monotonic() + max(delay, 0.0))
         if decision.action != "none":
             await self._scaling.act(w, decision, now)
+
+    def _hold(self, w: Workload, decision: Decision) -> None:
+        """Activity a forced-sleep window holds: said once, and no longer a wake owed (the
+        window's end wakes it, from the activity kept in its idle clock)."""
+        if w.idle.activity_at is None:
+            return
+        w.idle.activity_at = None
+        self._gate.done(w.key)
+        message = f"{w.idle.activity_reason}: not woken; {decision.reason}"
+        log.info("wake held", extra={"workload": w.label, "reason": decision.reason})
+        if self._is_leader():
+            self._reporter.event(w, "Normal", "WakeHeld", message)
 
     def _is_held(self, w: Workload, config: WorkloadConfig) -> bool:
         """Paused: nothing is written (no sleep, wake, restore or policy) until it is resumed."""
@@ -330,11 +353,15 @@ class Reconciler:
             serving=serving,
             starting=w.idle.starting and not self._dry_run,
             ready_replicas=w.ready_replicas,
+            jitter=jitter(w.label, self._jitter) if config.windows else 0.0,
         )
         notices = serving_notices(serving) if serving is not None else []
-        late = not_ready_notice(observed, config, status, now)
-        if late is not None:
-            notices.append(late)
+        for notice in (
+            not_ready_notice(observed, config, status, now),
+            schedule_notice(observed, config, status, now),
+        ):
+            if notice is not None:
+                notices.append(notice)
         return decide(observed, config, status, now), now, notices
 
     @staticmethod

@@ -109,6 +109,8 @@ class Scaling:
             self._follow_ups[w.key] = self._guarded(w, self._sleep(w, decision, now, seen))
         elif decision.action == "wake":
             cause = "serving" if self._keeps_awake(w) else "activity"
+            if decision.rule == "keep-awake":
+                cause = "window"
             await self._guarded(
                 w, self.wake(w, decision.replicas or 1, decision.reason or "activity", cause)
             )
@@ -216,6 +218,8 @@ class Scaling:
             self._enqueue(w.key)
             return
         cause = "not-ready" if w.idle.starting else "idle"
+        if decision.rule == "forced-sleep":
+            cause = "window"
         w.idle.starting = False
         if w.idle.last_activity > decided_on:  # activity while the write was on its way: wake it
             self._gate.due(w.key)
