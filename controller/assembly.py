@@ -43,6 +43,8 @@ from zeroscaler.controller.workload import (
     Workload,
     WorkloadKey,
     count_by_state,
+    count_dry_run,
+    count_paused,
     count_pending_wakes,
     trim_workload,
 )
@@ -139,6 +141,8 @@ class Controller:
             api_errors=lambda: [k.errors for k in clients],
             workloads=self.workloads.values if self.settings.workload_metrics else None,
             count_savings=self._count_savings,
+            count_paused=lambda: count_paused(self.workloads.values()),
+            count_dry_run=lambda: count_dry_run(self.workloads.values()),
         )
         for client in clients:
             client.on_throttled = metrics.throttled.inc

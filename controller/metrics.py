@@ -64,6 +64,36 @@ class _StateCollector(Collector):
         )
 
 
+class _ControlCollector(Collector):
+    """Workloads held by a person (paused) and workloads where zeroscaler only says what it
+    would do (dry run), on the leader."""
+
+    def __init__(
+        self,
+        count_paused: Callable[[], int],
+        count_dry_run: Callable[[], int],
+        is_leader: Callable[[], bool],
+    ) -> None:
+        self._paused = count_paused
+        self._dry_run = count_dry_run
+        self._is_leader = is_leader
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        leading = self._is_leader()
+        yield GaugeMetricFamily(
+            "zeroscaler_paused_workloads",
+            "Workloads held as they are by zeroscaler.io/paused or an unexpired "
+            "zeroscaler.io/paused-until (0 on a standby)",
+            value=self._paused() if leading else 0,
+        )
+        yield GaugeMetricFamily(
+            "zeroscaler_dry_run_workloads",
+            "Managed workloads where zeroscaler only says what it would do: the --dry-run flag, "
+            "a namespace labelled zeroscaler.io/dry-run, or policy (0 on a standby)",
+            value=self._dry_run() if leading else 0,
+        )
+
+
 # The families of each workload's own series, in exposition order: name, type, help.
 WORKLOAD_FAMILIES = (
     ("zeroscaler_workload_asleep", "gauge", "1 while a managed workload is asleep, 0 while awake"),
@@ -195,6 +225,8 @@ class Metrics:
         api_errors: Callable[[], Iterable[ErrorCounts]] = lambda: (),
         workloads: Callable[[], Iterable[Workload]] | None = None,
         count_savings: Callable[[], None] = lambda: None,
+        count_paused: Callable[[], int] = lambda: 0,
+        count_dry_run: Callable[[], int] = lambda: 0,
     ) -> None:
         self.registry = CollectorRegistry()
         self._count_savings = count_savings
@@ -202,6 +234,7 @@ class Metrics:
         self.registry.register(
             _StateCollector(count_by_state, count_watches, is_leader, count_pending, count_events)
         )
+        self.registry.register(_ControlCollector(count_paused, count_dry_run, is_leader))
         self.workload_series = None if workloads is None else WorkloadSeries(workloads, is_leader)
         self.per_workload = workloads is not None
         self.registry.register(APIErrors("zeroscaler_api_errors", api_errors))
@@ -247,6 +280,13 @@ class Metrics:
         self.throttled = Counter(
             "zeroscaler_api_throttled_responses",
             "API answers of 429 Too Many Requests, each sent again after its Retry-After",
+            registry=self.registry,
+        )
+        self.dry_run_decisions = Counter(
+            "zeroscaler_dry_run_decisions_total",
+            "Sleeps and wakes that would have been made where zeroscaler runs dry (the flag, a "
+            "namespace's label or policy), by action",
+            ["action"],
             registry=self.registry,
         )
         self.replica_seconds_saved = Counter(

@@ -6,7 +6,7 @@ import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from zeroscaler.api import Conflict, KubeError, NotFound, urgently
@@ -51,7 +51,7 @@ from zeroscaler.core.decision import (
 )
 from zeroscaler.core.links import Serving, serving_notices
 from zeroscaler.core.pacing import wake_retry_after
-from zeroscaler.core.policy import Policy
+from zeroscaler.core.policy import Policy, dry_run_reason
 from zeroscaler.core.schedules import jitter
 from zeroscaler.core.sharing import shared
 
@@ -190,6 +190,7 @@ class Reconciler:
             self._forget(w)
             return
         config, status, warnings = self._read(w)
+        self._settle_dry_run(w)
         if self._is_held(w, config):
             self._reporter.warn(w, warnings)
             return
@@ -215,6 +216,11 @@ class Reconciler:
         hpa = self._hpa_names(key)
         warnings += [*w.watch.kind_warnings, *self._hpa_warnings(hpa, status)]
         decision, now, notices = self._decide(w, config, status, bool(hpa))
+        if decision.action == "sleep" and self._policy() is None and not self._dry_run:
+            # Policy may say this namespace only runs dry: no sleep until it has been read.
+            decision = dataclasses.replace(
+                decision, action="none", next_check=now + timedelta(seconds=RETRY_AFTER)
+            )
         self._reporter.warn(w, warnings + notices)
         checks = [decision.next_check]
         if decision.held:
@@ -227,6 +233,19 @@ class Reconciler:
             self._timers.schedule(key, self._clock.monotonic() + max(delay, 0.0))
         if decision.action != "none":
             await self._scaling.act(w, decision, now)
+
+    def _settle_dry_run(self, w: Workload) -> None:
+        """Whether only what would be done is said for `w`, and why; leaving a dry run forgets
+        the state it pretended."""
+        why = "--dry-run" if self._dry_run else None
+        if why is None:
+            meta = w.obj.get("metadata") or {}
+            labels = self._namespace_meta(w).get("labels") or {}
+            why = dry_run_reason(self._policy(), labels, meta.get("labels") or {})
+        if why is None and w.scaling.dry_run is not None:
+            w.scaling.pretend = None
+            log.info("dry run over", extra={"workload": w.label})
+        w.scaling.dry_run = why
 
     def _hold(self, w: Workload, decision: Decision) -> None:
         """Activity a forced-sleep window holds: said once, and no longer a wake owed (the
@@ -288,12 +307,13 @@ class Reconciler:
         described = ", ".join(
             f"{k} removed" if v is None else f"{k}={v}" for k, v in result.changes.items()
         )
-        if self._dry_run:
+        if w.scaling.dry_run is not None:
             meta = dict(w.obj["metadata"])
             merged = {**(meta.get("annotations") or {}), **result.changes}
             meta["annotations"] = {k: v for k, v in merged.items() if v is not None}
             w.obj = {**w.obj, "metadata": meta}
-            self._reporter.event(w, "Normal", "WouldApplyPolicy", f"dry run: {described}")
+            why = "" if self._dry_run else f" ({w.scaling.dry_run})"
+            self._reporter.event(w, "Normal", "WouldApplyPolicy", f"dry run{why}: {described}")
             return True, warnings
         try:
             await self._scaling.annotate(w, result.changes)
@@ -335,7 +355,8 @@ class Reconciler:
         self, w: Workload, config: WorkloadConfig, status: WorkloadStatus, hpa_targeted: bool
     ) -> tuple[Decision, datetime, list[Notice]]:
         """The decision, when it was made, and the Warnings about what it serves and its start."""
-        if self._dry_run and w.scaling.pretend is not None:
+        dry = w.scaling.dry_run is not None
+        if dry and w.scaling.pretend is not None:
             status, replicas = w.scaling.pretend
         else:
             replicas = w.replicas
@@ -351,7 +372,7 @@ class Reconciler:
             wake_reason=w.idle.activity_reason,
             woken_to=None if w.scaling.own_wake is None else w.scaling.own_wake.replicas,
             serving=serving,
-            starting=w.idle.starting and not self._dry_run,
+            starting=w.idle.starting and not dry,
             ready_replicas=w.ready_replicas,
             jitter=jitter(w.label, self._jitter) if config.windows else 0.0,
         )

@@ -89,6 +89,10 @@ class Scaling:
     def _is_not_leader(self) -> bool:
         return not self._is_leader()
 
+    def _is_dry_run(self, w: Workload) -> bool:
+        """Only say what would be done: everywhere (the flag), or where `w` is."""
+        return self._dry_run or w.scaling.dry_run is not None
+
     def take_follow_up(self, key: WorkloadKey) -> FollowUp | None:
         """The write left for `key` to run off the worker (a sleep, or a wake's record), if any."""
         return self._follow_ups.pop(key, None)
@@ -97,7 +101,7 @@ class Scaling:
         """Do what the decision says, when leading; a sleep is left as a follow-up."""
         if not self._is_leader():
             return
-        if self._dry_run:
+        if self._is_dry_run(w):
             self._pretend(w, decision, now)
         elif decision.action == "sleep":
             # It waits its turn behind every wake and record: off the worker, so that however
@@ -133,7 +137,7 @@ class Scaling:
 
     async def restore(self, w: Workload, why: str) -> None:
         """Wake a workload that is no longer managed, to the replicas it would wake to."""
-        if self._dry_run:
+        if self._is_dry_run(w):
             return
         try:
             reason = f"no longer managed ({why})"
@@ -145,7 +149,7 @@ class Scaling:
     async def release(self, w: Workload, why: str) -> None:
         """Hand back a workload no longer managed: woken if we left it at zero, status removed."""
         plan = plan_release(w.annotations, w.replicas, injected=False)
-        if self._dry_run or (plan.wake_to is None and not plan.remove):
+        if self._is_dry_run(w) or (plan.wake_to is None and not plan.remove):
             return
         try:
             if plan.wake_to is not None:
@@ -337,7 +341,7 @@ class Scaling:
         if FLAPPING not in w.annotations or w.status.state != "asleep" or since is None:
             return None
         quiet = quiet_at(w.scaling.streak, since)
-        if now < quiet or not self._is_leader() or self._dry_run:
+        if now < quiet or not self._is_leader() or self._is_dry_run(w):
             return quiet
         try:
             await self._patch_annotations(w, {FLAPPING: None})
@@ -357,7 +361,9 @@ class Scaling:
             replicas = decision.replicas or w.replicas
             status = WorkloadStatus("asleep", replicas, now, w.idle.last_activity)
             w.scaling.pretend = (status, 0)
-            message = f"dry run: would sleep ({decision.reason}), scaling {replicas} to 0"
+            message = (
+                f"{self._dry_label(w)}: would sleep ({decision.reason}), scaling {replicas} to 0"
+            )
             reason = "WouldSleep"
         elif decision.action == "wake":
             replicas = decision.replicas or 1
@@ -366,15 +372,22 @@ class Scaling:
                 WorkloadStatus("awake", last_activity=w.idle.last_activity),
                 replicas,
             )
-            message = f"dry run: would wake ({decision.reason}), scaling 0 to {replicas}"
+            message = (
+                f"{self._dry_label(w)}: would wake ({decision.reason}), scaling 0 to {replicas}"
+            )
             reason = "WouldWake"
         else:
             w.scaling.pretend = None
             return
+        self._metrics.dry_run_decisions.labels(decision.action).inc()
         w.idle.activity_at = None
         log.info(message, extra={"workload": w.label})
         self._reporter.event(w, "Normal", reason, message)
         self._enqueue(w.key)
+
+    def _dry_label(self, w: Workload) -> str:
+        why = w.scaling.dry_run
+        return "dry run" if self._dry_run or why is None else f"dry run ({why})"
 
     async def annotate(self, w: Workload, changes: Mapping[str, str | None]) -> None:
         """Write annotations (None removes one), guarded by the resourceVersion read."""

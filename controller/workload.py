@@ -168,6 +168,7 @@ class ScalingMemory:
     own_wake: OwnWake | None = None
     streak: Streak = NO_STREAK  # wakes by others in a row (flapping)
     pretend: tuple[WorkloadStatus, int] | None = None  # dry run: the status we would have made
+    dry_run: str | None = None  # why only what would be done is said (flag, namespace, policy)
 
 
 @dataclass(slots=True)
@@ -333,6 +334,16 @@ def owes_wake(w: Workload) -> bool:
 
 def count_pending_wakes(workloads: Iterable[Workload]) -> int:
     return sum(1 for w in workloads if owes_wake(w))
+
+
+def count_paused(workloads: Iterable[Workload]) -> int:
+    """Workloads held as they are, as last reconciled."""
+    return sum(1 for w in workloads if w.paused and not w.deleted)
+
+
+def count_dry_run(workloads: Iterable[Workload]) -> int:
+    """Managed workloads where only what would be done is said."""
+    return sum(1 for w in workloads if w.managed and w.scaling.dry_run is not None)
 
 
 def count_by_state(workloads: Iterable[Workload]) -> dict[str, int]:
