@@ -33,11 +33,13 @@ from zeroscaler.core.annotations import (
     ENABLED,
     NAMESPACE_ENABLED_LABEL,
     PAUSED,
+    PAUSED_UNTIL,
     Notice,
     WorkloadConfig,
     WorkloadStatus,
     is_namespace_enabled,
     missing_settings,
+    pause_in_force,
     read_config,
     read_status,
 )
@@ -49,6 +51,7 @@ from zeroscaler.core.decision import (
     not_ready_notice,
     schedule_notice,
 )
+from zeroscaler.core.durations import format_time
 from zeroscaler.core.links import Serving, serving_notices
 from zeroscaler.core.pacing import wake_retry_after
 from zeroscaler.core.policy import Policy, dry_run_reason
@@ -260,22 +263,32 @@ class Reconciler:
             self._reporter.event(w, "Normal", "WakeHeld", message)
 
     def _is_held(self, w: Workload, config: WorkloadConfig) -> bool:
-        """Paused: nothing is written (no sleep, wake, restore or policy) until it is resumed."""
-        if config.paused == w.paused:
-            if config.paused:
+        """Paused: nothing is written (no sleep, wake, restore or policy) until it is resumed,
+        by a person or, for `paused-until`, at its time."""
+        pause = pause_in_force(config, w.paused_at, self._clock.now())
+        if pause.held and pause.until is not None:
+            delay = (pause.until - self._clock.now()).total_seconds()
+            self._timers.schedule(w.key, self._clock.monotonic() + max(delay, 0.0))
+        if pause.held == w.paused:
+            if pause.held and pause.until is None:
                 self._timers.cancel(w.key)
-            return config.paused
-        w.paused = config.paused
-        if config.paused:
-            self._timers.cancel(w.key)
-            message = f"{PAUSED} is true: held at {w.replicas} replicas, no sleep or wake"
-            log.info("paused", extra={"workload": w.label})
+            return pause.held
+        w.paused = pause.held
+        if pause.held:
+            if pause.until is None:
+                self._timers.cancel(w.key)
+            message = f"{pause.why}: held at {w.replicas} replicas, no sleep or wake"
+            log.info("paused", extra={"workload": w.label, "why": pause.why})
             if self._is_leader():
                 self._reporter.event(w, "Normal", "Paused", message)
             return True
         log.info("resumed", extra={"workload": w.label})
+        if pause.until is not None and config.pause_until is not None:
+            resumed = f"{PAUSED_UNTIL} {format_time(pause.until)} has passed: managed again"
+        else:
+            resumed = f"{PAUSED} removed: managed again"
         if self._is_leader():
-            self._reporter.event(w, "Normal", "Resumed", f"{PAUSED} removed: managed again")
+            self._reporter.event(w, "Normal", "Resumed", resumed)
         return False
 
     async def _apply_policy(self, w: Workload) -> tuple[bool, list[Notice]]:
@@ -349,6 +362,9 @@ class Reconciler:
         if status.last_activity is not None and status.last_activity > w.idle.last_activity:
             w.idle.last_activity = status.last_activity  # a person's `zeroscaler wake` restarts it
         warnings = [("InvalidAnnotation", f"{p}; ignored") for p in [*problems, *status_problems]]
+        unanchored = pause_in_force(config, w.paused_at, EPOCH).problem
+        if unanchored:
+            warnings.append(("InvalidAnnotation", unanchored))
         return config, status, warnings
 
     def _decide(

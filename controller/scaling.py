@@ -30,6 +30,7 @@ from zeroscaler.core.annotations import (
     asleep_annotations,
     awake_annotations,
     read_status,
+    state_label,
 )
 from zeroscaler.core.census import Census, format_census
 from zeroscaler.core.decision import Decision, plan_release, restart_clock, wake_replicas
@@ -160,7 +161,8 @@ class Scaling:
                 log.info("woken", extra={"workload": w.label, "reason": why})
                 self._reporter.event(w, "Normal", "Woken", message)
             if plan.remove:
-                await self._patch_annotations(w, dict.fromkeys(plan.remove))
+                labels = state_label(None, w.labels)
+                await self._patch_annotations(w, dict.fromkeys(plan.remove), labels=labels)
                 log.info("status removed", extra={"workload": w.label, "reason": why})
         except Conflict:
             await self.refresh(w)
@@ -209,6 +211,7 @@ class Scaling:
                 w,
                 status,
                 replicas=0,
+                labels=state_label("asleep", w.labels),
                 unless=lambda: (
                     w.idle.last_activity > decided_on
                     or w.resource_version != version
@@ -272,7 +275,12 @@ class Scaling:
             with prioritized(Priority.PROMPT):
                 for _ in range(5):
                     try:  # a replica no longer leading leaves it to the next leader
-                        await self._patch_annotations(w, awake, unless=self._is_not_leader)
+                        await self._patch_annotations(
+                            w,
+                            awake,
+                            labels=state_label("awake", w.labels),
+                            unless=self._is_not_leader,
+                        )
                         break
                     except Conflict:
                         await self.refresh(w)
@@ -313,7 +321,7 @@ class Scaling:
         flapping = streak.reason() if streak.is_flapping else None
         if flapping is not None or FLAPPING in w.annotations:
             annotations[FLAPPING] = flapping
-        await self._patch_annotations(w, annotations)
+        await self._patch_annotations(w, annotations, labels=state_label("awake", w.labels))
         w.scaling.streak = streak  # only once recorded: a write that lost a race is decided again
         self._metrics.woke(w, "external")
         by = f" (field manager {manager})" if manager else ""
@@ -409,13 +417,16 @@ class Scaling:
         annotations: Mapping[str, str | None],
         *,
         replicas: int | None = None,
+        labels: Mapping[str, str | None] | None = None,
         unless: Callable[[], bool] | None = None,
     ) -> None:
-        """Merge-patch annotations (None removes one) and replicas if given, on the version read;
-        not sent if `unless()` holds when its turn comes (`Withdrawn`)."""
+        """Merge-patch annotations (None removes one), labels and replicas if given, on the
+        version read; not sent if `unless()` holds when its turn comes (`Withdrawn`)."""
         body: dict[str, Any] = {
             "metadata": {"resourceVersion": w.resource_version, "annotations": annotations}
         }
+        if labels:  # the state label rides on the status write: no request of its own
+            body["metadata"]["labels"] = dict(labels)
         if replicas is not None:
             body["spec"] = {"replicas": replicas}
         try:

@@ -15,11 +15,13 @@ from zeroscaler.core.activity import GroupKind, Interest, Scope
 from zeroscaler.core.annotations import (
     OUR_PREFIXES,
     OWNED_KINDS,
+    PAUSED_UNTIL,
     WATCHED_KINDS,
     Notice,
     WorkloadConfig,
     WorkloadStatus,
     has_kinds_annotated,
+    paused_until_set_at,
     read_injected,
     read_status,
 )
@@ -44,14 +46,15 @@ def trim_workload(obj: Obj) -> Obj:
     status = obj.get("status") or {}
     labels = shared_strings(meta.get("labels") or {})
     pod_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
-    return {
+    annotations = meta.get("annotations") or {}
+    trimmed: Obj = {
         "metadata": {
             "name": sys.intern(meta.get("name", "")),
             "namespace": sys.intern(meta.get("namespace", "")),
             "uid": meta.get("uid", ""),
             "resourceVersion": meta.get("resourceVersion", ""),
             "generation": meta.get("generation"),
-            "annotations": shared_strings(ours(meta.get("annotations") or {})),
+            "annotations": shared_strings(ours(annotations)),
             "labels": labels,
         },
         "spec": {
@@ -71,6 +74,9 @@ def trim_workload(obj: Obj) -> Obj:
         # Who last set the replicas, to tell a manifest re-applied again and again (flapping).
         "replicasManager": replicas_manager(meta.get("managedFields")),
     }
+    if PAUSED_UNTIL in annotations:  # a duration counts from when it was written
+        trimmed["pausedAt"] = paused_until_set_at(meta.get("managedFields"))
+    return trimmed
 
 
 def ours(annotations: Mapping[str, str]) -> dict[str, str]:
@@ -252,6 +258,16 @@ class Workload:
     @property
     def resource_version(self) -> str:
         return str(self.obj["metadata"].get("resourceVersion", ""))
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return dict((self.obj.get("metadata") or {}).get("labels") or {})
+
+    @property
+    def paused_at(self) -> datetime | None:
+        """When `paused-until` was written, as the API server recorded it."""
+        when = self.obj.get("pausedAt")
+        return when if isinstance(when, datetime) else None
 
     @property
     def replicas_manager(self) -> str | None:

@@ -403,10 +403,13 @@ def test_program_name_as_a_kubectl_plugin() -> None:
 
 def test_one_patch_carries_replicas_and_status_with_a_precondition() -> None:
     plan = Manual("sleep", 3, {"zeroscaler.io/state": "asleep"})
+    state = {"zeroscaler.io/state": "asleep"}
     assert patch_body(plan, "42") == {
-        "metadata": {"resourceVersion": "42", "annotations": {"zeroscaler.io/state": "asleep"}},
+        "metadata": {"resourceVersion": "42", "annotations": state, "labels": state},
         "spec": {"replicas": 0},
     }
+    # The label rides along only when it does not say the state already.
+    assert "labels" not in patch_body(plan, "42", {**state, "app": "x"})["metadata"]
     assert "spec" not in patch_body(Manual("restart-clock", 2, {}), "42")
     assert event_message(Manual("wake", 3), "alice", "wake", "X").startswith(
         "woken by alice (zeroscaler wake): scaled from 0 to 3 replicas"

@@ -22,7 +22,7 @@ from zeroscaler.cli.session import (
 )
 from zeroscaler.cli.workload_view import WorkloadView, read_view
 from zeroscaler.cluster.events import EventRecorder
-from zeroscaler.core.annotations import WorkloadConfig, WorkloadStatus
+from zeroscaler.core.annotations import STATE, WorkloadConfig, WorkloadStatus, state_label
 from zeroscaler.core.durations import format_duration
 from zeroscaler.core.manual import Manual, Refused, plan_sleep, plan_wake
 from zeroscaler.core.workloads import WORKLOAD_RESOURCES, workload_path
@@ -32,11 +32,17 @@ ATTEMPTS = 3  # a write that loses a race is decided again on what won
 REASONS = {"sleep": "ManualSleep", "wake": "ManualWake", "restart-clock": "IdleClockRestarted"}
 
 
-def patch_body(plan: Manual, resource_version: str) -> Obj:
-    """The one merge patch that makes the transition, only if nobody changed it since reading."""
+def patch_body(plan: Manual, resource_version: str, labels: Mapping[str, str] | None = None) -> Obj:
+    """The one merge patch that makes the transition, only if nobody changed it since reading;
+    the state label mirrors the state written."""
     body: Obj = {
         "metadata": {"resourceVersion": resource_version, "annotations": dict(plan.annotations)}
     }
+    state = plan.annotations.get(STATE)
+    if state in ("awake", "asleep"):
+        changed = state_label(state, labels or {})  # type: ignore[arg-type]
+        if changed:
+            body["metadata"]["labels"] = changed
     if plan.action == "sleep":
         body["spec"] = {"replicas": 0}
     elif plan.action == "wake":
@@ -118,7 +124,10 @@ async def manual(session: Session, args: argparse.Namespace, command: str) -> in
             return 0
         try:
             written = await session.patch(
-                path, patch_body(plan, str(obj["metadata"]["resourceVersion"]))
+                path,
+                patch_body(
+                    plan, str(obj["metadata"]["resourceVersion"]), obj["metadata"].get("labels")
+                ),
             )
         except Conflict:
             obj = {**await session.get(path), "kind": kind}

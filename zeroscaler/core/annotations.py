@@ -23,12 +23,14 @@ from zeroscaler.core.kinds import (
     parse_kind_refs,
 )
 from zeroscaler.core.schedules import (
+    PAUSE_FORM,
     PauseUntil,
     Window,
     WindowError,
     WindowKind,
     parse_pause_until,
     parse_windows,
+    pause_end,
 )
 
 PREFIX = "zeroscaler.io/"
@@ -167,6 +169,57 @@ def read_config(annotations: Mapping[str, str]) -> tuple[WorkloadConfig, list[Pr
     return config, problems
 
 
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """Whether a person holds the workload as it is now, why, and until when."""
+
+    why: str = ""  # empty: not held
+    until: datetime | None = None  # the end of a pause by paused-until, passed or not
+    problem: str = ""  # a duration whose writing the API server kept no time of
+
+    @property
+    def held(self) -> bool:
+        return bool(self.why)
+
+
+def pause_in_force(config: WorkloadConfig, set_at: datetime | None, now: datetime) -> Pause:
+    """`paused: "true"` holds until removed; `paused-until` until its time, or its duration
+    after the API server recorded the annotation being written (`paused_until_set_at`)."""
+    if config.paused:
+        return Pause(f'{PAUSED} is "true"')
+    if config.pause_until is None:
+        return Pause()
+    end = pause_end(config.pause_until, set_at)
+    if end is None:
+        return Pause(
+            problem=f"{PAUSED_UNTIL}: a duration, but the API server recorded no time it was "
+            f"written (managedFields); write {PAUSE_FORM.split(' or ')[0]}; ignored"
+        )
+    return Pause(f"{PAUSED_UNTIL} {format_time(end)}" if now < end else "", end)
+
+
+def paused_until_set_at(managed_fields: object) -> datetime | None:
+    """When the API server recorded `paused-until` being written: the newest time of a
+    managedFields entry that owns it (a manager's entry moves when it changes any of its
+    fields)."""
+    if not isinstance(managed_fields, list):
+        return None
+    field = "f:" + PAUSED_UNTIL
+    found: datetime | None = None
+    for entry in managed_fields:
+        fields = entry.get("fieldsV1") if isinstance(entry, dict) else None
+        meta = fields.get("f:metadata") if isinstance(fields, dict) else None
+        owned = meta.get("f:annotations") if isinstance(meta, dict) else None
+        if not isinstance(owned, dict) or field not in owned:
+            continue
+        try:
+            when = parse_time(str(entry.get("time", "")))
+        except ValueError:
+            continue
+        found = when if found is None else max(found, when)
+    return found
+
+
 def read_status(annotations: Mapping[str, str]) -> tuple[WorkloadStatus, list[Problem]]:
     """Parse the controller's own status annotations."""
     problems: list[Problem] = []
@@ -260,6 +313,14 @@ def injected_keys(annotations: Mapping[str, str]) -> list[str]:
     listed = [k.strip() for k in annotations.get(INJECTED, "").split(",") if k.strip()]
     keys = [k for k in dict.fromkeys(listed) if k.startswith(PREFIX) and k in annotations]
     return [*keys, INJECTED] if INJECTED in annotations else keys
+
+
+def state_label(state: State | None, labels: Mapping[str, str]) -> dict[str, str | None]:
+    """The label change (merge patch) that mirrors `state`, or nothing when it already does;
+    None removes it."""
+    if labels.get(STATE_LABEL) == state:
+        return {}
+    return {STATE_LABEL: state}
 
 
 def awake_annotations(last_activity: datetime) -> dict[str, str]:
