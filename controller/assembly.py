@@ -46,6 +46,7 @@ from zeroscaler.controller.workload import (
     count_dry_run,
     count_paused,
     count_pending_wakes,
+    count_released,
     trim_workload,
 )
 from zeroscaler.core.annotations import is_namespace_enabled
@@ -143,6 +144,7 @@ class Controller:
             count_savings=self._count_savings,
             count_paused=lambda: count_paused(self.workloads.values()),
             count_dry_run=lambda: count_dry_run(self.workloads.values()),
+            count_released=lambda: count_released(self.workloads.values()),
         )
         for client in clients:
             client.on_throttled = metrics.throttled.inc

@@ -13,6 +13,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from zeroscaler.controller.workload import Workload, WorkloadCounts
+from zeroscaler.core.savings import NONE, Requests
 from zeroscaler.runtime.collectors import APIErrors, ErrorCounts, register_process_collectors
 
 log = logging.getLogger(__name__)
@@ -72,10 +73,12 @@ class _ControlCollector(Collector):
         self,
         count_paused: Callable[[], int],
         count_dry_run: Callable[[], int],
+        count_released: Callable[[], Requests],
         is_leader: Callable[[], bool],
     ) -> None:
         self._paused = count_paused
         self._dry_run = count_dry_run
+        self._released = count_released
         self._is_leader = is_leader
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
@@ -92,6 +95,17 @@ class _ControlCollector(Collector):
             "a namespace labelled zeroscaler.io/dry-run, or policy (0 on a standby)",
             value=self._dry_run() if leading else 0,
         )
+        released = self._released() if leading else NONE
+        yield GaugeMetricFamily(
+            "zeroscaler_released_cpu_cores",
+            "CPU the pods of sleeping workloads would request now, in cores (0 on a standby)",
+            value=released.cpu,
+        )
+        yield GaugeMetricFamily(
+            "zeroscaler_released_memory_bytes",
+            "Memory the pods of sleeping workloads would request now, in bytes (0 on a standby)",
+            value=released.memory,
+        )
 
 
 # The families of each workload's own series, in exposition order: name, type, help.
@@ -101,6 +115,16 @@ WORKLOAD_FAMILIES = (
         "zeroscaler_workload_saved_replica_seconds_total",
         "counter",
         "Replica-seconds a managed workload did not run because it was asleep",
+    ),
+    (
+        "zeroscaler_workload_saved_cpu_core_seconds_total",
+        "counter",
+        "CPU a managed workload's pods request, in core-seconds not held while it was asleep",
+    ),
+    (
+        "zeroscaler_workload_saved_memory_byte_seconds_total",
+        "counter",
+        "Memory a managed workload's pods request, in byte-seconds not held while it was asleep",
     ),
     (
         "zeroscaler_workload_wakes_total",
@@ -144,6 +168,8 @@ class WorkloadSeries(Collector):
     def _samples(self) -> list[Samples]:
         asleep: Samples = []
         saved: Samples = []
+        cpu: Samples = []
+        memory: Samples = []
         wakes: Samples = []
         sleeps: Samples = []
         latency: Samples = []
@@ -160,6 +186,16 @@ class WorkloadSeries(Collector):
                 tally = w.report.tally or _EMPTY
                 saved.append(
                     ("zeroscaler_workload_saved_replica_seconds_total", labels, tally.saved)
+                )
+                cpu.append(
+                    ("zeroscaler_workload_saved_cpu_core_seconds_total", labels, tally.cpu_seconds)
+                )
+                memory.append(
+                    (
+                        "zeroscaler_workload_saved_memory_byte_seconds_total",
+                        labels,
+                        tally.memory_seconds,
+                    )
                 )
                 for reason, count in tally.wakes.items():
                     wakes.append(
@@ -181,7 +217,7 @@ class WorkloadSeries(Collector):
                     name = "zeroscaler_workload_wake_latency_seconds"
                     latency.append((f"{name}_count", labels, tally.latency_count))
                     latency.append((f"{name}_sum", labels, tally.latency_sum))
-        return [asleep, saved, wakes, sleeps, latency]
+        return [asleep, saved, cpu, memory, wakes, sleeps, latency]
 
     def text(self) -> bytes:
         """The series in Prometheus' text format, as generate_latest writes them."""
@@ -227,6 +263,7 @@ class Metrics:
         count_savings: Callable[[], None] = lambda: None,
         count_paused: Callable[[], int] = lambda: 0,
         count_dry_run: Callable[[], int] = lambda: 0,
+        count_released: Callable[[], Requests] = lambda: NONE,
     ) -> None:
         self.registry = CollectorRegistry()
         self._count_savings = count_savings
@@ -234,7 +271,9 @@ class Metrics:
         self.registry.register(
             _StateCollector(count_by_state, count_watches, is_leader, count_pending, count_events)
         )
-        self.registry.register(_ControlCollector(count_paused, count_dry_run, is_leader))
+        self.registry.register(
+            _ControlCollector(count_paused, count_dry_run, count_released, is_leader)
+        )
         self.workload_series = None if workloads is None else WorkloadSeries(workloads, is_leader)
         self.per_workload = workloads is not None
         self.registry.register(APIErrors("zeroscaler_api_errors", api_errors))
@@ -294,6 +333,16 @@ class Metrics:
             "Replica-seconds not run because workloads were asleep",
             registry=self.registry,
         )
+        self.saved_cpu = Counter(
+            "zeroscaler_saved_cpu_core_seconds_total",
+            "CPU requested by the pods of sleeping workloads, in core-seconds not held",
+            registry=self.registry,
+        )
+        self.saved_memory = Counter(
+            "zeroscaler_saved_memory_byte_seconds_total",
+            "Memory requested by the pods of sleeping workloads, in byte-seconds not held",
+            registry=self.registry,
+        )
 
     def woke(self, w: Workload, reason: str, latency: float | None = None) -> None:
         """A wake of `w`; `latency` from its waking event. Reasons: `activity`, `serving`,
@@ -322,6 +371,9 @@ class Metrics:
         tally = self._tally(w)
         if tally is not None:
             tally.saved += replica_seconds
+            requests = w.pod_requests
+            tally.cpu_seconds += replica_seconds * requests.cpu
+            tally.memory_seconds += replica_seconds * requests.memory
 
     def _tally(self, w: Workload) -> WorkloadCounts | None:
         if not self.per_workload or not w.managed:
@@ -348,7 +400,7 @@ class Metrics:
 
 
 def _is_savings_series(name: str) -> bool:
-    return name.startswith(("zeroscaler_saved_replica_seconds", "zeroscaler_workload_saved"))
+    return name.startswith(("zeroscaler_saved_", "zeroscaler_workload_saved"))
 
 
 def _is_workload_series(name: str) -> bool:

@@ -28,6 +28,7 @@ from zeroscaler.core.annotations import (
 from zeroscaler.core.flapping import Streak, replicas_manager
 from zeroscaler.core.kinds import APIResource
 from zeroscaler.core.readiness import is_ready
+from zeroscaler.core.savings import NONE, Requests, pod_requests
 from zeroscaler.core.sharing import NOTHING, shared_mapping, shared_strings
 from zeroscaler.core.workloads import workload_path
 
@@ -65,6 +66,7 @@ def trim_workload(obj: Obj) -> Obj:
             # What Services select it by, and whether it makes pods at all (readiness).
             "podLabels": labels if pod_labels == labels else shared_strings(pod_labels),
             "paused": bool(spec.get("paused")),
+            "podRequests": _shared_requests(pod_requests(pod_spec)),
         },
         "status": shared_mapping(
             {k: status[k] for k in ("observedGeneration", "readyReplicas") if k in status}
@@ -77,6 +79,18 @@ def trim_workload(obj: Obj) -> Obj:
     if PAUSED_UNTIL in annotations:  # a duration counts from when it was written
         trimmed["pausedAt"] = paused_until_set_at(meta.get("managedFields"))
     return trimmed
+
+
+_REQUESTS: dict[Requests, Requests] = {}
+
+
+def _shared_requests(requests: Requests) -> Requests:
+    """One copy of each distinct request: most workloads ask alike."""
+    if requests == NONE:
+        return NONE
+    if len(_REQUESTS) > 4096:
+        _REQUESTS.clear()
+    return _REQUESTS.setdefault(requests, requests)
 
 
 def ours(annotations: Mapping[str, str]) -> dict[str, str]:
@@ -133,6 +147,8 @@ class WorkloadCounts:
     wakes: dict[str, int] = field(default_factory=dict)  # by reason
     sleeps: dict[str, int] = field(default_factory=dict)  # by reason
     saved: float = 0.0  # replica-seconds
+    cpu_seconds: float = 0.0  # core-seconds of CPU requested by those replicas
+    memory_seconds: float = 0.0  # byte-seconds of memory requested
     latency_sum: float = 0.0  # seconds, over the wakes that had a waking event
     latency_count: int = 0
 
@@ -260,6 +276,18 @@ class Workload:
         return str(self.obj["metadata"].get("resourceVersion", ""))
 
     @property
+    def pod_requests(self) -> Requests:
+        """CPU and memory one of its pods requests."""
+        found = (self.obj.get("spec") or {}).get("podRequests")
+        return found if isinstance(found, Requests) else NONE
+
+    def released(self) -> Requests:
+        """What it gives back while asleep: its pods' requests times the replicas it wakes to."""
+        if not self.managed or self.status.state != "asleep" or self.replicas:
+            return NONE
+        return self.pod_requests.times(self.status.restore_replicas or 1)
+
+    @property
     def labels(self) -> dict[str, str]:
         return dict((self.obj.get("metadata") or {}).get("labels") or {})
 
@@ -360,6 +388,14 @@ def count_paused(workloads: Iterable[Workload]) -> int:
 def count_dry_run(workloads: Iterable[Workload]) -> int:
     """Managed workloads where only what would be done is said."""
     return sum(1 for w in workloads if w.managed and w.scaling.dry_run is not None)
+
+
+def count_released(workloads: Iterable[Workload]) -> Requests:
+    """The requests every sleeper gives back now."""
+    total = NONE
+    for w in workloads:
+        total += w.released()
+    return total
 
 
 def count_by_state(workloads: Iterable[Workload]) -> dict[str, int]:
