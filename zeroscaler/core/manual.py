@@ -80,7 +80,7 @@ def unmanaged_reason(
 
 def _refuse_if_paused(annotations: Mapping[str, str]) -> None:
     if is_paused(annotations):
-        raise Refused(f'it is paused ({PAUSED}: "true"); remove the annotation first')
+        raise Refused(f'it is paused ({PAUSED}: "true"); zeroscaler resume it first')
 
 
 def plan_sleep(
