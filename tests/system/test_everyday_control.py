@@ -150,7 +150,7 @@ def test_status_watch_prints_a_row_when_a_workload_changes(
     proc = subprocess.Popen(
         [str(ZEROSCALER), "status", "-w", "-n", ns, f"--kubeconfig={kubeconfig}"],
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
         text=True,
     )
     lines: queue.Queue[str] = queue.Queue()
@@ -159,7 +159,8 @@ def test_status_watch_prints_a_row_when_a_workload_changes(
         for line in proc.stdout or []:
             lines.put(line)
 
-    threading.Thread(target=read, daemon=True).start()
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     seen: list[str] = []
 
     def has(*words: str) -> bool:
@@ -174,3 +175,6 @@ def test_status_watch_prints_a_row_when_a_workload_changes(
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+        reader.join(timeout=10)  # the pipe ends with the process
+        if proc.stdout is not None:
+            proc.stdout.close()
