@@ -259,6 +259,7 @@ class Controller:
             excluded=self.settings.excluded,
             serving=self.activator.serving,
             keep_awake_jitter=self.settings.keep_awake_jitter,
+            policy_attempted=self.policies.informer.attempted.is_set,
         )
         parts = ReconcileParts(subscriptions, scaling, reporter, self.accounting)
         scheduling = Scheduling(self.queue, self.gate, self.timers, clock, self.tasks.background)

@@ -87,6 +87,8 @@ class ReconcileInputs:
     excluded: frozenset[str] = frozenset()  # namespaces policy is never written in
     serving: Callable[[Workload], Serving | None] = lambda _: Serving()
     keep_awake_jitter: float = 0.0  # seconds over which keep-awake wakes are spread
+    # Whether the policy ConfigMaps' first list was answered or failed (then it may never come).
+    policy_attempted: Callable[[], bool] = lambda: True
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +129,7 @@ class Reconciler:
         self._excluded = inputs.excluded
         self._serving = inputs.serving
         self._jitter = inputs.keep_awake_jitter
+        self._policy_attempted = inputs.policy_attempted
         self._wake_failures: dict[WorkloadKey, int] = {}  # failed wakes in a row, for backoff
 
     async def work(self, *, urgent_only: bool = False) -> None:
@@ -219,7 +222,12 @@ class Reconciler:
         hpa = self._hpa_names(key)
         warnings += [*w.watch.kind_warnings, *self._hpa_warnings(hpa, status)]
         decision, now, notices = self._decide(w, config, status, bool(hpa))
-        if decision.action == "sleep" and self._policy() is None and not self._dry_run:
+        if (
+            decision.action == "sleep"
+            and self._policy() is None
+            and not self._policy_attempted()
+            and not self._dry_run
+        ):
             # Policy may say this namespace only runs dry: no sleep until it has been read.
             decision = dataclasses.replace(
                 decision, action="none", next_check=now + timedelta(seconds=RETRY_AFTER)
