@@ -150,6 +150,7 @@ def test_explain_says_which_window_is_in_force_and_what_follows() -> None:
         "  in force: forced-sleep until 2026-01-01T13:00:00Z (in 1h): activity is held until "
         "it ends",
     ]
+    assert "forced-sleep-hold" in flags_of(view)
     assert describe_when(view, NOW) == [
         "Asleep since 2026-01-01T11:30:00Z (30m ago): a change now is held until "
         "2026-01-01T13:00:00Z (in 1h), then it wakes."

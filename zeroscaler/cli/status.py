@@ -101,6 +101,10 @@ def flags_of(view: WorkloadView) -> list[str]:
         flags.append("partial-view")
     if view.serving is not None and view.serving.keeps_awake:
         flags.append("serves")  # the API server calls it: never put to sleep
+    if view.schedule.keep_awake is not None:
+        flags.append("keep-awake")  # a window in force (docs/DESIGN.md, Schedules)
+    elif view.schedule.forced_sleep is not None:
+        flags.append("forced-sleep-hold" if view.schedule.forced_sleep.hold else "forced-sleep")
     return flags
 
 

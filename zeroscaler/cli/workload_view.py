@@ -54,6 +54,7 @@ from zeroscaler.core.links import (
     links_of,
 )
 from zeroscaler.core.manual import unmanaged_reason
+from zeroscaler.core.schedules import NO_SCHEDULE, ScheduleState, schedule_state
 from zeroscaler.core.scope import ResolvedScope, ReviewNeeded, resolve_scope
 
 ACCESS_TTL = 300.0  # one command's run: each question is asked once
@@ -97,6 +98,7 @@ class WorkloadView:
     serving: Serving | None = None  # None: not looked at
     serving_unread: list[str] = field(default_factory=list)  # what could not be listed for it
     pause: Pause = field(default_factory=Pause)  # held by a person, at the time it was read
+    schedule: ScheduleState = NO_SCHEDULE  # the windows in force when it was read
 
     @property
     def meta(self) -> Mapping[str, Any]:
@@ -164,9 +166,17 @@ def read_view(
     namespace = str(obj["metadata"].get("namespace", ""))
     unmanaged = unmanaged_reason(config, namespace, namespace_labels)
     set_at = paused_until_set_at(obj["metadata"].get("managedFields"))
-    pause = pause_in_force(config, set_at, now or datetime.now(UTC))
+    now = now or datetime.now(UTC)
+    pause = pause_in_force(config, set_at, now)
     return WorkloadView(
-        obj, namespace_labels, config, status, problems + status_problems, unmanaged, pause=pause
+        obj,
+        namespace_labels,
+        config,
+        status,
+        problems + status_problems,
+        unmanaged,
+        pause=pause,
+        schedule=schedule_state(config.windows, now),
     )
 
 
