@@ -161,6 +161,8 @@ class IdleMemory:
     activity_reason: str = ""  # what a wake is for: the first activity since the sleep
     activity_at: float | None = None  # loop time the waking event arrived
     starting: bool = False  # woken (or first seen) and not Ready since: the idle clock waits
+    woken_at: datetime | None = None  # when its last wake from zero was written, until Ready
+    started_in: float | None = None  # seconds from its last wake to Ready (the activator asks)
 
 
 @dataclass(slots=True)
@@ -234,6 +236,10 @@ class Workload:
         self.report = ReportMemory()
 
     @property
+    def labels(self) -> dict[str, str]:
+        return dict((self.obj.get("metadata") or {}).get("labels") or {})
+
+    @property
     def pod_labels(self) -> dict[str, str]:
         return dict((self.obj.get("spec") or {}).get("podLabels") or {})
 
@@ -286,10 +292,6 @@ class Workload:
         if not self.managed or self.status.state != "asleep" or self.replicas:
             return NONE
         return self.pod_requests.times(self.status.restore_replicas or 1)
-
-    @property
-    def labels(self) -> dict[str, str]:
-        return dict((self.obj.get("metadata") or {}).get("labels") or {})
 
     @property
     def paused_at(self) -> datetime | None:
@@ -363,6 +365,9 @@ def settle_start(w: Workload, now: datetime) -> bool:
     w.idle.starting = False
     if ready:
         w.idle.last_activity = max(w.idle.last_activity, now)
+        if w.idle.woken_at is not None:
+            w.idle.started_in = (now - w.idle.woken_at).total_seconds()
+    w.idle.woken_at = None
     return True
 
 

@@ -18,9 +18,9 @@ async def run(settings: ControllerSettings, clock: Clock | None = None) -> None:
     """Run until SIGTERM or SIGINT; give the Lease up on the way out. `clock` defaults to the
     real one; a test may hand in one that reads another instant (tests/support/clock_shift.py)."""
     stop = stop_on_signals()
-    async with supervisor.clients(settings) as (watch_kube, kube):
-        scaler = Controller(kube, settings, watch_kube, clock)
-        await supervisor.serve(settings, scaler, kube, stop)
+    async with supervisor.clients(settings) as clients:
+        scaler = Controller(clients.requests, settings, clients.watches, clock)
+        await supervisor.serve(settings, scaler, clients, stop)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

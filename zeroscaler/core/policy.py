@@ -33,7 +33,7 @@ DEFAULT_IGNORE = (
     "subjectaccessreviews.authorization.k8s.io",
 )
 _TOP_FIELDS = ("defaults", "bounds", "rules", "inference")
-_DEFAULT_FIELDS = ("idleTimeout", "keepAwake", "forcedSleep", "dryRun")
+_DEFAULT_FIELDS = ("idleTimeout", "failOpenWebhooks", "keepAwake", "forcedSleep", "dryRun")
 _WINDOW_FIELDS = ("days", "start", "end", "timeZone", "except", "activity")
 _WINDOW_MAP_FORM = (
     "a map with days, start, end, timeZone and optionally except and activity "
@@ -52,7 +52,13 @@ _RULE_FIELDS = (
     "keepAwake",
     "forcedSleep",
     "dryRun",
+    "failOpenWebhooks",
 )
+# What a backend whose admission webhook has `failurePolicy: Ignore` does: a request it covers
+# that comes before it is Ready again after a wake is admitted unreviewed, so by default it stays
+# awake; an administrator may let it sleep.
+FAIL_OPEN_CHOICES = ("stayAwake", "sleep")
+FAIL_OPEN_DEFAULT = "stayAwake"
 _MAX_TEXT = 1_000_000
 
 
@@ -79,6 +85,7 @@ class Rule:
     keep_awake: tuple[Window, ...] | None = None
     forced_sleep: tuple[Window, ...] | None = None
     dry_run: bool | None = None
+    fail_open_webhooks: str | None = None
 
     def matches(
         self, namespace_labels: Mapping[str, str], workload_labels: Mapping[str, str]
@@ -103,6 +110,7 @@ class PolicyDocument:
     from_rbac: bool | None = None
     ignore: tuple[str, ...] | None = None
     max_kinds: int | None = None
+    fail_open_webhooks: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +135,7 @@ class Policy:
     keep_awake: tuple[Window, ...] = ()
     forced_sleep: tuple[Window, ...] = ()
     dry_run: bool = False
+    fail_open_webhooks: str = FAIL_OPEN_DEFAULT
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +150,7 @@ class Effective:
     keep_awake: tuple[Window, ...] = ()
     forced_sleep: tuple[Window, ...] = ()
     dry_run: bool = False
+    fail_open_webhooks: str = FAIL_OPEN_DEFAULT
 
 
 DEFAULT_POLICY = Policy()
@@ -189,6 +199,9 @@ def parse_policy(text: str, source: str) -> PolicyDocument:
         from_rbac=_bool(inference.get("fromRBAC"), "inference.fromRBAC", source, problems),
         ignore=_ignore(inference.get("ignore"), source, problems),
         max_kinds=_max_kinds(inference.get("maxKinds"), source, problems),
+        fail_open_webhooks=_fail_open(
+            defaults.get("failOpenWebhooks"), "defaults.failOpenWebhooks", source, problems
+        ),
     )
     if problems:
         raise PolicyError(problems)
@@ -204,6 +217,7 @@ def merge_policies(documents: Iterable[PolicyDocument]) -> Policy:
     forced: tuple[Window, ...] = ()
     dry_run = False
     from_rbac, ignore, max_kinds = True, frozenset(DEFAULT_IGNORE), DEFAULT_MAX_KINDS
+    fail_open = FAIL_OPEN_DEFAULT
     rules: list[Rule] = []
     seen: dict[str, str] = {}
     problems: list[str] = []
@@ -217,6 +231,7 @@ def merge_policies(documents: Iterable[PolicyDocument]) -> Policy:
         from_rbac = d.from_rbac if d.from_rbac is not None else from_rbac
         ignore = frozenset(d.ignore) if d.ignore is not None else ignore
         max_kinds = d.max_kinds if d.max_kinds is not None else max_kinds
+        fail_open = d.fail_open_webhooks if d.fail_open_webhooks is not None else fail_open
         for rule in d.rules:
             if rule.name in seen:
                 problems.append(
@@ -238,6 +253,7 @@ def merge_policies(documents: Iterable[PolicyDocument]) -> Policy:
         keep_awake=keep,
         forced_sleep=forced,
         dry_run=dry_run,
+        fail_open_webhooks=fail_open,
     )
 
 
@@ -260,10 +276,12 @@ def evaluate_policy(
                 if rule.forced_sleep is not None
                 else policy.forced_sleep,
                 dry_run=rule.dry_run if rule.dry_run is not None else policy.dry_run,
+                fail_open_webhooks=rule.fail_open_webhooks or policy.fail_open_webhooks,
             )
     return Effective(
         enabled=True,
         idle_timeout=policy.idle_timeout,
+        fail_open_webhooks=policy.fail_open_webhooks,
         keep_awake=policy.keep_awake,
         forced_sleep=policy.forced_sleep,
         dry_run=policy.dry_run,
@@ -455,6 +473,9 @@ def _rules(value: object, source: str, problems: list[str]) -> tuple[Rule, ...]:
                     problems,
                 ),
                 dry_run=_bool(item.get("dryRun"), f"{where}.dryRun", source, problems),
+                fail_open_webhooks=_fail_open(
+                    item.get("failOpenWebhooks"), f"{where}.failOpenWebhooks", source, problems
+                ),
             )
         )
     return tuple(rules)
@@ -523,3 +544,13 @@ def _window_map(
         )
     except WindowError as e:
         raise WindowError(f"{e}; expected {_WINDOW_MAP_FORM}") from None
+
+
+def _fail_open(value: object, where: str, source: str, problems: list[str]) -> str | None:
+    if value is None or value in FAIL_OPEN_CHOICES:
+        return None if value is None else str(value)
+    problems.append(
+        f"{source}: {where}: {value!r} is not one of {', '.join(FAIL_OPEN_CHOICES)} (stayAwake: "
+        "a backend of a failurePolicy Ignore webhook is never put to sleep; sleep: it may be)"
+    )
+    return None
