@@ -64,6 +64,9 @@ class ControllerSettings:
     activator_requests: str = "zeroscaler-activator-requests"  # ConfigMap the webhook writes
     activator_timeout: int = 10  # seconds the API server waits for it (and it for a wake)
     activator_probe_interval: float = 10.0
+    # Seconds over which sleepers are woken after a keep-awake window's start, each at a moment
+    # of its own, so that a window over thousands of workloads does not wake them in one instant.
+    keep_awake_jitter: float = 60.0
 
     @property
     def policy_source(self) -> str:
@@ -99,6 +102,7 @@ _BOUNDS: tuple[tuple[str, float, float], ...] = (
     ("api_burst", 1, 1_000_000),
     ("activator_timeout", 2, 30),
     ("activator_probe_interval", 0.1, 3600),
+    ("keep_awake_jitter", 0, 3600),
 )
 
 
@@ -181,6 +185,12 @@ def _behaviour_flags(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--discovery-interval", type=float, help="seconds between API discovery refreshes"
+    )
+    group.add_argument(
+        "--keep-awake-jitter",
+        type=float,
+        help="seconds over which sleepers are woken after a keep-awake window starts, each at "
+        "its own moment (default: 60; 0: all at the start)",
     )
 
 
