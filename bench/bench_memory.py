@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from bench.judge import Run, Target, report
 from bench.saved import save_json
 
 OBJECTS = 50_000
@@ -119,6 +120,7 @@ def measured_stores(*, writes: bool = True) -> tuple[float, list[Any]]:
 
 
 def main() -> None:
+    run = Run()
     results: dict[str, float] = {}
     results["import_controller_mb"] = import_rss_mb("import zeroscaler.cli.controller_main")
     results["import_controller_with_old_packages_mb"] = import_rss_mb(
@@ -173,7 +175,46 @@ def main() -> None:
     results.update(workload_state())
     results.update(waiting_events())
     results.update(one_process())
-    save_json("memory", results)
+    judged = targets(results)
+    save_json("memory", run.stamped(results, judged))
+    sys.exit(1 if report(judged) else 0)
+
+
+OWN_STATE_BYTES = 2048.0  # the controller's own state for one more workload
+MANY_OPERATORS_BYTES = float(2**30)  # issue 50: 100,000 workloads over 2,000,000 objects in 1 GiB
+LINEAR = 1.0  # a start's time per workload at a size over its time per workload at 10,000
+
+
+def targets(results: dict[str, float]) -> list[Target]:
+    """The controller's own state per workload; one process at each size (the largest within
+    1 GiB at its peak, and a start that grows no faster than its workloads past 10,000); the
+    rest as measurements. A figure missing from the results fails."""
+    own = results.get("workload_own_bytes")
+    found = [
+        Target("a stored watched object", results.get("bytes_per_object"), None, "B"),
+        Target("one more workload: the controller's own state", own, OWN_STATE_BYTES, "B"),
+        Target("an Event waiting to be written", results.get("waiting_event_bytes"), None, "B"),
+    ]
+    sizes = sorted({int(k.split("_")[2]) for k in results if k.startswith("one_process_")})
+    base = results.get("one_process_10000_seconds")
+    for workloads in sizes:
+        peak = results.get(f"one_process_{workloads}_peak_bytes")
+        seconds = results.get(f"one_process_{workloads}_seconds")
+        at = f"one process at {workloads:,} workloads"
+        limit = MANY_OPERATORS_BYTES if workloads >= 100_000 else None
+        found.append(Target(f"{at}: peak resident", _mib(peak), _mib(limit), "MiB"))
+        if workloads > 10_000:
+            ratio = None
+            if seconds is not None and base:
+                ratio = (seconds / workloads) / (base / 10_000)
+            found.append(Target(f"{at}: start time per workload / at 10,000", ratio, LINEAR, "x"))
+        else:
+            found.append(Target(f"{at}: start to every workload reconciled", seconds, None, "s"))
+    return found
+
+
+def _mib(value: float | None) -> float | None:
+    return None if value is None else value / 2**20
 
 
 ONE_PROCESS_SIZES = ((1_000, 20_000), (10_000, 200_000), (100_000, 2_000_000))
