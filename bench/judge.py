@@ -107,12 +107,14 @@ def report(targets: Sequence[Target], out: Any = None) -> list[str]:
     for target in targets:
         print(f"  {target.verdict()}", file=stream)
     found = problems(targets)
+    bounded = sum(1 for t in targets if t.limit is not None)
+    counted = f"{bounded} with a target, {len(targets) - bounded} measurements without one"
     if found:
-        print(f"\n{len(found)} of {len(targets) or 0} judged figures failed:", file=stream)
+        print(f"\nFAILED: {len(found)} of {len(targets)} figures ({counted}):", file=stream)
         for problem in found:
             print(f"  {problem}", file=stream)
     else:
-        print(f"\nall {len(targets)} judged figures met their targets", file=stream)
+        print(f"\npassed: every figure measured ({counted}), every target met", file=stream)
     return found
 
 

@@ -64,7 +64,7 @@ def test_the_run_fails_on_any_failure_and_passes_only_when_all_are_met() -> None
     assert report([*good, Target("c", 3.0, 2.0)], out) == [
         "c: 3.00, target at most 2.00: MISSED by 1.00 (50% of the target)"
     ]
-    assert "1 of 3 judged figures failed" in out.getvalue()
+    assert "FAILED: 1 of 3 figures (2 with a target, 1 measurements without one)" in out.getvalue()
 
 
 def test_a_failed_request_counts_as_one_that_took_the_whole_limit() -> None:
