@@ -89,6 +89,22 @@ def _api_object(t: int, k: int, i: int) -> dict[str, Any]:
     return decoded
 
 
+def api_object_text(t: int, k: int, i: int) -> str:
+    """`_api_object(t, k, i)` as compact JSON, written directly: a faked API serving 2,000,000 of
+    them spends its time on the controller's work, not on building and encoding dicts."""
+    made = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(MADE_FROM + t * 600_000 + i))
+    return (
+        '{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{'
+        f'"name":"o-{t:02d}{k:02d}{i:05d}x","generateName":"o-","namespace":"zs-bench-{k}",'
+        f'"uid":"6d1c1d9e-1c1f-4c2a-9d3b-{t:04d}{k:04d}{i:04d}",'
+        f'"resourceVersion":"{1_000_000 + t * 10_000 + k * 100 + i}","generation":1,'
+        f'"creationTimestamp":"{made}","managedFields":[{{"manager":"python-httpx",'
+        '"operation":"Update","apiVersion":"bench.zeroscaler.example.com/v1",'
+        f'"time":"{made}","fieldsType":"FieldsV1",'
+        '"fieldsV1":{"f:metadata":{"f:generateName":{}}}}]}}'
+    )
+
+
 def stored_objects(*, writes: bool = True) -> list[Any]:
     """OBJECTS objects of 50 types, kept as the shared watches keep them; `writes=False` drops
     their managedFields."""

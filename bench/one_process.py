@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 
 from bench.bench_controller import GROUP, SCOPES, TYPES, kind_of
-from bench.bench_memory import _api_object, _rss_mb
+from bench.bench_memory import _rss_mb, api_object_text
 from bench.workload_state import FakeAPI, _deployment, _Failures
 from zeroscaler.api import Kube
 from zeroscaler.api.credentials import ClusterAccess
@@ -46,6 +46,10 @@ def _uncensused(i: int) -> dict[str, Any]:
     obj = _deployment(i)
     del obj["metadata"]["annotations"][CENSUS]
     return obj
+
+
+def _uncensused_text(i: int) -> str:
+    return json.dumps(_uncensused(i), separators=(",", ":"))
 
 
 class LoadedAPI(FakeAPI):
@@ -63,24 +67,24 @@ class LoadedAPI(FakeAPI):
         path, params = request.url.path, request.url.params
         if request.method == "GET" and params.get("watch") not in ("true", "1"):
             if path == "/apis/apps/v1/deployments":
-                return self._page(params, self.workloads, _uncensused)
+                return self._page(params, self.workloads, _uncensused_text)
             t = self._types.get(path)
             if t is not None:
                 return self._page(
-                    params, self.per_type, lambda n: _api_object(t, n % self.scopes, n)
+                    params, self.per_type, lambda n: api_object_text(t, n % self.scopes, n)
                 )
         return await super().__call__(request)
 
     def _page(
-        self, params: httpx.QueryParams, total: int, make: Callable[[int], dict[str, Any]]
+        self, params: httpx.QueryParams, total: int, make: Callable[[int], str]
     ) -> httpx.Response:
         start = int(params.get("continue") or 0)
         end = min(total, start + int(params.get("limit") or total))
-        items = [make(n) for n in range(start, end)]
-        self.served += len(items)
-        meta = {"resourceVersion": "1000000", "continue": str(end) if end < total else ""}
-        body = {"kind": "List", "metadata": meta, "items": items}
-        return httpx.Response(200, content=json.dumps(body, separators=(",", ":")).encode())
+        self.served += end - start
+        more = str(end) if end < total else ""
+        head = f'{{"kind":"List","metadata":{{"resourceVersion":"1000000","continue":"{more}"}},'
+        items = ",".join([make(n) for n in range(start, end)])
+        return httpx.Response(200, content=f'{head}"items":[{items}]}}'.encode())
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,7 @@ class Size:
     resident_mb: float  # once all are reconciled and the catch-up's collection has run
     peak_mb: float  # the most the process held on the way (VmHWM)
     seconds: float  # start to every workload reconciled, with an API that answers at once
+    cpu_seconds: float = 0.0  # the process's CPU over the same (the faked API's included)
 
 
 def _peak_mb() -> float:
@@ -103,7 +108,7 @@ def _peak_mb() -> float:
 async def hold(workloads: int, objects: int, limit: float = LIMIT_SECONDS) -> Size:
     """Start a Controller over the loaded API; its size once it holds everything."""
     fake = LoadedAPI(workloads, objects)
-    began = time.monotonic()
+    began, cpu = time.monotonic(), time.process_time()
     settings = ControllerSettings(streaming_lists=False, metrics_port=0)
     kube = Kube(
         ClusterAccess(server="https://127.0.0.1:1"),
@@ -128,7 +133,7 @@ async def hold(workloads: int, objects: int, limit: float = LIMIT_SECONDS) -> Si
             if time.monotonic() - last > 30:
                 last = time.monotonic()
                 print(f"  {held:,} of {workloads:,} workloads managed", flush=True)
-        seconds = time.monotonic() - began
+        seconds, cpu = time.monotonic() - began, time.process_time() - cpu
         stored = sum(len(i.store) for r in scaler.hub.resources if (i := scaler.hub.informer(r)))
         if stored != fake.per_type * TYPES:
             raise RuntimeError(f"{stored} objects stored, not {fake.per_type * TYPES}")
@@ -140,7 +145,7 @@ async def hold(workloads: int, objects: int, limit: float = LIMIT_SECONDS) -> Si
             await asyncio.sleep(0.5)
         else:
             raise RuntimeError("the start's catch-up never ended")
-        return Size(workloads, stored, _rss_mb(), _peak_mb(), seconds)
+        return Size(workloads, stored, _rss_mb(), _peak_mb(), seconds, cpu)
     finally:
         logging.getLogger("zeroscaler").removeHandler(failures)
         run.cancel()
