@@ -3,12 +3,13 @@ ServiceAccount may watch them in, and the shared watches it holds."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+import functools
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from zeroscaler.api import KubeError, Obj
+from zeroscaler.api import KubeError
 from zeroscaler.cluster.informer import Informer, Store
 from zeroscaler.cluster.view import ClusterView
 from zeroscaler.controller.clock import Clock
@@ -23,6 +24,7 @@ from zeroscaler.core.activity import (
     Scope,
     definitions_of,
     find_activity,
+    scope_alone,
     working_namespaces,
 )
 from zeroscaler.core.annotations import (
@@ -35,9 +37,12 @@ from zeroscaler.core.annotations import (
 from zeroscaler.core.census import (
     Census,
     KindTally,
+    combined,
     difference,
     namespaces_to_read,
+    newest_object,
     parse_census,
+    plain_tally,
     tally,
 )
 from zeroscaler.core.kinds import KIND_REF_FORM, APIResource, KindRef
@@ -302,8 +307,7 @@ class Subscriptions:
             # and so does an object changed since the sleep, when the list was not replayed.
             if reason is None or w.idle.activity_at is not None:
                 continue
-            where = namespaces_to_read(resource, w.watch.interest)
-            if not self._replay(w, resource, informer.store.in_namespaces(where), w.watch.interest):
+            if not self._replay(w, resource, informer.store, w.watch.interest):
                 self._on_activity(w, Activity(resource.kind, "", "", reason), self._clock.now())
         w.watch.unchecked = shared(frozenset(unchecked))
 
@@ -335,15 +339,13 @@ class Subscriptions:
             # Its census, compared next (`check_census`), moves with every change the replay
             # would find: the replay waits for a difference, to name the object.
             return
-        where = namespaces_to_read(resource, interest)
-        self._replay(w, resource, store.in_namespaces(where), interest)
+        self._replay(w, resource, store, interest)
 
-    def _replay(
-        self, w: Workload, resource: APIResource, objects: Iterable[Obj], interest: Interest
-    ) -> bool:
+    def _replay(self, w: Workload, resource: APIResource, store: Store, interest: Interest) -> bool:
         """A warm watch's store, seen as an initial list by a workload that joins it late;
-        whether it found activity."""
-        for obj in list(objects):
+        whether it found activity. Where its scope alone decides, only each namespace's newest
+        object can be news, worked out once for every workload that shares the namespace."""
+        for obj in _candidates(store, resource, interest):
             found = find_activity(Change("ADDED", obj, initial=True), resource, interest)
             if found is not None:
                 self._on_activity(w, found, self._clock.now())
@@ -351,10 +353,34 @@ class Subscriptions:
         return False
 
 
+def _candidates(store: Store, resource: APIResource, interest: Interest) -> list[Mapping[str, Any]]:
+    """The stored objects that may be news to `interest` as an initial list would be."""
+    alone, scope = scope_alone(resource, interest)
+    if not alone:
+        return list(store.in_namespaces(namespaces_to_read(resource, interest)))
+    since = interest.since
+    if since is None:  # nothing listed is news without a time to be newer than
+        return []
+    namespaces = list(store.namespaces()) if scope is None else scope
+    newest = (store.summary(n, _NEWEST, newest_object) for n in namespaces)
+    return [found[1] for found in newest if found is not None and found[0] > since]
+
+
 def _tally_in(informer: Informer, resource: APIResource, interest: Interest) -> KindTally:
-    """The census of one type, reading only the namespaces the interest covers."""
-    where = namespaces_to_read(resource, interest)
-    return tally(informer.store.in_namespaces(where), resource, interest)
+    """The census of one type, reading only the namespaces the interest covers; where its scope
+    alone decides, each namespace's tally is worked out once for every workload that reads it."""
+    store = informer.store
+    alone, scope = scope_alone(resource, interest)
+    if not alone:
+        where = namespaces_to_read(resource, interest)
+        return tally(store.in_namespaces(where), resource, interest)
+    namespaces = list(store.namespaces()) if scope is None else scope
+    work_out = functools.partial(plain_tally, resource=resource)
+    return combined(store.summary(n, _TALLY, work_out) for n in namespaces)
+
+
+# The names under which a store keeps what it worked out of a namespace's objects.
+_NEWEST, _TALLY = "newest", "tally"
 
 
 def _scope_of(w: Workload, resource: APIResource) -> Scope:

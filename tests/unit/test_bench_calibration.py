@@ -26,4 +26,3 @@ def test_a_round_and_a_calibration_take_cpu_time() -> None:
 def test_no_rounds_is_refused() -> None:
     with pytest.raises(ValueError, match="rounds: 0"):
         calibrate(0)
-

@@ -28,7 +28,7 @@ from collections.abc import (
     ValuesView,
 )
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 from zeroscaler.api import Gone, Invalid, Kube, KubeError, Obj, Silent, Transient
 from zeroscaler.core.activity import MetadataOnly
@@ -55,6 +55,7 @@ class WatchEvent:
 
 
 Handler = Callable[[WatchEvent], None]
+T = TypeVar("T")
 
 
 def key_of(obj: Obj) -> Key:
@@ -67,11 +68,15 @@ def key_of(obj: Obj) -> Key:
 
 class Store(MutableMapping[Key, Obj]):
     """An informer's objects by namespace, then name: the objects of a few namespaces are read
-    without walking the rest of the type (a sleep's census of a workload's scope)."""
+    without walking the rest of the type (a sleep's census of a workload's scope).
 
-    __slots__ = ("_count", "_namespaces")
+    What is worked out from a namespace's objects (`summary`) is kept until one of them changes:
+    workloads sharing a namespace read it once between them, not once each."""
+
+    __slots__ = ("_count", "_namespaces", "_summaries")
 
     def __init__(self, objects: Iterable[Obj] = ()) -> None:
+        self._summaries: dict[str, dict[str, Any]] = {}
         # A list's objects, filed without a call per object to `__setitem__`.
         self._namespaces: dict[str, dict[str, Obj]] = {}
         groups = self._namespaces
@@ -87,6 +92,8 @@ class Store(MutableMapping[Key, Obj]):
         return self._namespaces[key[0]][key[1]]
 
     def __setitem__(self, key: Key, obj: Obj) -> None:
+        if self._summaries:
+            self._summaries.pop(key[0], None)
         names = self._namespaces.get(key[0])
         if names is None:
             names = self._namespaces[key[0]] = {}
@@ -95,6 +102,8 @@ class Store(MutableMapping[Key, Obj]):
         names[key[1]] = obj
 
     def __delitem__(self, key: Key) -> None:
+        if self._summaries:
+            self._summaries.pop(key[0], None)
         names = self._namespaces[key[0]]
         del names[key[1]]
         self._count -= 1
@@ -130,6 +139,21 @@ class Store(MutableMapping[Key, Obj]):
     def groups(self) -> ItemsView[str, dict[str, Obj]]:
         """Each namespace with its objects by name (read only)."""
         return self._namespaces.items()
+
+    def namespaces(self) -> Collection[str]:
+        """The namespaces that hold objects ("" for the cluster-scoped ones)."""
+        return self._namespaces.keys()
+
+    def summary(self, namespace: str, name: str, work_out: Callable[[Iterable[Obj]], T]) -> T:
+        """`work_out` of the objects in `namespace`, kept under `name` until one of them changes."""
+        kept = self._summaries.get(namespace)
+        if kept is None:
+            kept = self._summaries[namespace] = {}
+        elif name in kept:
+            found: T = kept[name]
+            return found
+        value = kept[name] = work_out(self._namespaces.get(namespace, {}).values())
+        return value
 
 
 class _Values(ValuesView[Obj]):
