@@ -138,7 +138,7 @@ async def hold(workloads: int, objects: int, limit: float = LIMIT_SECONDS) -> Si
                 last = time.monotonic()
                 print(f"  {held:,} of {workloads:,} workloads managed", flush=True)
         seconds, cpu = time.monotonic() - began, time.process_time() - cpu
-        stored = sum(len(i.store) for r in scaler.hub.resources if (i := scaler.hub.informer(r)))
+        stored = sum(len(k) for r in scaler.hub.resources if (k := scaler.hub.kept(r)))
         if stored != fake.per_type * TYPES:
             raise RuntimeError(f"{stored} objects stored, not {fake.per_type * TYPES}")
         # The catch-up's end (`Controller._end_catch_up`) collects, freezes and trims once the queue
@@ -157,8 +157,8 @@ async def hold(workloads: int, objects: int, limit: float = LIMIT_SECONDS) -> Si
 
 
 def _all_listed(scaler: Controller) -> bool:
-    informers = [scaler.hub.informer(r) for r in scaler.hub.resources]
-    return len(informers) == TYPES and all(i is not None and i.synced.is_set() for i in informers)
+    watches = [scaler.hub.kept(r) for r in scaler.hub.resources]
+    return len(watches) == TYPES and all(w is not None and w.ready.is_set() for w in watches)
 
 
 def measure(workloads: int, objects: int) -> Size:

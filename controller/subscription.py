@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from zeroscaler.api import KubeError
-from zeroscaler.cluster.informer import Informer, Store
+from zeroscaler.cluster.informer import Readable
 from zeroscaler.cluster.view import ClusterView
 from zeroscaler.controller.clock import Clock
 from zeroscaler.controller.permissions import AccessReviews
@@ -279,10 +279,17 @@ class Subscriptions:
             return {}
         found: dict[str, KindTally] = {}
         for resource in w.watch.resources:
-            informer = self._hub.informer(resource)
-            if informer is not None and informer.synced.is_set():
-                found[resource.canonical] = _tally_in(informer, resource, w.watch.interest)
+            kept = self._listed(resource, w.watch.interest)
+            if kept is not None:
+                found[resource.canonical] = _tally_in(kept, resource, w.watch.interest)
         return found
+
+    def _listed(self, resource: APIResource, interest: Interest) -> Readable | None:
+        """The type's watches, if they hold every namespace of the interest's scope listed."""
+        kept = self._hub.kept(resource)
+        if kept is None or not kept.synced_in(namespaces_to_read(resource, interest)):
+            return None
+        return kept
 
     def check_census(self, w: Workload) -> None:
         """Asleep since before we watched: a kind whose objects differ from its census wakes it."""
@@ -294,42 +301,50 @@ class Subscriptions:
         unchecked = set(w.watch.unchecked)
         for kind in w.watch.unchecked:
             resource = served.get(kind)
-            informer = self._hub.informer(resource) if resource is not None else None
             if resource is None or kind not in recorded:  # not watched now: nothing to compare
                 unchecked.discard(kind)
                 continue
-            if informer is None or not informer.synced.is_set():
+            kept = self._listed(resource, w.watch.interest)
+            if kept is None:
                 continue  # its list is still coming; its sync asks for another look
             unchecked.discard(kind)
-            now = _tally_in(informer, resource, w.watch.interest)
+            now = _tally_in(kept, resource, w.watch.interest)
             reason = difference(kind, recorded[kind], now)
             # A wake already due names the object that changed: a better reason than a count,
             # and so does an object changed since the sleep, when the list was not replayed.
             if reason is None or w.idle.activity_at is not None:
                 continue
-            if not self._replay(w, resource, informer.store, w.watch.interest):
+            if not self._replay(w, resource, kept, w.watch.interest):
                 self._on_activity(w, Activity(resource.kind, "", "", reason), self._clock.now())
         w.watch.unchecked = shared(frozenset(unchecked))
 
     def subscribe(self, w: Workload, wanted: set[APIResource]) -> None:
-        """Hold exactly the watches in `wanted`; a warm one is replayed to an asleep workload."""
+        """Hold exactly the watches in `wanted`. What they hold listed already in namespaces it
+        did not watch before is read as an initial list at once; what they have yet to list is
+        read once listed (`ChangeFeed.on_served`)."""
         for resource in w.watch.resources - wanted:
             self._hub.release(resource, w.key)
         for resource in wanted & w.watch.resources:
-            self._hub.set_scope(resource, w.key, _scope_of(w, resource))
+            self._read(w, resource, self._hub.set_scope(resource, w.key, _scope_of(w, resource)))
         for resource in wanted - w.watch.resources:
-            informer = self._hub.acquire(resource, w.key, _scope_of(w, resource))
-            if informer is not None and informer.synced.is_set():
-                self.catch_up(w, resource, informer.store)
+            self._read(w, resource, self._hub.acquire(resource, w.key, _scope_of(w, resource)))
         w.watch.resources = shared(frozenset(wanted))
 
-    def catch_up(self, w: Workload, resource: APIResource, store: Store) -> None:
+    def _read(self, w: Workload, resource: APIResource, where: Scope) -> None:
+        kept = self._hub.kept(resource)
+        if kept is not None and (where is None or where):
+            self.catch_up(w, resource, kept, where)
+
+    def catch_up(
+        self, w: Workload, resource: APIResource, store: Readable, where: Scope = None
+    ) -> None:
         """What `w` missed of `resource`, read from a store it was not told of object by object:
         listed before it joined, or a first list (which tells no one). An asleep one: what
         changed while nobody watched. An awake one: what changed after its idle clock last
         restarted (a first list that came after the workload was first managed holds the
         changes made in between); the API server times changes to the second, so one made in
-        the second the clock restarted is taken as made before it."""
+        the second the clock restarted is taken as made before it. Only the namespaces in
+        `where` (None: all) are read."""
         interest = w.watch.interest
         if interest is None:
             return
@@ -339,13 +354,20 @@ class Subscriptions:
             # Its census, compared next (`check_census`), moves with every change the replay
             # would find: the replay waits for a difference, to name the object.
             return
-        self._replay(w, resource, store, interest)
+        self._replay(w, resource, store, interest, where)
 
-    def _replay(self, w: Workload, resource: APIResource, store: Store, interest: Interest) -> bool:
+    def _replay(
+        self,
+        w: Workload,
+        resource: APIResource,
+        store: Readable,
+        interest: Interest,
+        where: Scope = None,
+    ) -> bool:
         """A warm watch's store, seen as an initial list by a workload that joins it late;
         whether it found activity. Where its scope alone decides, only each namespace's newest
         object can be news, worked out once for every workload that shares the namespace."""
-        for obj in _candidates(store, resource, interest):
+        for obj in _candidates(store, resource, interest, where):
             found = find_activity(Change("ADDED", obj, initial=True), resource, interest)
             if found is not None:
                 self._on_activity(w, found, self._clock.now())
@@ -353,23 +375,33 @@ class Subscriptions:
         return False
 
 
-def _candidates(store: Store, resource: APIResource, interest: Interest) -> list[Mapping[str, Any]]:
-    """The stored objects that may be news to `interest` as an initial list would be."""
+def _candidates(
+    store: Readable, resource: APIResource, interest: Interest, where: Scope = None
+) -> list[Mapping[str, Any]]:
+    """The stored objects in `where` (None: all) that may be news to `interest` as an initial
+    list would be."""
     alone, scope = scope_alone(resource, interest)
     if not alone:
-        return list(store.in_namespaces(namespaces_to_read(resource, interest)))
+        return list(store.in_namespaces(_within(namespaces_to_read(resource, interest), where)))
     since = interest.since
     if since is None:  # nothing listed is news without a time to be newer than
         return []
+    scope = _within(scope, where)
     namespaces = list(store.namespaces()) if scope is None else scope
     newest = (store.summary(n, _NEWEST, newest_object) for n in namespaces)
     return [found[1] for found in newest if found is not None and found[0] > since]
 
 
-def _tally_in(informer: Informer, resource: APIResource, interest: Interest) -> KindTally:
+def _within(scope: Scope, where: Scope) -> Scope:
+    """The namespaces in both (None: all)."""
+    if scope is None:
+        return where
+    return scope if where is None else scope & where
+
+
+def _tally_in(store: Readable, resource: APIResource, interest: Interest) -> KindTally:
     """The census of one type, reading only the namespaces the interest covers; where its scope
     alone decides, each namespace's tally is worked out once for every workload that reads it."""
-    store = informer.store
     alone, scope = scope_alone(resource, interest)
     if not alone:
         where = namespaces_to_read(resource, interest)

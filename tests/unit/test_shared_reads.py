@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.unit.test_census import _KINDS, WIDGET, _interests, _stored, obj, stored
-from zeroscaler.cluster.informer import Informer, Store
+from zeroscaler.cluster.informer import Store
 from zeroscaler.controller import subscription
 from zeroscaler.core.activity import Change, Interest, find_activity, scope_alone
 from zeroscaler.core.census import (
@@ -31,15 +31,8 @@ _since = st.sampled_from(
 )
 
 
-class _Listed:
-    """An informer as `_tally_in` reads it: its store."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-
-
 def tally_in(store: Store, resource: APIResource, interest: Interest) -> KindTally:
-    return subscription._tally_in(cast(Informer, _Listed(store)), resource, interest)
+    return subscription._tally_in(store, resource, interest)
 
 
 @pytest.mark.parametrize("resource", _KINDS, ids=lambda r: r.kind)

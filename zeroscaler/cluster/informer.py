@@ -28,7 +28,7 @@ from collections.abc import (
     ValuesView,
 )
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from zeroscaler.api import Gone, Invalid, Kube, KubeError, Obj, Silent, Transient
 from zeroscaler.core.activity import MetadataOnly
@@ -144,6 +144,10 @@ class Store(MutableMapping[Key, Obj]):
         """The namespaces that hold objects ("" for the cluster-scoped ones)."""
         return self._namespaces.keys()
 
+    def named(self, namespace: str) -> Mapping[str, Obj]:
+        """The objects of one namespace by name (read only)."""
+        return self._namespaces.get(namespace, _NO_OBJECTS)
+
     def summary(self, namespace: str, name: str, work_out: Callable[[Iterable[Obj]], T]) -> T:
         """`work_out` of the objects in `namespace`, kept under `name` until one of them changes."""
         kept = self._summaries.get(namespace)
@@ -154,6 +158,20 @@ class Store(MutableMapping[Key, Obj]):
             return found
         value = kept[name] = work_out(self._namespaces.get(namespace, {}).values())
         return value
+
+
+_NO_OBJECTS: Mapping[str, Obj] = {}
+
+
+class Readable(Protocol):
+    """What a census or a replay reads of a type's objects: a store, or several stores of one
+    type that each hold some of its namespaces (a namespaced shared watch)."""
+
+    def in_namespaces(self, namespaces: Collection[str] | None) -> Iterator[Obj]: ...
+
+    def namespaces(self) -> Collection[str]: ...
+
+    def summary(self, namespace: str, name: str, work_out: Callable[[Iterable[Obj]], T]) -> T: ...
 
 
 class _Values(ValuesView[Obj]):
