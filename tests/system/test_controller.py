@@ -44,7 +44,7 @@ from tests.system.controller_kit import (
     wait_woken,
 )
 from tests.system.webhook_kit import times_reported
-from zeroscaler.core.annotations import STATUS_KEYS
+from zeroscaler.core.annotations import LEADER_ANNOTATION, STATUS_KEYS
 
 pytestmark = pytest.mark.cluster
 
@@ -89,9 +89,15 @@ def test_seed_demo_sleeps_and_wakes_to_the_previous_count(
             WIDGET_GROUP, "v1", opted_ns, "widgets", "w1", {"status": {"ready": True}}
         ),
     )
+    # A namespace outside every scope is not watched: its change is never even received. A
+    # leader lock in scope (received, never activity) comes after it on any watch that had it.
+    seen = controller.events_seen("configmaps")
+    create_configmap(api, ns, "outside-the-scope")
+    lock = {LEADER_ANNOTATION: "{}"}
     assert_not_activity(
-        controller, "configmaps", lambda: create_configmap(api, ns, "outside-the-scope")
+        controller, "configmaps", lambda: create_configmap(api, opted_ns, "lock", annotations=lock)
     )
+    assert controller.events_seen("configmaps") == seen + 1
     for ref in refs:
         assert state_of(api, ref)[0] == 0
         # Four sleeps with the same message are one Event counted four times.
