@@ -68,6 +68,56 @@ class Channel:
             self.task.cancel()
 
 
+class Waiting(Generic[U]):
+    """Users waiting to read namespaces not listed yet (None: every namespace), indexed by the
+    namespace they wait for: a namespace listed finds its users without a walk of all."""
+
+    def __init__(self) -> None:
+        self.by_user: dict[U, Scope] = {}
+        self._by_namespace: dict[str, set[U]] = {}
+
+    def __contains__(self, user: object) -> bool:
+        return user in self.by_user
+
+    def __len__(self) -> int:
+        return len(self.by_user)
+
+    def wait(self, user: U, wanted: Scope) -> None:
+        self.forget(user)
+        self.by_user[user] = wanted
+        for namespace in wanted or ():
+            self._by_namespace.setdefault(namespace, set()).add(user)
+
+    def forget(self, user: U) -> Scope:
+        """Stop `user` waiting; what it waited for (nothing: the empty set)."""
+        wanted = self.by_user.pop(user, NOTHING)
+        for namespace in wanted or ():
+            users = self._by_namespace[namespace]
+            users.discard(user)
+            if not users:
+                del self._by_namespace[namespace]
+        return wanted
+
+    def served(self, namespaces: Scope) -> list[tuple[U, Scope]]:
+        """`namespaces` (None: all) listed: who may read what now, no longer waiting for it."""
+        if namespaces is None:
+            found = list(self.by_user.items())
+            self.by_user.clear()
+            self._by_namespace.clear()
+            return found
+        now: dict[U, set[str]] = {}
+        for namespace in namespaces:
+            for user in self._by_namespace.pop(namespace, ()):
+                now.setdefault(user, set()).add(namespace)
+        for user, read in now.items():
+            left = cast(frozenset[str], self.by_user[user]) - read
+            if left:
+                self.by_user[user] = left
+            else:
+                del self.by_user[user]
+        return [(user, frozenset(read)) for user, read in now.items()]
+
+
 class SharedWatch(Generic[U]):
     """The watches of one type, and what their users read of it: each namespace's objects from
     the one listed watch that serves it, read as a store is (`Readable`)."""
@@ -83,7 +133,8 @@ class SharedWatch(Generic[U]):
         self._announced = False  # its first readiness logged
         self._began = asyncio.get_running_loop().time()
         # Users that may not read yet all they watch: what they wait for (None: all).
-        self.pending: dict[U, Scope] = {}
+        self.waiting: Waiting[U] = Waiting()
+        self._unlisted: set[str] = set()  # namespaces of its reach whose watch has not listed
 
     # What a reader sees.
 
@@ -160,8 +211,10 @@ class SharedWatch(Generic[U]):
         else:
             for namespace in reach - self.spaced.keys():
                 self.spaced[namespace] = self._open(namespace)
+                self._unlisted.add(namespace)
             for namespace in self.spaced.keys() - reach:
                 self.spaced.pop(namespace).stop()
+                self._unlisted.discard(namespace)
             if self.promoted:
                 self._demote_when_listed()
             elif self.cluster is not None:
@@ -183,17 +236,21 @@ class SharedWatch(Generic[U]):
         for channel in self.channels():
             channel.stop()
         self.spaced.clear()
+        self._unlisted.clear()
         self.cluster, self.promoted = None, False
 
     def _open(self, namespace: str | None) -> Channel:
         resource = self.resource
+        # A connection of its own: in one pool with a thousand others, each request's start and
+        # end would walk them all.
         informer = Informer(
-            self._hub.kube,
+            self._hub.kube.dedicated(),
             resource.api_path(namespace),
             metadata_only=True,
             transform=_shrink,
             streaming=self._hub.streaming,
             initial_events=False,
+            owns_client=True,
         )
         channel = Channel(informer, namespace)
         informer.add_handler(lambda event: self._on_event(channel, event))
@@ -226,13 +283,15 @@ class SharedWatch(Generic[U]):
                 self._promote()
             elif self.promoted:
                 self._hub.on_synced(self.resource, None)  # listed again after it expired
-        elif not self.promoted:
-            namespace = frozenset({cast(str, channel.namespace)})
-            if first:
-                self._served(namespace)
-            self._hub.on_synced(self.resource, namespace)
         else:
-            self._demote_when_listed()
+            self._unlisted.discard(cast(str, channel.namespace))
+            if self.promoted:
+                self._demote_when_listed()
+            else:
+                namespace = frozenset({cast(str, channel.namespace)})
+                if first:
+                    self._served(namespace)
+                self._hub.on_synced(self.resource, namespace)
         self._settle()
 
     def _promote(self) -> None:
@@ -245,6 +304,7 @@ class SharedWatch(Generic[U]):
                 self._hand_over(namespace, channel, cluster)
             channel.stop()
         self.spaced.clear()
+        self._unlisted.clear()
         self._served(None)
         self._hub.on_synced(self.resource, None)
 
@@ -252,7 +312,7 @@ class SharedWatch(Generic[U]):
         """Narrowing from cluster-wide: once every namespace of the reach is listed by a watch of
         its own, each takes its namespace over and the cluster-wide watch stops."""
         reach = self.reach
-        if reach is None or not all(self.spaced[n].synced for n in reach):
+        if reach is None or self._unlisted:
             return
         cluster = cast(Channel, self.cluster)
         self.promoted = False
@@ -276,27 +336,15 @@ class SharedWatch(Generic[U]):
     def _served(self, namespaces: Scope) -> None:
         """`namespaces` (None: all) are now read from a listed watch: the users waiting for them
         read them once, as an initial list, and stop waiting."""
-        for user, wanted in list(self.pending.items()):
-            if namespaces is None:
-                now, left = wanted, NOTHING
-            elif wanted is None:
-                continue  # it waits for the cluster-wide watch
-            else:
-                now, left = wanted & namespaces, wanted - namespaces
-                if not now:
-                    continue
-            if left:
-                self.pending[user] = left
-            else:
-                del self.pending[user]
+        for user, now in self.waiting.served(namespaces):
             self._hub.on_served(self.resource, self, user, now)
 
     def enter(self, user: U, scope: Scope, known: Scope) -> Scope:
         """`user` now watches `scope`, and had watched `known`: what it may read at once, listed
         already, that it had not read (the caller reads it as an initial list); it waits for the
         rest, told through the hub's `on_served`."""
-        if user in self.pending:  # of what it had watched, it had not read this
-            unread = self.pending.pop(user)
+        if user in self.waiting:  # of what it had watched, it had not read this
+            unread = self.waiting.forget(user)
             known = NOTHING if unread is None or known is None else known - unread
         if known is None:
             return NOTHING  # it had read every namespace
@@ -304,16 +352,16 @@ class SharedWatch(Generic[U]):
         if self.promoted or (new is not None and not new):
             return new
         if new is None:
-            self.pending[user] = None
+            self.waiting.wait(user, None)
             return NOTHING
         ready = frozenset(n for n in new if self.serving(n) is not None)
         if new - ready:
-            self.pending[user] = new - ready
+            self.waiting.wait(user, new - ready)
         return ready
 
     def _settle(self) -> None:
         """Keep `ready` (and the log of its first time) true to the watches' state."""
-        if not self.synced_in(self.reach):
+        if not (self.promoted or (self.reach is not None and not self._unlisted)):
             self.ready.clear()
             return
         if self.ready.is_set():
@@ -558,7 +606,7 @@ class WatchHub(Generic[U]):
         wants.users.discard(user)
         watch = self._watches.get(resource)
         if watch is not None:
-            watch.pending.pop(user, None)
+            watch.waiting.forget(user)
         if wants.users or wants.warm is None or wants.warm:
             self._reindex(resource, wants, user, wants.scopes.pop(user, NOTHING), NOTHING)
             return

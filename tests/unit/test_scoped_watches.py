@@ -18,7 +18,7 @@ import httpx
 
 from tests.unit.mock_api import kube_served_by
 from zeroscaler.cluster.informer import WatchEvent
-from zeroscaler.controller.watches import SharedWatch, WatchHub
+from zeroscaler.controller.watches import SharedWatch, Waiting, WatchHub
 from zeroscaler.core.activity import Scope
 from zeroscaler.core.kinds import APIResource
 
@@ -325,4 +325,44 @@ async def test_past_the_budget_the_type_with_most_namespaces_is_watched_cluster_
     assert (kept.reach, other.reach) == (frozenset({"ops", "dev"}), None)
     assert watching.hub.watch_count() == 3
     await watching.hub.aclose()
+    await server.kube.aclose()
+
+
+def test_users_waiting_are_found_by_the_namespaces_listed() -> None:
+    waiting: Waiting[str] = Waiting()
+    waiting.wait("a", frozenset({"ops", "dev"}))
+    waiting.wait("b", frozenset({"dev"}))
+    waiting.wait("c", None)  # waits for every namespace: the cluster-wide watch
+    assert sorted(waiting.served(frozenset({"dev"}))) == [
+        ("a", frozenset({"dev"})),
+        ("b", frozenset({"dev"})),
+    ]
+    assert ("a" in waiting, "b" in waiting, len(waiting)) == (True, False, 2)
+    assert waiting.served(frozenset({"dev", "ci"})) == []  # nobody waits for them any longer
+    assert waiting.forget("a") == frozenset({"ops"})
+    assert waiting.forget("a") == frozenset()
+    waiting.wait("d", frozenset({"ops"}))
+    waiting.wait("d", frozenset({"ci"}))  # waits anew: no longer for ops
+    assert waiting.served(frozenset({"ops"})) == []
+    assert sorted(waiting.served(None)) == [("c", None), ("d", frozenset({"ci"}))]
+    assert len(waiting) == 0
+
+
+async def test_each_watch_by_namespace_has_a_connection_of_its_own_closed_when_it_stops() -> None:
+    server = filled()
+    watching = Watching(server)
+    watching.hub.acquire(THING, "a", frozenset({"ops", "dev"}))
+    kept = watching.kept()
+    await kept.ready.wait()
+    clients = [c.informer.kube for c in kept.channels()]
+    assert len({id(k.http) for k in (server.kube, *clients)}) == 3
+    assert all(k.pacer is server.kube.pacer and k.errors is server.kube.errors for k in clients)
+    dev = kept.spaced["dev"]
+    watching.hub.acquire(THING, "a", frozenset({"ops"}))
+    await until(lambda: dev.task is not None and dev.task.done(), "the dev watch ended")
+    assert dev.informer.kube.http.is_closed
+    assert not kept.spaced["ops"].informer.kube.http.is_closed
+    await watching.hub.aclose()
+    assert kept.channels() == []
+    assert all(k.http.is_closed for k in clients)
     await server.kube.aclose()

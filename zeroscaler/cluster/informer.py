@@ -214,8 +214,10 @@ class Informer:
         max_backoff: float = 5.0,  # 30 s, after an API server outage, delayed wakes as long
         streaming: bool = False,
         initial_events: bool = True,
+        owns_client: bool = False,  # `kube` is its own (`Kube.dedicated`): closed when it ends
     ) -> None:
         self.kube = kube
+        self.owns_client = owns_client
         self.path = path
         self.metadata_only = metadata_only
         self.params = dict(params or {})
@@ -255,6 +257,13 @@ class Informer:
 
     async def run(self) -> None:
         """List (or stream the list) and watch until cancelled."""
+        try:
+            await self._run()
+        finally:
+            if self.owns_client:
+                await self.kube.aclose()
+
+    async def _run(self) -> None:
         backoff = 0.2
         while True:
             lists = self._lists
