@@ -264,6 +264,7 @@ class Subscriptions:
             names=w.watch.names,
             namespaces=w.watch.namespaces,
             definitions=w.watch.definitions,
+            self_uid=str((w.obj.get("metadata") or {}).get("uid") or ""),
         )
         if interest != w.watch.interest:
             w.watch.interest = interest

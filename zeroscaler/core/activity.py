@@ -50,6 +50,7 @@ class Interest:
     names: Mapping[GroupKind, frozenset[str]] = field(default_factory=dict)  # RBAC resourceNames
     namespaces: Scope = None  # where the workload works: see `working_namespaces`
     definitions: frozenset[str] = frozenset()  # CRD names (plural.group) of its watched kinds
+    self_uid: str = ""  # the workload's uid: its own ReplicaSets and Pods name it as their owner
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +89,8 @@ def is_in_interest(meta: Meta, resource: APIResource, interest: Interest) -> boo
     if (resource.group, resource.kind, namespace, name) == interest.self_ref:
         return False
     if is_leader_lock(resource, meta):
+        return False
+    if group_kind in OWN_KINDS and is_own_child(meta, group_kind, interest):
         return False
     if group_kind in interest.watched:
         scope = interest.watched[group_kind]
@@ -145,8 +148,50 @@ def scope_alone(resource: APIResource, interest: Interest) -> tuple[bool, Scope]
         and group_kind != interest.self_ref[:2]
         and group_kind not in interest.names
         and group_kind not in _LOCK_KINDS
+        and group_kind not in OWN_KINDS
     )
     return plain, interest.watched.get(group_kind) if plain else None
+
+
+# What a Deployment or StatefulSet makes of itself: its sleep and wake create and delete them.
+_POD: GroupKind = ("", "Pod")
+_REPLICA_SET: GroupKind = ("apps", "ReplicaSet")
+OWN_KINDS = frozenset({_POD, _REPLICA_SET})
+_TEMPLATE_HASH = "pod-template-hash"  # the label a Deployment's ReplicaSets and their Pods carry
+
+
+def is_own_child(meta: Meta, group_kind: GroupKind, interest: Interest) -> bool:
+    """Whether a Pod or ReplicaSet belongs to the workload itself (owner chain to it): a sleep or
+    a wake makes and removes them, which is never activity for that workload.
+
+    A ReplicaSet or a StatefulSet's Pod names the workload as its controller, by uid. A
+    Deployment's Pod names its ReplicaSet, which the Deployment controller always names
+    `<deployment>-<pod-template-hash>`: the label on the Pod makes that exact without the
+    ReplicaSet at hand (a metadata watch of Pods alone has no ReplicaSets)."""
+    group, kind, namespace, name = interest.self_ref
+    if str(meta.get("namespace") or "") != namespace or not name:
+        return False
+    owner = _controller_ref(meta)
+    if owner is None:
+        return False
+    owner_group = str(owner.get("apiVersion") or "").rpartition("/")[0]
+    owner_kind, owner_name = str(owner.get("kind") or ""), str(owner.get("name") or "")
+    if (owner_group, owner_kind) == (group, kind):
+        # The uid tells this workload from an earlier one of the same name; a name alone suffices
+        # where the uid is not known.
+        uid = str(owner.get("uid") or "")
+        return owner_name == name and (not interest.self_uid or uid == interest.self_uid)
+    if group_kind == _POD and kind == "Deployment" and (owner_group, owner_kind) == _REPLICA_SET:
+        template_hash = (rarer_fields(meta).get("labels") or {}).get(_TEMPLATE_HASH)
+        return bool(template_hash) and owner_name == f"{name}-{template_hash}"
+    return False
+
+
+def _controller_ref(meta: Meta) -> Mapping[str, Any] | None:
+    for ref in rarer_fields(meta).get("ownerReferences") or ():
+        if ref.get("controller") is True:
+            return ref  # type: ignore[no-any-return]
+    return None
 
 
 _LEASE = ("coordination.k8s.io", "Lease")
