@@ -25,6 +25,7 @@ from zeroscaler.controller.workload import (
     settle_start,
 )
 from zeroscaler.core.activity import Activity, Change, find_activity
+from zeroscaler.core.flapping import activity_cause
 from zeroscaler.core.kinds import APIResource
 
 log = logging.getLogger(__name__)
@@ -208,6 +209,9 @@ class ChangeFeed:
         # A wake names the change that woke it, not the newest one seen while its write was retried.
         if not asleep or w.idle.activity_at is None:
             w.idle.activity_reason = found.reason
+            w.idle.activity_cause = activity_cause(
+                found.kind, found.namespace, found.name, found.reason
+            )
         if asleep or self._is_running(w.key):
             if w.idle.activity_at is None:
                 w.idle.activity_at = self._clock.monotonic()

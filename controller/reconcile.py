@@ -33,6 +33,8 @@ from zeroscaler.core.annotations import (
     ENABLED,
     NAMESPACE_ENABLED_LABEL,
     PAUSED,
+    STATE,
+    STATUS_KEYS,
     Notice,
     WorkloadConfig,
     WorkloadStatus,
@@ -42,8 +44,10 @@ from zeroscaler.core.annotations import (
     read_status,
 )
 from zeroscaler.core.census import parse_census
-from zeroscaler.core.decision import Decision, Observed, decide, not_ready_notice
+from zeroscaler.core.decision import Decision, Observed, decide, jitter_of, not_ready_notice
+from zeroscaler.core.due import NO_DUE, DueSummary
 from zeroscaler.core.links import Serving, serving_notices
+from zeroscaler.core.managers import never_sleeps
 from zeroscaler.core.pacing import wake_retry_after
 from zeroscaler.core.policy import Policy
 from zeroscaler.core.sharing import shared
@@ -76,6 +80,8 @@ class ReconcileInputs:
     policy: Callable[[], Policy | None] = lambda: None  # None until its ConfigMaps are listed
     excluded: frozenset[str] = frozenset()  # namespaces policy is never written in
     serving: Callable[[Workload], Serving | None] = lambda _: Serving()
+    # Its due times: the latest at or before `now`, the earliest after `after` (`due.py`).
+    due: Callable[[Workload, datetime, datetime], DueSummary] = lambda *_: NO_DUE
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +121,7 @@ class Reconciler:
         self._policy = inputs.policy
         self._excluded = inputs.excluded
         self._serving = inputs.serving
+        self._due = inputs.due
         self._wake_failures: dict[WorkloadKey, int] = {}  # failed wakes in a row, for backoff
 
     async def work(self, *, urgent_only: bool = False) -> None:
@@ -207,6 +214,8 @@ class Reconciler:
         warnings += [*w.watch.kind_warnings, *self._hpa_warnings(hpa, status)]
         decision, now, notices = self._decide(w, config, status, bool(hpa))
         self._reporter.warn(w, warnings + notices)
+        if status.state == "asleep" and STATE not in w.annotations:
+            decision = await self._status_dropped(w, decision)
         checks = [decision.next_check]
         if decision.action == "none":
             checks.append(await self._scaling.settle_flapping(w, now))
@@ -216,6 +225,30 @@ class Reconciler:
             self._timers.schedule(key, self._clock.monotonic() + max(delay, 0.0))
         if decision.action != "none":
             await self._scaling.act(w, decision, now)
+
+    async def _status_dropped(self, w: Workload, decision: Decision) -> Decision:
+        """Asleep, and an update by another manager removed our status (OLM's reinstall writes
+        the whole Deployment from its CSV): at replicas above zero it was woken by that manager,
+        and its record says so; at zero it sleeps on, its status written back. Either way the
+        count to restore is kept."""
+        if decision.action == "mark-awake":
+            return dataclasses.replace(decision, cause="status-dropped")
+        recorded = w.scaling.recorded or {}
+        if decision.action != "none" or w.replicas != 0 or not self._is_leader() or self._dry_run:
+            return decision
+        back = {k: recorded[k] for k in STATUS_KEYS if k in recorded}
+        try:
+            await self._scaling.annotate(w, back)
+        except Conflict:
+            await self._scaling.refresh(w)
+            self._queue.add(w.key)
+            return decision
+        manager = w.replicas_manager or "another manager"
+        message = f"zeroscaler's annotations were removed by an update ({manager}) while asleep; "
+        message += "written back"
+        log.info("status written back", extra={"workload": w.label})
+        self._reporter.event(w, "Warning", "StatusRestored", message)
+        return decision
 
     def _is_held(self, w: Workload, config: WorkloadConfig) -> bool:
         """Paused: nothing is written (no sleep, wake, restore or policy) until it is resumed."""
@@ -300,6 +333,7 @@ class Reconciler:
             )
         )
         status, status_problems = read_status(annotations)
+        status = self._recorded_status(w, status)
         w.config, w.status = config, status
         if status.state != "asleep":  # recorded (by us or by the next leader): nothing pending
             w.scaling.own_wake = None
@@ -307,6 +341,22 @@ class Reconciler:
             w.idle.last_activity = status.last_activity  # a person's `zeroscaler wake` restarts it
         warnings = [("InvalidAnnotation", f"{p}; ignored") for p in [*problems, *status_problems]]
         return config, status, warnings
+
+    @staticmethod
+    def _recorded_status(w: Workload, status: WorkloadStatus) -> WorkloadStatus:
+        """The status recorded on it, or, where an update by someone else dropped it while it
+        slept, the one last seen (remembered as the annotations that held it)."""
+        if status.state is not None:
+            w.scaling.recorded = (w.obj.get("metadata") or {}).get("annotations")
+            return status
+        recorded = w.scaling.recorded
+        if recorded is None or not w.managed:
+            return status
+        before, _ = read_status(recorded)
+        if before.state != "asleep":
+            w.scaling.recorded = None
+            return status
+        return before
 
     def _decide(
         self, w: Workload, config: WorkloadConfig, status: WorkloadStatus, hpa_targeted: bool
@@ -320,6 +370,11 @@ class Reconciler:
         now = self._clock.now()
         settle_start(w, now)
         serving = self._serving(w)
+        after = status.asleep_since if status.state == "asleep" and status.asleep_since else now
+        keeper = never_sleeps(w.managers)
+        kept_awake_by = ""
+        if keeper is not None:
+            kept_awake_by = f"managed by {keeper}: {keeper.setting}"
         observed = Observed(
             replicas=replicas,
             last_activity=w.idle.last_activity,
@@ -330,8 +385,13 @@ class Reconciler:
             serving=serving,
             starting=w.idle.starting and not self._dry_run,
             ready_replicas=w.ready_replicas,
+            due=self._due(w, now, after) if config.due_times else NO_DUE,
+            jitter=jitter_of(w.namespace, w.name),
+            kept_awake_by=kept_awake_by,
         )
         notices = serving_notices(serving) if serving is not None else []
+        if kept_awake_by and status.state != "asleep":
+            notices.append(("ManagedAbove", kept_awake_by))
         late = not_ready_notice(observed, config, status, now)
         if late is not None:
             notices.append(late)

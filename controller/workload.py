@@ -25,8 +25,9 @@ from zeroscaler.core.annotations import (
 )
 from zeroscaler.core.flapping import Streak, replicas_manager
 from zeroscaler.core.kinds import APIResource
+from zeroscaler.core.managers import Manager, detect, field_managers_of
 from zeroscaler.core.readiness import is_ready
-from zeroscaler.core.sharing import NOTHING, shared_mapping, shared_strings
+from zeroscaler.core.sharing import NOTHING, shared, shared_mapping, shared_strings
 from zeroscaler.core.workloads import workload_path
 
 WorkloadKey = tuple[str, str, str]  # kind, namespace, name
@@ -70,6 +71,14 @@ def trim_workload(obj: Obj) -> Obj:
         else None,
         # Who last set the replicas, to tell a manifest re-applied again and again (flapping).
         "replicasManager": replicas_manager(meta.get("managedFields")),
+        # The managers above it (OLM, Argo CD, Flux, Helm...): one shared tuple, most often empty.
+        "managers": shared(
+            detect(
+                meta.get("labels") or {},
+                meta.get("annotations") or {},
+                field_managers_of(meta.get("managedFields")),
+            )
+        ),
     }
 
 
@@ -118,6 +127,7 @@ class OwnWake:
     replicas: int
     reason: str
     latency: float | None  # seconds from the waking event to the scale write's answer
+    cause: str = ""  # what woke it, for flapping ("": nothing that counts)
 
 
 @dataclass(slots=True)
@@ -137,6 +147,7 @@ class IdleMemory:
 
     last_activity: datetime
     activity_reason: str = ""  # what a wake is for: the first activity since the sleep
+    activity_cause: str = ""  # the object that made it (flapping tells causes apart by it)
     activity_at: float | None = None  # loop time the waking event arrived
     starting: bool = False  # woken (or first seen) and not Ready since: the idle clock waits
 
@@ -166,7 +177,10 @@ class ScalingMemory:
     # Scaled up by us, still annotated asleep: in memory, so a failed record is not read as a
     # wake by someone else (only a crash before the record loses it).
     own_wake: OwnWake | None = None
-    streak: Streak = NO_STREAK  # wakes by others in a row (flapping)
+    streak: Streak = NO_STREAK  # wakes in a row by the same cause (flapping)
+    # The annotations as last read while they held our status: a manager's full update that
+    # drops them (OLM's reinstall) is told from them, and they are written back.
+    recorded: Mapping[str, str] | None = None
     pretend: tuple[WorkloadStatus, int] | None = None  # dry run: the status we would have made
 
 
@@ -256,6 +270,11 @@ class Workload:
     def replicas_manager(self) -> str | None:
         manager = self.obj.get("replicasManager")
         return manager if isinstance(manager, str) else None
+
+    @property
+    def managers(self) -> tuple[Manager, ...]:
+        found = self.obj.get("managers")
+        return found if isinstance(found, tuple) else ()
 
     @property
     def service_account(self) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -16,6 +17,7 @@ from zeroscaler.core.annotations import (
     read_status,
     status_keys,
 )
+from zeroscaler.core.due import DEFAULT_LEAD, NO_DUE, DueSummary, due_reason, due_wake_at
 from zeroscaler.core.durations import format_duration, format_time
 from zeroscaler.core.links import NOTHING_SERVED, Serving
 from zeroscaler.core.readiness import start_bound
@@ -24,6 +26,8 @@ Action = Literal["sleep", "wake", "record-wake", "mark-awake", "none"]
 
 # Status times are written to the second, so shorter timeouts could not be told apart from activity.
 MIN_IDLE_TIMEOUT = 1.0
+# A max-sleep wake comes within this share of max-sleep after it, spread by the workload's jitter.
+MAX_SLEEP_SPREAD = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +47,12 @@ class Observed:
     # Woken (or first seen) and not Ready since: its idle clock waits for Ready, up to a bound.
     starting: bool = False
     ready_replicas: int = 0
+    # Its due times: the latest passed, and the earliest after its sleep (awake: after now).
+    due: DueSummary = NO_DUE
+    # Where in the max-sleep spread its wake falls, in [0, 1): the same for it on every look.
+    jitter: float = 0.0
+    # Why a manager above it forbids any sleep (the cluster-version operator); "" if none does.
+    kept_awake_by: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +63,7 @@ class Decision:
     replicas: int | None = None
     next_check: datetime | None = None
     reason: str = ""
+    cause: str = ""  # a wake that no change asked for: "due" or "max-sleep"
 
 
 def decide(
@@ -62,7 +73,7 @@ def decide(
     if config.paused:
         return Decision("none", reason=f"{PAUSED} is true; held as it is")
     if status.state == "asleep":
-        return _decide_asleep(observed, config, status)
+        return _decide_asleep(observed, config, status, now)
     if observed.replicas == 0:
         return Decision("none", reason="scaled to zero by someone else; left alone")
     if observed.serving is None:
@@ -73,14 +84,32 @@ def decide(
         return Decision("none", reason="targeted by a HorizontalPodAutoscaler; never put to sleep")
     if not observed.can_wake:
         return Decision("none", reason="no watched or owned kind to wake on; never put to sleep")
+    if observed.kept_awake_by:
+        return Decision("none", reason=observed.kept_awake_by)
     if config.idle_timeout is None:
         return Decision("none", reason="no idle timeout")
+    held = status.flapping_until
+    if held is not None and now < held:
+        return Decision(
+            "none",
+            next_check=held,
+            reason=f"flapping: left awake until {format_time(held)}",
+        )
     timeout = max(config.idle_timeout, MIN_IDLE_TIMEOUT)
-    deadline = observed.last_activity + timedelta(seconds=timeout)
+    last = observed.last_activity
+    if observed.due.passed is not None and observed.due.passed.at > last:
+        last = observed.due.passed.at  # a due time is work: its whole timeout follows it
+    deadline = last + timedelta(seconds=timeout)
     if observed.starting:
         return _decide_starting(observed, timeout, deadline, now)
     if now < deadline:
         return Decision("none", next_check=deadline)
+    upcoming = observed.due.next
+    if upcoming is not None and due_wake_at(upcoming, lead_of(config)) <= now < upcoming.at:
+        # Asleep now, it would be woken at once for it: it stays up until it is due.
+        return Decision(
+            "none", next_check=upcoming.at, reason=f"{upcoming.what} is due; awake until then"
+        )
     return Decision(
         "sleep",
         replicas=observed.replicas,
@@ -158,7 +187,49 @@ def plan_release(annotations: Mapping[str, str], replicas: int, *, injected: boo
     return Release(wake_replicas(config, status) if asleep_at_zero else None, tuple(remove))
 
 
-def _decide_asleep(observed: Observed, config: WorkloadConfig, status: WorkloadStatus) -> Decision:
+def lead_of(config: WorkloadConfig) -> float:
+    """How long before a due time a sleeper is woken."""
+    return DEFAULT_LEAD if config.due_lead is None else config.due_lead
+
+
+def max_sleep_wake_at(since: datetime, max_sleep: float, jitter: float) -> datetime:
+    """When a sleeper asleep since `since` is woken for having slept `max_sleep`: spread over a
+    tenth of it after, by its jitter, so sleepers that fell asleep together wake apart."""
+    spread = max_sleep * MAX_SLEEP_SPREAD * min(max(jitter, 0.0), 1.0)
+    return since + timedelta(seconds=max_sleep + spread)
+
+
+def jitter_of(namespace: str, name: str) -> float:
+    """Where in the max-sleep spread a workload falls, in [0, 1): the same on every look and in
+    every process (a hash of its name, not a random draw), so a restart keeps its wake time."""
+    digest = hashlib.blake2b(f"{namespace}/{name}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+def next_timed_wake(
+    observed: Observed, config: WorkloadConfig, since: datetime
+) -> tuple[datetime, str, str] | None:
+    """The earliest wake a clock asks of a sleeper (a due time, or max-sleep): when, why, and
+    its cause; None if none does."""
+    found: list[tuple[datetime, str, str]] = []
+    upcoming = observed.due.next
+    if upcoming is not None:
+        lead = lead_of(config)
+        found.append((due_wake_at(upcoming, lead), due_reason(upcoming, lead), "due"))
+    if config.max_sleep is not None:
+        at = max_sleep_wake_at(since, config.max_sleep, observed.jitter)
+        slept = format_duration((at - since).total_seconds())
+        reason = (
+            f"asleep {slept} (max-sleep {format_duration(config.max_sleep)}): woken for one "
+            "idle timeout though nothing changed"
+        )
+        found.append((at, reason, "max-sleep"))
+    return min(found, default=None)
+
+
+def _decide_asleep(
+    observed: Observed, config: WorkloadConfig, status: WorkloadStatus, now: datetime
+) -> Decision:
     if observed.replicas > 0:
         if observed.woken_to is not None:  # our own wake, not someone else's: record it again
             return Decision(
@@ -173,4 +244,10 @@ def _decide_asleep(observed: Observed, config: WorkloadConfig, status: WorkloadS
     since = status.asleep_since
     if since is None or observed.last_activity > since:
         return Decision("wake", replicas=wake_replicas(config, status), reason=observed.wake_reason)
-    return Decision("none")
+    timed = next_timed_wake(observed, config, since)
+    if timed is None:
+        return Decision("none")
+    at, reason, cause = timed
+    if now < at:
+        return Decision("none", next_check=at)
+    return Decision("wake", replicas=wake_replicas(config, status), reason=reason, cause=cause)
