@@ -252,6 +252,7 @@ class Controller:
             policy=self._policy,
             excluded=self.settings.excluded,
             serving=self.activator.serving,
+            due=subscriptions.due_summary,
         )
         parts = ReconcileParts(subscriptions, scaling, reporter, self.accounting)
         scheduling = Scheduling(self.queue, self.gate, self.timers, clock, self.tasks.background)

@@ -24,7 +24,7 @@ from zeroscaler.controller.workload import (
     reconcile_inputs,
     settle_start,
 )
-from zeroscaler.core.activity import Activity, Change, find_activity
+from zeroscaler.core.activity import Activity, Change, due_of, find_activity
 from zeroscaler.core.flapping import activity_cause
 from zeroscaler.core.kinds import APIResource
 
@@ -191,6 +191,8 @@ class ChangeFeed:
         users = self._users_in(resource, namespace)
         change = Change(event.type, event.obj, event.old, event.initial)
         now: datetime | None = None
+        # A due time that moved (a status-only update, no activity) moves its readers' timers.
+        due_moved = due_of(event.obj) != due_of(event.old)
         for key in users:
             w = self._workloads.get(key)
             if w is None or w.watch.interest is None:
@@ -199,6 +201,8 @@ class ChangeFeed:
             if found is not None:
                 now = now or self._clock.now()
                 self.note_activity(w, found, now)
+            elif due_moved and resource in w.watch.due:
+                self._enqueue(key)
 
     def note_activity(self, w: Workload, found: Activity, now: datetime) -> None:
         """Restart the idle clock; an asleep workload's wake is due, a running one looks again."""

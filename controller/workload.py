@@ -35,6 +35,7 @@ Scopes = tuple[Mapping[GroupKind, Scope], Mapping[GroupKind, Scope]]  # watched,
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 NO_STREAK = Streak()
 NO_NAMES: Mapping[GroupKind, frozenset[str]] = MappingProxyType({})
+NO_DUE: Mapping[APIResource, frozenset[tuple[str, ...]]] = MappingProxyType({})
 
 
 def trim_workload(obj: Obj) -> Obj:
@@ -168,6 +169,8 @@ class WatchMemory:
     namespaces: Scope = None  # where it works: the namespaces its watched kinds cover
     definitions: frozenset[str] = frozenset()  # the CRDs of its watched kinds
     unchecked: frozenset[str] = frozenset()  # kinds of its census not yet compared
+    # The due-time fields it reads, per watched type (most workloads: none).
+    due: Mapping[APIResource, frozenset[tuple[str, ...]]] = field(default_factory=lambda: NO_DUE)
 
 
 @dataclass(slots=True)

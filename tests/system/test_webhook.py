@@ -142,7 +142,7 @@ def test_person_written_values_survive(
     assert created.annotations[TIMEOUT_KEY] == "42m"
     assert created.annotations[SCOPE] == "a,b"
     assert created.annotations[WATCHED] == f"ConfigMap,{GADGET}"
-    assert created.annotations[INJECTED] == WATCHED
+    assert created.annotations[INJECTED] == f"zeroscaler.io/max-sleep,{WATCHED}"
 
 
 def test_invalid_annotation_gets_a_warning(cluster: Cluster, hook: Webhook, opted_ns: str) -> None:

@@ -116,7 +116,8 @@ def test_selectors_need_labels_and_expressions(
         ("defaults: {idleTimeout: 0s}", "p: defaults.idleTimeout: '0s' must be longer than zero"),
         (
             "defaults: {idleTimout: 5m}",
-            "p: defaults.idleTimout: unknown field (expected one of idleTimeout)",
+            "p: defaults.idleTimout: unknown field "
+            "(expected one of idleTimeout, maxSleep, dueLead, dueTimes)",
         ),
         (
             "bounds: {minIdleTimeout: 2h, maxIdleTimeout: 1h}",

@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from zeroscaler.core.annotations import FIELD_MANAGER, LEADER_ANNOTATION
+from zeroscaler.core.due import read_due
 from zeroscaler.core.durations import parse_time
 from zeroscaler.core.kinds import APIResource
 from zeroscaler.core.sharing import shared
@@ -303,7 +304,7 @@ def rarer_fields(meta: Meta) -> Meta:
     """Where the fields beyond those every object has (labels, annotations, finalizers, owners,
     deletion time) are read fastest: a stored object's own few (none, for most), else the
     metadata itself."""
-    if type(meta) is MetadataOnly:
+    if isinstance(meta, MetadataOnly):  # a stored object with due times too (`DueMetadata`)
         return meta.rarer()
     return meta
 
@@ -370,7 +371,7 @@ def _paired(writers: tuple[Writer, ...], times: Times) -> Iterator[tuple[str, st
 
 def _writes_at(meta: Meta) -> Iterator[tuple[str, str, str, int | str]]:
     """As `writes`, with a time `shrink` keeps as seconds left as it is."""
-    if type(meta) is MetadataOnly:
+    if isinstance(meta, MetadataOnly):
         return meta.writes_at()
     return map(_entry, meta.get("managedFields") or ())
 
@@ -530,3 +531,54 @@ _FIELDS: dict[str, Callable[[MetadataOnly], Any]] = {
 # What `shrink` keeps beside the fields every object has, of those the rules compare; most
 # objects have none of them.
 _RARER = tuple(f for f in ("deletionTimestamp", *_COMPARED) if f not in _FIELDS)
+
+
+Path = tuple[str, ...]
+
+
+class DueMetadata(MetadataOnly):
+    """A stored object of a kind with due-time fields: its metadata as every stored object keeps
+    it, and the due times found at the watched paths, as seconds. Only objects that have one
+    are stored so; the others stay plain."""
+
+    __slots__ = ("_due",)
+
+    _due: tuple[tuple[Path, int], ...]
+
+    def due_at(self, path: Path) -> int | None:
+        for found, seconds in self._due:
+            if found == path:
+                return seconds
+        return None
+
+    @property
+    def due(self) -> tuple[tuple[Path, int], ...]:
+        return self._due
+
+
+def _with_due(stored: MetadataOnly, due: tuple[tuple[Path, int], ...]) -> DueMetadata:
+    made = DueMetadata.__new__(DueMetadata)
+    for slot in MetadataOnly.__slots__:
+        object.__setattr__(made, slot, getattr(stored, slot))
+    made._due = due
+    return made
+
+
+def shrink_with_due(paths: Iterable[Path]) -> Callable[[Mapping[str, Any]], Mapping[str, Any]]:
+    """The transform of a watch of whole objects: each object shrunk as a metadata watch keeps
+    it, and the due times at `paths` kept beside (a few bytes; nothing else of the object)."""
+    wanted = tuple(sorted(set(paths)))
+
+    def transform(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+        stored = shrink(obj)
+        due = tuple((p, s) for p in wanted if (s := read_due(obj, p)) is not None)
+        if not due or not isinstance(stored, MetadataOnly):
+            return stored
+        return _with_due(stored, due)
+
+    return transform
+
+
+def due_of(stored: Mapping[str, Any] | None) -> tuple[tuple[Path, int], ...]:
+    """The due times a stored object holds (none for a plain one)."""
+    return stored.due if isinstance(stored, DueMetadata) else ()

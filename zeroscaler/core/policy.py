@@ -8,11 +8,19 @@ from typing import Any
 
 import yaml
 
+from zeroscaler.core.due import DueField, parse_due_field
 from zeroscaler.core.durations import DURATION_FORM, DurationError, format_duration, parse_duration
 from zeroscaler.core.kinds import KIND_REF_FORM, parse_kind_refs
 from zeroscaler.core.selectors import EVERYTHING, Selector, SelectorError, parse_selector
 
 DEFAULT_IDLE_TIMEOUT = 15 * 60.0
+# A controller-runtime manager (and cert-manager) re-lists and reconciles everything every 10 h by
+# default: an operator asleep no longer than that misses none of the resyncs it would have run.
+DEFAULT_MAX_SLEEP = 10 * 3600.0
+# Well-known operators that publish, per object, when they next have work, and act on it only
+# from a timer in memory (docs/DESIGN.md, "Work on a clock"). An administrator's `dueTimes`
+# extends this table; a kind set to "" there is taken out.
+BUILTIN_DUE_TIMES: Mapping[str, str] = {"Certificate.cert-manager.io": "status.renewalTime"}
 DEFAULT_MAX_KINDS = 50
 DEFAULT_IGNORE = (
     "events",
@@ -22,7 +30,7 @@ DEFAULT_IGNORE = (
     "subjectaccessreviews.authorization.k8s.io",
 )
 _TOP_FIELDS = ("defaults", "bounds", "rules", "inference")
-_DEFAULT_FIELDS = ("idleTimeout",)
+_DEFAULT_FIELDS = ("idleTimeout", "maxSleep", "dueLead", "dueTimes")
 _BOUND_FIELDS = ("minIdleTimeout", "maxIdleTimeout")
 _INFERENCE_FIELDS = ("fromRBAC", "ignore", "maxKinds")
 _RULE_FIELDS = (
@@ -33,6 +41,8 @@ _RULE_FIELDS = (
     "enabled",
     "watchedKinds",
     "ownedKinds",
+    "maxSleep",
+    "dueLead",
 )
 _MAX_TEXT = 1_000_000
 
@@ -57,6 +67,8 @@ class Rule:
     enabled: bool | None = None
     watched_kinds: tuple[str, ...] | None = None
     owned_kinds: tuple[str, ...] | None = None
+    max_sleep: float | None = None  # 0: never woken for having slept long
+    due_lead: float | None = None
 
     def matches(
         self, namespace_labels: Mapping[str, str], workload_labels: Mapping[str, str]
@@ -78,6 +90,9 @@ class PolicyDocument:
     from_rbac: bool | None = None
     ignore: tuple[str, ...] | None = None
     max_kinds: int | None = None
+    max_sleep: float | None = None
+    due_lead: float | None = None
+    due_times: Mapping[str, str] | None = None  # kind -> field; "" takes a kind out
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +114,11 @@ class Policy:
     rules: tuple[Rule, ...] = ()
     inference: Inference = field(default_factory=Inference)
     sources: tuple[str, ...] = ()
+    max_sleep: float | None = DEFAULT_MAX_SLEEP  # 0: never
+    due_lead: float | None = None  # None: the built-in lead, not written on workloads
+    due_times: tuple[DueField, ...] = tuple(
+        parse_due_field(f"{k}={v}") for k, v in BUILTIN_DUE_TIMES.items()
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +130,9 @@ class Effective:
     rule: str | None = None
     watched_kinds: tuple[str, ...] | None = None
     owned_kinds: tuple[str, ...] | None = None
+    max_sleep: float | None = None  # None or 0: none written
+    due_lead: float | None = None
+    due_times: tuple[DueField, ...] = ()
 
 
 DEFAULT_POLICY = Policy()
@@ -151,6 +174,9 @@ def parse_policy(text: str, source: str) -> PolicyDocument:
         from_rbac=_bool(inference.get("fromRBAC"), "inference.fromRBAC", source, problems),
         ignore=_ignore(inference.get("ignore"), source, problems),
         max_kinds=_max_kinds(inference.get("maxKinds"), source, problems),
+        max_sleep=_duration(defaults.get("maxSleep"), "defaults.maxSleep", source, problems),
+        due_lead=_duration(defaults.get("dueLead"), "defaults.dueLead", source, problems),
+        due_times=_due_times(defaults.get("dueTimes"), source, problems),
     )
     if problems:
         raise PolicyError(problems)
@@ -163,6 +189,8 @@ def merge_policies(documents: Iterable[PolicyDocument]) -> Policy:
     docs = sorted(documents, key=lambda d: d.source)
     idle, low, high = DEFAULT_POLICY.idle_timeout, None, None
     from_rbac, ignore, max_kinds = True, frozenset(DEFAULT_IGNORE), DEFAULT_MAX_KINDS
+    max_sleep, due_lead = DEFAULT_POLICY.max_sleep, DEFAULT_POLICY.due_lead
+    due_times = dict(BUILTIN_DUE_TIMES)
     rules: list[Rule] = []
     seen: dict[str, str] = {}
     problems: list[str] = []
@@ -173,6 +201,9 @@ def merge_policies(documents: Iterable[PolicyDocument]) -> Policy:
         from_rbac = d.from_rbac if d.from_rbac is not None else from_rbac
         ignore = frozenset(d.ignore) if d.ignore is not None else ignore
         max_kinds = d.max_kinds if d.max_kinds is not None else max_kinds
+        max_sleep = d.max_sleep if d.max_sleep is not None else max_sleep
+        due_lead = d.due_lead if d.due_lead is not None else due_lead
+        due_times.update(d.due_times or {})
         for rule in d.rules:
             if rule.name in seen:
                 problems.append(
@@ -191,6 +222,9 @@ def merge_policies(documents: Iterable[PolicyDocument]) -> Policy:
         rules=tuple(rules),
         inference=Inference(from_rbac=from_rbac, ignore=ignore, max_kinds=max_kinds),
         sources=tuple(d.source for d in docs),
+        max_sleep=max_sleep,
+        due_lead=due_lead,
+        due_times=tuple(parse_due_field(f"{k}={v}") for k, v in sorted(due_times.items()) if v),
     )
 
 
@@ -208,8 +242,17 @@ def evaluate_policy(
                 rule=rule.name,
                 watched_kinds=rule.watched_kinds,
                 owned_kinds=rule.owned_kinds,
+                max_sleep=rule.max_sleep if rule.max_sleep is not None else policy.max_sleep,
+                due_lead=rule.due_lead if rule.due_lead is not None else policy.due_lead,
+                due_times=policy.due_times,
             )
-    return Effective(enabled=True, idle_timeout=policy.idle_timeout)
+    return Effective(
+        enabled=True,
+        idle_timeout=policy.idle_timeout,
+        max_sleep=policy.max_sleep,
+        due_lead=policy.due_lead,
+        due_times=policy.due_times,
+    )
 
 
 def clamp_idle_timeout(policy: Policy, seconds: float) -> tuple[float, str | None]:
@@ -276,6 +319,44 @@ def _timeout(value: object, where: str, source: str, problems: list[str]) -> flo
         problems.append(f"{source}: {where}: {value!r} must be longer than zero ({DURATION_FORM})")
         return None
     return seconds
+
+
+def _duration(value: object, where: str, source: str, problems: list[str]) -> float | None:
+    """A duration that may be zero (max-sleep 0: never; lead 0: at the due time itself)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        problems.append(f"{source}: {where}: expected {DURATION_FORM}")
+        return None
+    try:
+        return parse_duration(str(value))
+    except DurationError as e:
+        problems.append(f"{source}: {where}: {e}")
+        return None
+
+
+def _due_times(value: object, source: str, problems: list[str]) -> dict[str, str] | None:
+    where = "defaults.dueTimes"
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        problems.append(
+            f"{source}: {where}: expected a map of Kind.group to a field path "
+            '(e.g. {Certificate.cert-manager.io: status.renewalTime}; "" takes a kind out)'
+        )
+        return None
+    table: dict[str, str] = {}
+    for kind, path in value.items():
+        if path is None or path == "":
+            table[str(kind)] = ""
+            continue
+        try:
+            parsed = parse_due_field(f"{kind}={path}")
+        except ValueError as e:
+            problems.append(f"{source}: {where}: {e}")
+            continue
+        table[parsed.kind.text] = parsed.field
+    return table
 
 
 def _bool(value: object, where: str, source: str, problems: list[str]) -> bool | None:
@@ -371,6 +452,8 @@ def _rules(value: object, source: str, problems: list[str]) -> tuple[Rule, ...]:
                     item.get("watchedKinds"), f"{where}.watchedKinds", source, problems
                 ),
                 owned_kinds=_kinds(item.get("ownedKinds"), f"{where}.ownedKinds", source, problems),
+                max_sleep=_duration(item.get("maxSleep"), f"{where}.maxSleep", source, problems),
+                due_lead=_duration(item.get("dueLead"), f"{where}.dueLead", source, problems),
             )
         )
     return tuple(rules)
