@@ -77,6 +77,15 @@ GO_OPERATOR_INPUTS := $(wildcard examples/widget-operator/*.go examples/widget-o
 $(GO_OPERATOR_TAR): $(STAMP) $(GO_OPERATOR_INPUTS)
 	@$(PY) -m image build --image widget-operator --out $@ >/dev/null
 
+# cert-manager's own certificate controllers under a main of ours (examples/cert-manager): the
+# proof that a due time wakes an operator with a timer. Its CRDs are cached beside the binary.
+CERT_MANAGER_TAR := dist/cert-manager-controllers-image.tar
+CERT_MANAGER_INPUTS := $(wildcard examples/cert-manager/*.go examples/cert-manager/go.*) \
+	image/static.py image/archive.py localcluster/build.py
+
+$(CERT_MANAGER_TAR): $(STAMP) $(CERT_MANAGER_INPUTS)
+	@$(PY) -m image build --image cert-manager --out $@ >/dev/null
+
 image: $(IMAGE_TAR)
 
 # A release of pyproject's version (VERSION must equal it): both architectures, built outside the
@@ -119,7 +128,7 @@ format: install
 # full. TEST_MARKERS="not chaos" leaves them out.
 TEST_MARKERS ?=
 test: install controlplane promtool release-tools $(IMAGE_TAR) $(OPERATOR_TAR) $(GO_OPERATOR_TAR) \
-	$(RELEASE_SUMS)
+	$(CERT_MANAGER_TAR) $(RELEASE_SUMS)
 	$(ISOLATE) $(PY) -m pytest -m "$(TEST_MARKERS)" $(PYTEST_ARGS)
 
 # The compatibility run: what a Kubernetes release can break for a user, on that release. The
