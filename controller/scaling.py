@@ -13,6 +13,7 @@ from zeroscaler.api import (
     Kube,
     KubeError,
     NotFound,
+    Obj,
     Priority,
     Withdrawn,
     prioritized,
@@ -25,6 +26,7 @@ from zeroscaler.controller.reporting import Reporter
 from zeroscaler.controller.workload import OwnWake, Workload, WorkloadKey, trim_workload
 from zeroscaler.core.annotations import (
     CENSUS,
+    FIELD_MANAGER,
     FLAPPING,
     FLAPPING_UNTIL,
     RESTORE_REPLICAS,
@@ -44,7 +46,7 @@ from zeroscaler.core.flapping import (
     external_wake,
     quiet_at,
 )
-from zeroscaler.core.managers import GENERIC_SETTING, by_field_manager
+from zeroscaler.core.managers import GENERIC_SETTING, by_field_manager, without_replicas
 
 log = logging.getLogger(__name__)
 
@@ -218,7 +220,7 @@ class Scaling:
             # A sleep waits its turn behind wakes and records; activity seen meanwhile calls it
             # off before it is sent, rather than sleeping and waking at once, and so does a
             # newer version of the workload (its precondition would fail: decided again).
-            await self._patch_annotations(
+            slept = await self._patch_annotations(
                 w,
                 status,
                 replicas=0,
@@ -234,6 +236,7 @@ class Scaling:
             w.idle.activity_at = None  # still awake: no wake is owed
             self._enqueue(w.key)
             return
+        await self._give_up_replicas(w, slept)
         cause = "not-ready" if w.idle.starting else "idle"
         w.idle.starting = False
         if w.idle.last_activity > decided_on:  # activity while the write was on its way: wake it
@@ -289,7 +292,10 @@ class Scaling:
             with prioritized(Priority.PROMPT):
                 for _ in range(5):
                     try:  # a replica no longer leading leaves it to the next leader
-                        await self._patch_annotations(w, awake, unless=self._is_not_leader)
+                        recorded = await self._patch_annotations(
+                            w, awake, unless=self._is_not_leader
+                        )
+                        await self._give_up_replicas(w, recorded)
                         break
                     except Conflict:
                         await self.refresh(w)
@@ -469,6 +475,27 @@ class Scaling:
             self._metrics.wake_failures.inc()
             raise
 
+    async def _give_up_replicas(self, w: Workload, written: Obj) -> None:
+        """A workload that another manager writes by server-side apply (Helm 4's upgrade):
+        zeroscaler gives up its ownership of spec.replicas right after its write, so that the
+        applier's next apply is not refused with a conflict on it (the apply then sets the
+        replicas, and wakes the workload as any scale-up by someone else does). A write that
+        lost a race leaves the ownership as it is: nothing is lost but that convenience."""
+        if not w.applied:
+            return
+        meta = written.get("metadata") or {}
+        kept = without_replicas(meta.get("managedFields"), FIELD_MANAGER)
+        if kept is None:
+            return
+        body = {"metadata": {"resourceVersion": meta.get("resourceVersion"), "managedFields": kept}}
+        try:
+            answer = await self._kube.patch(w.path, body)
+        except KubeError as e:
+            log.info("spec.replicas kept", extra={"workload": w.label, "why": str(e)})
+            return
+        w.take(trim_workload(answer))
+        log.debug("spec.replicas given up", extra={"workload": w.label})
+
     async def _patch_annotations(
         self,
         w: Workload,
@@ -476,7 +503,7 @@ class Scaling:
         *,
         replicas: int | None = None,
         unless: Callable[[], bool] | None = None,
-    ) -> None:
+    ) -> Obj:
         """Merge-patch annotations (None removes one) and replicas if given, on the version read;
         not sent if `unless()` holds when its turn comes (`Withdrawn`)."""
         body: dict[str, Any] = {
@@ -491,6 +518,7 @@ class Scaling:
             self._metrics.failed_writes.labels(write, str(e.status)).inc()
             raise
         w.take(trim_workload(patched))
+        return patched
 
     async def _patch_scale(self, w: Workload, replicas: int, *, urgent: bool = False) -> None:
         body = {"metadata": {"resourceVersion": w.resource_version}, "spec": {"replicas": replicas}}

@@ -13,6 +13,7 @@ from typing import Any
 from zeroscaler.api import Obj
 from zeroscaler.core.activity import GroupKind, Interest, Scope
 from zeroscaler.core.annotations import (
+    FIELD_MANAGER,
     OUR_PREFIXES,
     OWNED_KINDS,
     WATCHED_KINDS,
@@ -25,7 +26,7 @@ from zeroscaler.core.annotations import (
 )
 from zeroscaler.core.flapping import Streak, replicas_manager
 from zeroscaler.core.kinds import APIResource
-from zeroscaler.core.managers import Manager, detect, field_managers_of
+from zeroscaler.core.managers import Manager, detect, field_managers_of, is_applied
 from zeroscaler.core.readiness import is_ready
 from zeroscaler.core.sharing import NOTHING, shared, shared_mapping, shared_strings
 from zeroscaler.core.workloads import workload_path
@@ -72,6 +73,8 @@ def trim_workload(obj: Obj) -> Obj:
         else None,
         # Who last set the replicas, to tell a manifest re-applied again and again (flapping).
         "replicasManager": replicas_manager(meta.get("managedFields")),
+        # Written by server-side apply (Helm 4...): a sleep or wake then gives spec.replicas up.
+        "applied": is_applied(meta.get("managedFields"), FIELD_MANAGER),
         # The managers above it (OLM, Argo CD, Flux, Helm...): one shared tuple, most often empty.
         "managers": shared(
             detect(
@@ -273,6 +276,11 @@ class Workload:
     def replicas_manager(self) -> str | None:
         manager = self.obj.get("replicasManager")
         return manager if isinstance(manager, str) else None
+
+    @property
+    def applied(self) -> bool:
+        """Whether another manager writes it by server-side apply."""
+        return bool(self.obj.get("applied"))
 
     @property
     def managers(self) -> tuple[Manager, ...]:

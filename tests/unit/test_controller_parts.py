@@ -195,6 +195,7 @@ def test_trim_workload_keeps_what_the_scaler_reads() -> None:
         },
         "status": {"readyReplicas": 2, "observedGeneration": 4},
         "replicasManager": "argocd-controller",
+        "applied": False,  # no manager of it writes by server-side apply
         # The managers above it, read from its labels, annotations and field managers.
         "managers": (Manager(ARGO_CD),),
     }

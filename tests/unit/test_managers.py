@@ -78,3 +78,34 @@ def test_field_managers_are_read_from_managed_fields() -> None:
     entries = [{"manager": "helm"}, {"manager": "kube-controller-manager"}, {"x": 1}, "bad"]
     assert field_managers_of(entries) == frozenset({"helm", "kube-controller-manager"})
     assert field_managers_of(None) == frozenset()
+
+
+def test_a_workload_applied_server_side_by_another_is_told_from_one_updated() -> None:
+    from zeroscaler.core.managers import is_applied
+
+    assert is_applied([{"manager": "helm", "operation": "Apply"}], "zeroscaler")
+    assert not is_applied([{"manager": "helm", "operation": "Update"}], "zeroscaler")
+    assert not is_applied([{"manager": "zeroscaler", "operation": "Apply"}], "zeroscaler")
+    assert not is_applied(None, "zeroscaler")
+
+
+def test_our_ownership_of_replicas_alone_is_given_up() -> None:
+    from zeroscaler.core.managers import without_replicas
+
+    helm = {"manager": "helm", "operation": "Apply", "fieldsV1": {"f:spec": {"f:template": {}}}}
+    sleep = {
+        "manager": "zeroscaler",
+        "operation": "Update",
+        "fieldsV1": {"f:metadata": {"f:annotations": {}}, "f:spec": {"f:replicas": {}}},
+    }
+    scale = {
+        "manager": "zeroscaler",
+        "operation": "Update",
+        "subresource": "scale",
+        "fieldsV1": {"f:spec": {"f:replicas": {}}},
+    }
+    assert without_replicas([helm, sleep, scale], "zeroscaler") == [
+        helm,
+        {**sleep, "fieldsV1": {"f:metadata": {"f:annotations": {}}}},
+    ]
+    assert without_replicas([helm], "zeroscaler") is None

@@ -145,3 +145,46 @@ def _owned(kind: str, name: str | None) -> str:
 
 def _qualified(namespace: str | None, name: str) -> str:
     return f"{namespace}/{name}" if namespace and name else name
+
+
+def is_applied(managed_fields: object, ours: str) -> bool:
+    """Whether someone other than `ours` writes the workload by server-side apply (Helm 4, Flux,
+    kubectl apply --server-side, Argo CD's ServerSideApply): such an applier's next apply is
+    refused with a conflict on any field another manager owns with another value."""
+    if not isinstance(managed_fields, Sequence):
+        return False
+    return any(
+        isinstance(e, Mapping) and e.get("operation") == "Apply" and e.get("manager") != ours
+        for e in managed_fields
+    )
+
+
+def without_replicas(managed_fields: object, ours: str) -> list[Mapping[str, object]] | None:
+    """The managedFields with `ours` owning `spec.replicas` no more (its entries otherwise as
+    they are; one left owning nothing is dropped), or None when it owns no replicas."""
+    if not isinstance(managed_fields, Sequence):
+        return None
+    changed = False
+    kept: list[Mapping[str, object]] = []
+    for entry in managed_fields:
+        if not isinstance(entry, Mapping):
+            return None
+        fields = entry.get("fieldsV1")
+        spec = fields.get("f:spec") if isinstance(fields, Mapping) else None
+        if (
+            entry.get("manager") != ours
+            or not isinstance(spec, Mapping)
+            or "f:replicas" not in spec
+        ):
+            kept.append(entry)
+            continue
+        changed = True
+        assert isinstance(fields, Mapping)
+        assert isinstance(spec, Mapping)
+        rest_spec = {k: v for k, v in spec.items() if k != "f:replicas"}
+        rest = {k: v for k, v in fields.items() if k != "f:spec"}
+        if rest_spec:
+            rest["f:spec"] = rest_spec
+        if rest:
+            kept.append({**entry, "fieldsV1": rest})
+    return kept if changed else None
