@@ -13,6 +13,7 @@ BENCHMARKS = (
     "bench.bench_endpoints",
     "bench.bench_controller",
     "bench.bench_masswake",
+    "bench.bench_maxsleep",
     "bench.bench_scale",
     "bench.bench_memory",
     "bench.bench_chart",
