@@ -5,6 +5,7 @@ in a real container on the real node (host network), working in one namespace.""
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,8 +54,8 @@ def install_crds(api: k8s.ApiClient) -> None:
             if e.status != 409:
                 raise
     for name in build.CERT_MANAGER_CRDS:
-        crd_name = yaml.safe_load(found[name].read_text())["metadata"]["name"]
-        wait_for(lambda n=crd_name: _established(ext, n), f"CRD {crd_name} established")
+        crd_name = str(yaml.safe_load(found[name].read_text())["metadata"]["name"])
+        wait_for(functools.partial(_established, ext, crd_name), f"CRD {crd_name} established")
 
 
 def _established(ext: k8s.ApiextensionsV1Api, name: str) -> bool:
