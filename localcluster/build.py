@@ -374,15 +374,26 @@ def _cert_manager_crds(go: str, work: Path, out: Path) -> dict[str, str]:
     return files
 
 
+FLUX_APPLY = "flux-apply"
+
+
+def ensure_flux_apply(versions: Versions | None = None, progress: Progress | None = None) -> Path:
+    """Flux's drift correction as a command (localcluster/go/flux-apply): Flux's own server-side
+    apply library, `github.com/fluxcd/pkg/ssa`, applying a file as kustomize-controller does."""
+    src = Path(__file__).resolve().parent / "go" / FLUX_APPLY
+    return _ensure_example(FLUX_APPLY, versions, progress, src=src)[FLUX_APPLY]
+
+
 def _ensure_example(
     name: str,
     versions: Versions | None,
     progress: Progress | None,
     extra: Callable[[str, Path, Path], dict[str, str]] | None = None,
+    src: Path | None = None,
 ) -> dict[str, Path]:
     v = versions or load_versions()
     say = progress or _stderr
-    src = example_sources(name)
+    src = src or example_sources(name)
     files = sorted(f for f in src.iterdir() if f.name in ("go.mod", "go.sum") or f.suffix == ".go")
     digest = hashlib.sha256()
     for f in files:

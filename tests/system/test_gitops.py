@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import functools
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client as k8s
 
+from localcluster import build
 from tests.support.waiting import wait_for
 from tests.system.controller_kit import (
     ControllerProcess,
@@ -139,3 +143,45 @@ def test_the_same_manifest_reapplied_right_after_each_sleep_is_a_fight_left_awak
     wait_event(api, ref, "FlappingStopped")
     assert FLAPPING not in state_of(api, ref)[1]
     assert state_of(api, ref)[0] == 0
+
+
+def flux_apply(kubeconfig: Path, manifest: Path, ignore: str = "") -> str:
+    """One reconcile of Flux's kustomize-controller, played by Flux's own library (fluxcd/pkg/ssa,
+    in localcluster/go/flux-apply): a forced server-side apply, with drift ignore rules or not."""
+    cmd = [str(build.ensure_flux_apply()), "-kubeconfig", str(kubeconfig), "-file", str(manifest)]
+    if ignore:
+        cmd += ["-ignore", ignore]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_flux_drift_correction_with_and_without_its_ignore_rules(
+    api: k8s.ApiClient,
+    opted_ns: str,
+    controller: ControllerProcess,
+    kubeconfig: Path,
+    tmp_path: Path,
+) -> None:
+    grant_watch(api, opted_ns, [("", ["configmaps"])])
+    config = config_for("3s", "ConfigMap", watch_namespaces=opted_ns)
+    body = workload_body("fluxed", "Deployment", 2, config, "operator", paused=True)
+    body["metadata"]["namespace"] = opted_ns
+    body["metadata"]["labels"] = {
+        "kustomize.toolkit.fluxcd.io/name": "operators",
+        "kustomize.toolkit.fluxcd.io/namespace": "flux-system",
+    }
+    manifest = tmp_path / "operators.yaml"
+    manifest.write_text(yaml.safe_dump(body))
+    ref = Ref(opted_ns, "fluxed")
+    assert "created" in flux_apply(kubeconfig, manifest)
+    wait_asleep(api, ref, 2)
+    # With spec.ignore on /spec/replicas: every reconcile leaves the sleeper asleep.
+    for _ in range(3):
+        flux_apply(kubeconfig, manifest, ignore="/spec/replicas")
+        assert state_of(api, ref)[0] == 0
+    # Without: drift correction puts Git's replicas back, and that is a wake by Flux.
+    flux_apply(kubeconfig, manifest)
+    event = wait_event(api, ref, "WokenExternally", "field manager kustomize-controller")
+    assert "Flux (Kustomization flux-system/operators)" in event.message
+    assert times_reported(events_of(api, ref), "WokenExternally") == 1
