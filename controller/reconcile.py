@@ -439,6 +439,7 @@ class Reconciler:
         self._subscriptions.subscribe(w, set())
         w.watch = WatchMemory()  # resolved afresh if it is managed again
         w.scaling.pretend = None
+        w.scaling.recorded = None  # a status removed from now on is the release's doing
         if w.managed:
             log.info("no longer managed", extra={"workload": w.label, "why": why})
         w.managed = False

@@ -351,8 +351,8 @@ class Scaling:
             until = format_time(self._clock.now() + streak.hold())
             message = (
                 f"{flapping}, each within {format_duration(RIGHT_AFTER.total_seconds())} of its "
-                f"sleep: {advice}. Left awake until {until} (remove {FLAPPING_UNTIL} to let it "
-                "sleep again sooner)"
+                f"sleep: {advice}. Left awake until {until} (remove {FLAPPING} to let it sleep "
+                "again sooner)"
             )
         else:
             message = f"{flapping}, each time after a sleep: {advice} (docs/gitops.md)"

@@ -136,12 +136,11 @@ def test_the_same_manifest_reapplied_right_after_each_sleep_is_a_fight_left_awak
     assert annotations.get("zeroscaler.io/state") == "awake"
     sleeps = times_reported(events_of(api, ref), "Sleeping")
     # The agent was told (ignoreDifferences): a person ends the hold, it sleeps and stays asleep.
-    patch_workload(api, ref, {"metadata": {"annotations": {FLAPPING_UNTIL: None}}})
+    patch_workload(api, ref, {"metadata": {"annotations": {FLAPPING: None}}})
     wait_event(api, ref, "FlappingHoldOver")
     wait_asleep(api, ref, 2)
     assert times_reported(events_of(api, ref), "Sleeping") == sleeps + 1
-    wait_event(api, ref, "FlappingStopped")
-    assert FLAPPING not in state_of(api, ref)[1]
+    assert FLAPPING_UNTIL not in state_of(api, ref)[1]
     assert state_of(api, ref)[0] == 0
 
 
