@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import secrets
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -34,7 +35,9 @@ from zeroscaler.core.coverage import (
     probe_answered,
     probe_lease,
     render,
+    tokens_of,
 )
+from zeroscaler.core.disclosure import safe_text
 from zeroscaler.core.durations import parse_time
 from zeroscaler.core.links import Serving
 
@@ -81,6 +84,7 @@ class Activator:
         self._going_to_sleep: set[WorkloadKey] = set()
         self._written: list[dict[str, Any]] | None = None  # what we last wrote, and its token
         self._token = ""
+        self._tokens: dict[str, str] | None = None  # each covered webhook's path token, by name
         self._version = ""  # the configuration's resourceVersion after our write
         self._seen_version = ""  # ... and as last watched
         self._dirty = asyncio.Event()
@@ -133,20 +137,28 @@ class Activator:
         found: list[Covered] = []
         for key in list(self._backends):
             w = self._workloads.get(key)
-            serving = self._index.serving(w) if w is not None and not w.deleted else None
-            if w is None or serving is None or not serving.hooks or not w.managed:
-                if w is None or w.deleted:
-                    self._backends.discard(key)
+            if w is None or w.deleted:
+                self._backends.discard(key)
                 continue
-            if serving.unanswered is not None:
-                continue  # it is not put to sleep, and an asleep one is being woken
-            if needs_cover(
-                asleep=w.shown_status.state == "asleep" or w.replicas == 0,
-                starting=w.idle.starting,
-                going_to_sleep=key in self._going_to_sleep,
-            ):
-                found.append(Covered(key[0], key[1], key[2], serving.hooks))
+            covered = self._cover_of(w)
+            if covered is not None:
+                found.append(covered)
         return found
+
+    def _cover_of(self, w: Workload) -> Covered | None:
+        """`w` and the webhooks to cover for it, or None when it needs no cover now."""
+        serving = self._index.serving(w) if not w.deleted else None
+        if serving is None or not serving.hooks or not w.managed:
+            return None
+        if serving.unanswered is not None:
+            return None  # it is not put to sleep, and an asleep one is being woken
+        if not needs_cover(
+            asleep=w.shown_status.state == "asleep" or w.replicas == 0,
+            starting=w.idle.starting,
+            going_to_sleep=w.key in self._going_to_sleep,
+        ):
+            return None
+        return Covered(w.key[0], w.key[1], w.key[2], serving.hooks)
 
     async def _client_config(self) -> Obj:
         """zeroscaler's webhook as its own configuration reaches it (service or url, caBundle)."""
@@ -167,7 +179,11 @@ class Activator:
                 return self._token
             covered = self._covered()
             base = await self._client_config()
-            webhooks, token = render(covered, base, self._timeout, self._namespace)
+            tokens = await self._path_tokens()
+            webhooks, token = render(
+                covered, base, self._timeout, self._namespace, lambda name: _token(tokens, name)
+            )
+            self._tokens = {str(w["name"]): tokens[str(w["name"])] for w in webhooks[1:]}
             if webhooks == self._written and self._seen_version in ("", self._version):
                 return token
             answer = await self._kube.patch(
@@ -180,6 +196,17 @@ class Activator:
                 extra={"covered": ",".join("/".join(b[1:3]) for b in _keys(covered))},
             )
             return token
+
+    async def _path_tokens(self) -> dict[str, str]:
+        """The tokens of the paths the configuration holds: read from it once, then kept, so a
+        rewrite never changes a path the API server may be calling."""
+        if self._tokens is None:
+            try:
+                found = await self._kube.get(f"{CONFIGURATIONS}/{self.state.configuration}")
+            except NotFound:
+                found = {}
+            self._tokens = tokens_of(found)
+        return dict(self._tokens)
 
     async def probe(self, token: str, attempts: int = PROBE_ATTEMPTS) -> bool:
         """Whether the API server calls the activator with the content `token`: a dry-run
@@ -272,13 +299,13 @@ class Activator:
             self._requests[key] = value
             target = parse_request_key(key)
             w = None if target is None else self._workloads.get(target)
-            if w is None:
-                continue
+            if w is None or self._cover_of(w) is None:
+                continue  # only a backend covered now is woken by a request
             at, what = _parse_request(value)
             since = w.shown_status.asleep_since
             if event.initial and (at is None or since is None or at <= since):
                 continue  # asked for before its sleep: not news
-            reason = f"admission request: {what}" if what else "admission request"
+            reason = f"admission request: {safe_text(what)}" if what else "admission request"
             self._on_activity(w, Activity(w.kind, w.namespace, w.name, reason), now)
 
 
@@ -298,3 +325,10 @@ def _parse_request(value: str) -> tuple[datetime | None, str]:
 
 def _keys(covered: Iterable[Covered]) -> list[tuple[str, str, str]]:
     return [(c.kind, c.namespace, c.name) for c in covered]
+
+
+def _token(tokens: dict[str, str], name: str) -> str:
+    """The path token of the covered webhook `name`: the one it has, or a new unguessable one."""
+    if name not in tokens:
+        tokens[name] = secrets.token_urlsafe(18)
+    return tokens[name]

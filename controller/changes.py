@@ -214,7 +214,7 @@ class ChangeFeed:
         if not asleep or w.idle.activity_at is None:
             w.idle.activity_reason = found.reason
             w.idle.activity_cause = activity_cause(
-                found.kind, found.namespace, found.name, found.reason
+                found.kind, found.namespace, found.name, found.reason, w.namespace
             )
         if asleep or self._is_running(w.key):
             if w.idle.activity_at is None:

@@ -43,6 +43,7 @@ from zeroscaler.core.census import (
     parse_census,
     tally,
 )
+from zeroscaler.core.disclosure import object_words
 from zeroscaler.core.due import NO_DUE, DueSummary, DueTime, as_time, summarize
 from zeroscaler.core.kinds import KIND_REF_FORM, APIResource, KindRef
 from zeroscaler.core.scope import ResolvedScope, ReviewNeeded, resolve_scope
@@ -176,7 +177,8 @@ class Subscriptions:
                 namespace, name = obj.get("namespace") or "", obj.get("name") or ""
                 for path, seconds in found:
                     if path in paths:
-                        what = f"{resource.kind} {namespace}/{name} {'.'.join(path)}"
+                        where = object_words(resource.kind, namespace, name, w.namespace)
+                        what = f"{where} {'.'.join(path)}"
                         yield DueTime(as_time(seconds), what)
 
     async def _ask_again(self, w: Workload, config: WorkloadConfig) -> None:

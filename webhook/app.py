@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request, Response
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import PlainTextResponse
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -27,7 +27,9 @@ from zeroscaler.core.admission import decide_patch
 from zeroscaler.runtime.collectors import APIErrors, register_process_collectors
 from zeroscaler.webhook.activation import Activation
 from zeroscaler.webhook.caches import LiveSource
-from zeroscaler.webhook.review import BadReview, build_response, parse_review, read_limited
+from zeroscaler.webhook.covered import CoveredPaths
+from zeroscaler.webhook.intake import Intake, Limits, Refused, refusal
+from zeroscaler.webhook.review import build_response
 from zeroscaler.webhook.settings import WebhookSettings
 from zeroscaler.webhook.state import Source
 
@@ -52,18 +54,27 @@ def create_app(
     registry.register(
         APIErrors("zeroscaler_webhook_api_errors", lambda: [k.errors for k in clients])
     )
-    admission = _Admission(settings, live, registry)
+    intake = Intake(
+        Limits(settings.max_body_bytes, settings.body_budget_bytes, settings.read_timeout)
+    )
+    admission = _Admission(settings, live, registry, intake)
+    kube = live.kube if isinstance(live, LiveSource) else None
+    covered = CoveredPaths(kube, settings.activator_configuration)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await live.start()
-        settle = asyncio.create_task(_freeze_when_ready(live, settings.gc_freeze))
+        tasks = [asyncio.create_task(_freeze_when_ready(live, settings.gc_freeze))]
+        if covered.informer is not None:
+            tasks.append(asyncio.create_task(covered.informer.run()))
         try:
             yield
         finally:
-            settle.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await settle
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             await live.stop()
 
     app = FastAPI(
@@ -76,11 +87,14 @@ def create_app(
     app.state.api_clients = clients
     app.post("/mutate")(admission.mutate)
     activation = Activation(
-        live.kube if isinstance(live, LiveSource) else None,
+        kube,
         settings.namespace,
         settings.activator_requests,
-        settings.max_body_bytes,
+        intake,
         registry,
+        covered=covered,
+        namespace_labels=live.namespace_labels,
+        max_waiting=settings.activator_max_waiting,
     )
     app.post("/activate/probe")(activation.probe)
     app.post("/activate/{rest:path}")(activation.activate)
@@ -106,10 +120,14 @@ class _Admission:
     """`/mutate`: one AdmissionReview in, the patch `decide_patch` gives out, counted and timed."""
 
     def __init__(
-        self, settings: WebhookSettings, live: Source, registry: CollectorRegistry
+        self,
+        settings: WebhookSettings,
+        live: Source,
+        registry: CollectorRegistry,
+        intake: Intake,
     ) -> None:
         self._live = live
-        self._max_body = settings.max_body_bytes
+        self._intake = intake
         self._excluded = frozenset([*settings.exclude_namespaces, settings.namespace])
         self._reviews = Counter(
             "zeroscaler_webhook_reviews_total",
@@ -126,14 +144,11 @@ class _Admission:
 
     async def mutate(self, request: Request) -> Response:
         started = time.perf_counter()
-        body = await read_limited(request, self._max_body)
         try:
-            if body is None:
-                raise BadReview(f"body is over {self._max_body} bytes")
-            review = parse_review(body)
-        except BadReview as e:
+            review = await self._intake.review(request)
+        except Refused as e:
             self._reviews.labels("rejected").inc()
-            return JSONResponse({"message": f"malformed AdmissionReview: {e}"}, status_code=400)
+            return refusal(e)
         req = review["request"]
         live = self._live
         if not live.is_ready():

@@ -504,6 +504,13 @@ def test_write_access_is_exactly_what_each_part_needs(helm: Helm) -> None:
     for resource in ("deployments", "statefulsets"):
         assert grants(hook_rules, "apps", f"{resource}/scale", "get")
         assert not grants(hook_rules, "apps", resource, "get")
+    # It knows the activator's paths (and their tokens) from the activator's configuration only.
+    activator = f"0-{RELEASE}-zeroscaler-activator"
+    for verb in ("get", "list", "watch"):
+        assert grants(hook_rules, "admissionregistration.k8s.io", "mutatingwebhookconfigurations",
+                      verb, activator)  # fmt: skip
+        assert not grants(hook_rules, "admissionregistration.k8s.io",
+                          "mutatingwebhookconfigurations", verb, "someone-elses")  # fmt: skip
     assert write_grants(by_name[f"Role/{prefix}-webhook"]) == {
         ("", "events", "create"),
         ("", "events", "patch"),

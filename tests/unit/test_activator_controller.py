@@ -18,7 +18,12 @@ from zeroscaler.controller.registrations import ServingIndex, trim_registration,
 from zeroscaler.controller.workload import Workload, WorkloadKey, trim_workload
 from zeroscaler.core.activity import Activity
 from zeroscaler.core.annotations import asleep_annotations, read_status
-from zeroscaler.core.coverage import PROBE_LABEL, PROBE_WEBHOOK, request_key
+from zeroscaler.core.coverage import (
+    PROBE_LABEL,
+    PROBE_WEBHOOK,
+    parse_activate_path,
+    request_key,
+)
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
 KEY: WorkloadKey = ("Deployment", "ops", "op")
@@ -30,8 +35,9 @@ CONFIGURATIONS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigura
 class API:
     """The API server's side: zeroscaler's own configuration, the activator's, the probe."""
 
-    def __init__(self, *, answers: bool = True) -> None:
+    def __init__(self, *, answers: bool = True, existing: dict[str, Any] | None = None) -> None:
         self.answers = answers  # whether the activator answers the probe
+        self.existing = existing  # the activator's configuration as a restart finds it
         self.written: list[dict[str, Any]] = []
         self.probes: list[dict[str, Any]] = []
 
@@ -40,6 +46,8 @@ class API:
         if request.method == "GET" and path == f"{CONFIGURATIONS}/{OWN}":
             client = {"url": "https://127.0.0.1:8443/mutate", "caBundle": "Q0E="}
             return httpx.Response(200, json={"webhooks": [{"clientConfig": client}]})
+        if request.method == "GET" and path == f"{CONFIGURATIONS}/{ACTIVATOR}":
+            return httpx.Response(200, json=self.existing or {"metadata": {"name": ACTIVATOR}})
         if request.method == "PATCH" and path == f"{CONFIGURATIONS}/{ACTIVATOR}":
             self.written.append(json.loads(request.content))
             version = str(len(self.written))
@@ -200,3 +208,51 @@ def test_a_changed_wake_request_is_activity_and_an_old_one_is_not() -> None:
     assert len(rig.activity) == 1  # the same request seen again
     rig.activator.on_requests(requests({key: before, "pod_ops_x": after, "junk": "{"}))
     assert len(rig.activity) == 2  # changed (live): activity, whatever its time says
+
+
+def _covered_path(written: dict[str, Any]) -> str:
+    return str(written["webhooks"][1]["clientConfig"]["url"]).split(":8443", 1)[1]
+
+
+async def test_a_covered_path_holds_a_token_kept_across_rewrites_and_leaders() -> None:
+    api = API()
+    rig = Rig(api, backend(asleep=True))
+    rig.activator.serving(rig.workloads[KEY])
+    await rig.activator.sync()
+    path = _covered_path(api.written[-1])
+    target = parse_activate_path(path)
+    assert target is not None
+    assert target.key == KEY
+    assert len(target.token) >= 24
+    # Another backend's copy, or a rewrite for any reason, keeps the path the API server calls.
+    someone = {"metadata": {"name": ACTIVATOR, "resourceVersion": "99"}}
+    rig.activator.on_configuration(WatchEvent("MODIFIED", someone))  # rewritten by someone else
+    await rig.activator.sync()
+    assert len(api.written) == 2
+    assert _covered_path(api.written[-1]) == path
+    # A new leader finds the paths in the configuration and keeps them too.
+    again = Rig(API(existing=api.written[-1]), backend(asleep=True))
+    again.activator.serving(again.workloads[KEY])
+    await again.activator.sync()
+    assert _covered_path(again.api.written[-1]) == path
+    # Elsewhere, a new token.
+    other = Rig(API(), backend(asleep=True))
+    other.activator.serving(other.workloads[KEY])
+    await other.activator.sync()
+    assert _covered_path(other.api.written[-1]) != path
+
+
+def test_a_wake_request_for_a_backend_not_covered_now_is_not_activity() -> None:
+    rig = Rig(API(), backend(asleep=False))  # awake and not going to sleep: not covered
+    after = json.dumps({"at": "2026-01-01T12:00:05Z", "what": "CREATE widgets ops/a"})
+    rig.activator.on_requests(requests({request_key(*KEY): after}))
+    assert rig.activity == []
+
+
+def test_the_words_of_a_wake_request_are_cut_to_safe_ones_in_its_event() -> None:
+    rig = Rig(API(), backend(asleep=True))
+    forged = json.dumps({"at": "2026-01-01T12:00:05Z", "what": "x\u001b[2J" + "y" * 400})
+    rig.activator.on_requests(requests({request_key(*KEY): forged}))
+    [(_, reason)] = rig.activity
+    assert reason.startswith("admission request: x?[2J")
+    assert len(reason) <= len("admission request: ") + 300

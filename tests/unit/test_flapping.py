@@ -109,7 +109,7 @@ def woken_by(cause: str, at: str, slept: int) -> Wake:
 
 def test_the_same_object_waking_it_right_after_each_sleep_is_a_fight() -> None:
     rs = activity_cause(
-        "ReplicaSet", "ops", "op-7847f58c69", "ReplicaSet ops/op-7847f58c69 changed"
+        "ReplicaSet", "ops", "op-7847f58c69", "ReplicaSet ops/op-7847f58c69 changed", "ops"
     )
     streak = Streak()
     for at in ("10:00:00", "10:01:00", "10:02:00"):
@@ -152,7 +152,9 @@ def test_another_cause_breaks_the_streak() -> None:
 
 
 def test_a_census_wake_names_its_count_not_an_object() -> None:
-    assert (
-        activity_cause("Secret", "", "", "2 Secret objects deleted") == "2 Secret objects deleted"
+    assert activity_cause("Secret", "", "", "2 Secret objects deleted", "ops") == (
+        "2 Secret objects deleted"
     )
-    assert activity_cause("Node", "", "n1", "Node n1 changed") == "Node n1"
+    assert activity_cause("Node", "", "n1", "Node n1 changed", "ops") == "Node n1"
+    # A Secret elsewhere is named by its namespace only, as in the Event.
+    assert activity_cause("Secret", "vault", "db-root", "x", "ops") == "Secret in namespace vault"

@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from zeroscaler.core.annotations import FIELD_MANAGER
+from zeroscaler.core.disclosure import object_words
 from zeroscaler.core.durations import format_duration, parse_time
 
 FLAP_WAKES = 3  # wakes in a row by the same cause that make a streak flapping
@@ -93,12 +94,12 @@ def after_wake(streak: Streak, wake: Wake) -> Streak:
 after_external_wake = after_wake
 
 
-def activity_cause(kind: str, namespace: str, name: str, reason: str) -> str:
-    """The cause of a wake by activity: the object that changed (the census's count, where no
-    object is named)."""
+def activity_cause(kind: str, namespace: str, name: str, reason: str, home: str) -> str:
+    """The cause of a wake by activity: the object that changed, in the words others may read
+    (`disclosure.py`: workload's namespace `home`), or the census's count where none is named."""
     if not name:
         return reason
-    return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
+    return object_words(kind, namespace, name, home)
 
 
 def quiet_at(streak: Streak, asleep_since: datetime) -> datetime:

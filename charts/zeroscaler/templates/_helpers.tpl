@@ -370,7 +370,10 @@ check against the programs' --help.
 - --key-file=/etc/zeroscaler/tls/tls.key
 {{- end }}
 - --exclude-namespaces={{ .Values.webhook.excludeNamespaces | toJson }}
+{{- if .Values.activator.enabled }}
+- --activator-configuration={{ include "zeroscaler.activator.configurationName" . }}
 - --activator-requests={{ include "zeroscaler.activator.requestsName" . }}
+{{- end }}
 - --log-level={{ .Values.logLevel }}
 - --log-format={{ .Values.logFormat }}
 {{- range .Values.webhook.extraArgs }}
