@@ -177,8 +177,8 @@ class Subscriptions:
                 namespace, name = obj.get("namespace") or "", obj.get("name") or ""
                 for path, seconds in found:
                     if path in paths:
-                        where = object_words(resource.kind, namespace, name, w.namespace)
-                        what = f"{where} {'.'.join(path)}"
+                        said = object_words(resource.kind, namespace, name, w.namespace)
+                        what = f"{said} {'.'.join(path)}"
                         yield DueTime(as_time(seconds), what)
 
     async def _ask_again(self, w: Workload, config: WorkloadConfig) -> None:
