@@ -57,6 +57,7 @@ FollowUp = Coroutine[Any, Any, None]
 # once competes with that for its CPU. A lab at 1,000 workloads: the 20 slowest of 150 wakes took
 # 1.1 ms from the scale write's answer until a watcher saw it, against 2.1 ms without the pause.
 RECORD_PAUSE = 0.02
+GIVE_UP_ATTEMPTS = 5  # reads and writes giving up spec.replicas, racing the status writes
 
 
 async def _covered(_: Workload) -> bool:
@@ -479,22 +480,33 @@ class Scaling:
         """A workload that another manager writes by server-side apply (Helm 4's upgrade):
         zeroscaler gives up its ownership of spec.replicas right after its write, so that the
         applier's next apply is not refused with a conflict on it (the apply then sets the
-        replicas, and wakes the workload as any scale-up by someone else does). A write that
-        lost a race leaves the ownership as it is: nothing is lost but that convenience."""
+        replicas, and wakes the workload as any scale-up by someone else does). The status
+        writes that follow a scale race it: it is tried again on the version read again, a few
+        times; failing, the ownership stays as it is (nothing is lost but that convenience)."""
         if not w.applied:
             return
-        meta = written.get("metadata") or {}
-        kept = without_replicas(meta.get("managedFields"), FIELD_MANAGER)
-        if kept is None:
+        for _ in range(GIVE_UP_ATTEMPTS):
+            meta = written.get("metadata") or {}
+            kept = without_replicas(meta.get("managedFields"), FIELD_MANAGER)
+            if kept is None:
+                return
+            version = meta.get("resourceVersion")
+            body = {"metadata": {"resourceVersion": version, "managedFields": kept}}
+            try:
+                answer = await self._kube.patch(w.path, body)
+            except Conflict:
+                try:
+                    written = await self._kube.get(w.path)
+                except KubeError:
+                    break
+                continue
+            except KubeError as e:
+                log.info("spec.replicas kept", extra={"workload": w.label, "why": str(e)})
+                return
+            w.take(trim_workload(answer))
+            log.debug("spec.replicas given up", extra={"workload": w.label})
             return
-        body = {"metadata": {"resourceVersion": meta.get("resourceVersion"), "managedFields": kept}}
-        try:
-            answer = await self._kube.patch(w.path, body)
-        except KubeError as e:
-            log.info("spec.replicas kept", extra={"workload": w.label, "why": str(e)})
-            return
-        w.take(trim_workload(answer))
-        log.debug("spec.replicas given up", extra={"workload": w.label})
+        log.info("spec.replicas kept: lost every race", extra={"workload": w.label})
 
     async def _patch_annotations(
         self,
