@@ -152,7 +152,7 @@ compat: install
 unit: install
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
-# `helm template` with the pinned helm, which the control-plane build provides.
+# `helm template` with the pinned Helm 3, which the control-plane build provides (with Helm 4).
 chart: install controlplane promtool
 	$(PY) -m pytest tests/chart $(PYTEST_ARGS)
 

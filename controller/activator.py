@@ -30,6 +30,7 @@ from zeroscaler.core.coverage import (
     Health,
     Hook,
     activation_block,
+    bounded_timeout,
     needs_cover,
     parse_request_key,
     probe_answered,
@@ -40,6 +41,7 @@ from zeroscaler.core.coverage import (
 from zeroscaler.core.disclosure import safe_text
 from zeroscaler.core.durations import parse_time
 from zeroscaler.core.links import Serving
+from zeroscaler.core.wake_path import Backend, Surroundings, blockers
 
 log = logging.getLogger(__name__)
 
@@ -102,9 +104,41 @@ class Activator:
     def enabled(self) -> bool:
         return self.state.enabled
 
-    def activation(self, hooks: tuple[Hook, ...]) -> str | None:
-        """Why the activator cannot answer for these webhooks while they sleep, or None."""
-        return activation_block(hooks, self.state)
+    def activation(
+        self,
+        w: Workload,
+        hooks: tuple[Hook, ...],
+        around: Surroundings,
+        *,
+        fail_open_allowed: bool,
+    ) -> str | None:
+        """Why `w`, which serves these webhooks, cannot sleep with the activator answering for
+        them, or None: the activator cannot serve them; its last start took longer than a request
+        is held; one of them would refuse a request its own wake needs (`core.wake_path`); or
+        one is fail-open and no policy lets such a backend sleep."""
+        block = activation_block(hooks, self.state)
+        if block is not None:
+            return block
+        held = bounded_timeout(self._timeout) - 1
+        started = w.idle.started_in
+        if started is not None and started > held:
+            return (
+                f"its last start took {started:.0f}s from its wake to Ready, longer than the "
+                f"{held}s the activator holds a request it covers"
+            )
+        backend = Backend(w.kind, w.namespace, w.name, w.pod_labels, self._index.services_of(w))
+        found = blockers(hooks, backend, around)
+        if found:
+            more = f" (and {len(found) - 1} more of its webhooks)" if len(found) > 1 else ""
+            return f"asleep, it could not wake: {found[0]}{more}"
+        fail_open = [h for h in hooks if not h.fails]
+        if fail_open and not fail_open_allowed:
+            return (
+                f"{fail_open[0]} has failurePolicy Ignore: a request it covers that comes before "
+                "the backend is Ready again would be admitted unreviewed (a policy may allow "
+                "that: failOpenWebhooks: sleep)"
+            )
+        return None
 
     def serving(self, w: Workload) -> Serving | None:
         """What `w` serves (the index's answer), noting the backends whose cover may change."""

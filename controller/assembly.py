@@ -34,6 +34,7 @@ from zeroscaler.controller.reconcile import (
 from zeroscaler.controller.registrations import ServingIndex
 from zeroscaler.controller.reporting import Reporter
 from zeroscaler.controller.scaling import Scaling
+from zeroscaler.controller.secret_path import SecretPath
 from zeroscaler.controller.subscription import Subscriptions
 from zeroscaler.controller.tasks import Tasks
 from zeroscaler.controller.timers import TimerHeap
@@ -49,7 +50,8 @@ from zeroscaler.controller.workload import (
 from zeroscaler.core.annotations import is_namespace_enabled
 from zeroscaler.core.coverage import Hook
 from zeroscaler.core.inference import RBACSnapshot
-from zeroscaler.core.policy import Policy
+from zeroscaler.core.policy import Policy, evaluate_policy
+from zeroscaler.core.wake_path import Surroundings
 from zeroscaler.core.workloads import WORKLOAD_RESOURCES
 
 log = logging.getLogger(__name__)
@@ -57,6 +59,7 @@ log = logging.getLogger(__name__)
 HOUSEKEEPING_INTERVAL = 60.0
 _RBAC_SETTLE = 0.2  # seconds a burst of RBAC changes has to arrive before grants are checked
 WAKE_ONLY_SHARE = 8  # one worker more per this many that takes only wakes due
+WAKE_NAMESPACES = ("kube-system", "kube-node-lease")  # where a wake's own requests go too
 WARMING_BOUND = 60.0  # seconds after ready that a start's warming ends at the latest
 CATCH_UP_BOUND = 120.0  # seconds after a start that the collector, paused for it, runs again
 
@@ -172,9 +175,11 @@ class Controller:
             enqueue=self.queue.add,
             on_activity=self.changes.note_activity,
         )
+        configurations = serving.registrations["MutatingWebhookConfiguration"]
         if activator.enabled:
-            configurations = serving.registrations["MutatingWebhookConfiguration"]
             configurations.add_handler(activator.on_configuration)
+        self.secret_path = SecretPath(kube, settings.webhook_configuration, self._leading)
+        configurations.add_handler(self.secret_path.on_configuration)
         return serving, activator
 
     def _workload_watches(self, watcher: Kube) -> tuple[Informer, dict[str, Informer]]:
@@ -270,6 +275,8 @@ class Controller:
         self.tasks.spawn(*(i.run() for i in self.serving.informers))
         if self.activator.enabled:
             self.tasks.spawn(self.activator.run(), self.activator.requests.run())
+        if self.settings.webhook_configuration:
+            self.tasks.spawn(self.secret_path.run())
         self.tasks.spawn(*(i.run() for i in self.workload_informers.values()))
         self.tasks.spawn(self.timers.run(), self._housekeeping())
         await asyncio.gather(self.cluster.discovered.wait(), *(i.synced.wait() for i in essential))
@@ -362,8 +369,22 @@ class Controller:
         serving = self.serving.serving(w)
         return serving is None or serving.keeps_awake
 
-    def _activation(self, hooks: tuple[Hook, ...]) -> str | None:
-        return self.activator.activation(hooks)
+    def _activation(self, w: Workload, hooks: tuple[Hook, ...]) -> str | None:
+        namespaces = (w.namespace, self.settings.lease_namespace, *WAKE_NAMESPACES)
+        labels = {n: found for n in namespaces if (found := self._namespace_labels(n)) is not None}
+        around = Surroundings(self.settings.lease_namespace, labels)
+        policy = self._policy()
+        allowed = policy is not None and (
+            evaluate_policy(policy, labels.get(w.namespace, {}), w.labels).fail_open_webhooks
+            == "sleep"
+        )
+        return self.activator.activation(w, hooks, around, fail_open_allowed=allowed)
+
+    def _namespace_labels(self, namespace: str) -> dict[str, str] | None:
+        ns = self.cluster.namespaces.store.get(("", namespace))
+        if ns is None:
+            return None
+        return dict((ns.get("metadata") or {}).get("labels") or {})
 
     def _hooks_changed(self) -> None:
         self.activator.changed()
@@ -405,6 +426,7 @@ class Controller:
         self.is_leader = leading
         if leading:
             self.changes.enqueue_all()
+            self.secret_path.leading()
 
     async def _housekeeping(self) -> None:
         rounds = 0

@@ -57,7 +57,8 @@ class ControllerSettings:
     # The activator (docs/DESIGN.md): its MutatingWebhookConfiguration, made by the chart; empty:
     # off, and workloads that serve admission webhooks are never put to sleep.
     activator_configuration: str = ""
-    webhook_configuration: str = "zeroscaler"  # zeroscaler's own, whose client settings it copies
+    # zeroscaler's own: its client settings are copied, and it is given its secret path.
+    webhook_configuration: str = "zeroscaler"
     activator_requests: str = "zeroscaler-activator-requests"  # ConfigMap the webhook writes
     activator_timeout: int = 10  # seconds the API server waits for it (and it for a wake)
     activator_probe_interval: float = 10.0
@@ -216,7 +217,8 @@ def _activator_flags(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--webhook-configuration",
-        help="zeroscaler's own MutatingWebhookConfiguration, whose client settings it copies",
+        help="zeroscaler's own MutatingWebhookConfiguration: the activator copies its client "
+        "settings, and a Service-backed webhook in it without a path is given a secret one",
     )
     group.add_argument("--activator-requests", help="the ConfigMap the webhook asks for wakes in")
     group.add_argument(

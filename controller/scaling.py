@@ -262,6 +262,7 @@ class Scaling:
         self._accounting.account(w, stop=True)
         await self._scale_up(w, replicas)
         w.idle.starting = True  # its idle clock starts again once it is Ready
+        w.idle.woken_at = self._clock.now()
         # The clock restarts once it is awake, not at the event: a wake may come long after it.
         w.idle.last_activity = restart_clock(w.idle.last_activity, self._clock.now())
         waking_event = w.idle.activity_at
@@ -362,6 +363,7 @@ class Scaling:
     async def _mark_awake(self, w: Workload, decision: Decision, now: datetime) -> None:
         w.idle.last_activity = now
         w.idle.starting = True
+        w.idle.woken_at = now
         self._accounting.account(w, stop=True)
         w.idle.activity_at = None
         manager = w.replicas_manager

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 from zeroscaler.api import Kube
 from zeroscaler.api.credentials import load_access
@@ -38,9 +39,18 @@ def routes(scaler: Controller) -> dict[str, Route]:
     }
 
 
+@dataclass(frozen=True, slots=True)
+class Clients:
+    """The controller's API clients, each with connections of its own."""
+
+    watches: Kube  # every shared watch holds one of its connections
+    requests: Kube  # reads and writes, paced
+    lease: Kube  # the Lease alone: nothing else can hold its connection when a renewal is due
+
+
 @contextlib.asynccontextmanager
-async def clients(settings: ControllerSettings) -> AsyncIterator[tuple[Kube, Kube]]:
-    """The watch client and the request client, closed on the way out."""
+async def clients(settings: ControllerSettings) -> AsyncIterator[Clients]:
+    """The controller's clients, closed on the way out."""
     access = load_access(settings.kubeconfig)
     # Every shared watch holds a connection of its own, so watches get a large pool; requests get
     # a small one whose connections all stay open (a TLS handshake costs more than a short wait).
@@ -58,8 +68,9 @@ async def clients(settings: ControllerSettings) -> AsyncIterator[tuple[Kube, Kub
             qps=settings.api_qps,
             burst=settings.api_burst,
         ) as kube,
+        Kube(access, max_connections=2, keepalive_connections=2) as lease_kube,
     ):
-        yield watch_kube, kube
+        yield Clients(watch_kube, kube, lease_kube)
 
 
 async def _settled(kube: Kube) -> None:
@@ -70,11 +81,12 @@ async def _settled(kube: Kube) -> None:
 
 
 async def serve(
-    settings: ControllerSettings, scaler: Controller, kube: Kube, stop: asyncio.Event
+    settings: ControllerSettings, scaler: Controller, kube: Clients, stop: asyncio.Event
 ) -> None:
-    """Run the scaler and the Lease until `stop` is set or either fails; give the Lease up."""
+    """Run the scaler and the Lease until `stop` is set or either fails; give the Lease up
+    once the writes on their way have landed."""
     elector = LeaderElector(
-        kube,
+        kube.lease,
         settings.lease_namespace,
         settings.lease_name,
         settings.id,
@@ -94,7 +106,7 @@ async def serve(
     for task in [*tasks, stopper]:
         task.cancel()
     await asyncio.gather(*tasks, stopper, return_exceptions=True)
-    await elector.release(lambda: _settled(kube))
+    await elector.release(lambda: _settled(kube.requests))
     await scaler.aclose()
     if server is not None:
         server.close()

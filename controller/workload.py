@@ -154,6 +154,8 @@ class IdleMemory:
     activity_cause: str = ""  # the object that made it (flapping tells causes apart by it)
     activity_at: float | None = None  # loop time the waking event arrived
     starting: bool = False  # woken (or first seen) and not Ready since: the idle clock waits
+    woken_at: datetime | None = None  # when its last wake from zero was written, until Ready
+    started_in: float | None = None  # seconds from its last wake to Ready (the activator asks)
 
 
 @dataclass(slots=True)
@@ -229,6 +231,10 @@ class Workload:
         self.watch = WatchMemory()
         self.scaling = ScalingMemory()
         self.report = ReportMemory()
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return dict((self.obj.get("metadata") or {}).get("labels") or {})
 
     @property
     def pod_labels(self) -> dict[str, str]:
@@ -348,6 +354,9 @@ def settle_start(w: Workload, now: datetime) -> bool:
     w.idle.starting = False
     if ready:
         w.idle.last_activity = max(w.idle.last_activity, now)
+        if w.idle.woken_at is not None:
+            w.idle.started_in = (now - w.idle.woken_at).total_seconds()
+    w.idle.woken_at = None
     return True
 
 

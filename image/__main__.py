@@ -164,7 +164,7 @@ def _static(spec: static.StaticSpec, args: argparse.Namespace) -> int:
 
 
 def _release(args: argparse.Namespace, say: Callable[[str], None]) -> int:
-    # The tools are the local cluster's: helm with the control plane, crane with the registry.
+    # The tools are the local cluster's: helm (3) and crane, each cached in its own directory.
     from localcluster import build as tools
 
     found = {"helm": tools.ensure_helm(progress=say)}

@@ -2,8 +2,10 @@
 
 kube-apiserver, kube-controller-manager, kube-scheduler and kubectl come from `k8s.io/kubernetes`
 through a generated wrapper module that replaces each staging module with its published version;
-etcd through a tiny main package of ours; kwok and helm with `go install`. Binaries found under
-`KUBEBUILDER_ASSETS` (envtest's convention) are used instead of building them.
+etcd through a tiny main package of ours; kwok with `go install`. Binaries found under
+`KUBEBUILDER_ASSETS` (envtest's convention) are used instead of building them. Helm 3 (`helm`, the
+one everything uses) and Helm 4 (`helm4`, for the tests that run both) are tools, not part of the
+control plane: each is built with `go install` into a directory of its own, like crane and promtool.
 
 The real node's parts: the kubelet from the same wrapper module; containerd, ctr and the runc shim
 with `go install`; runc and the CNI plugins from Debian packages (`apt-get download` and
@@ -14,10 +16,10 @@ with `go install`; runc and the CNI plugins from Debian packages (`apt-get downl
 compatibility run); everything else stays as pinned.
 
 Cache layout under the cache root: `controlplane/<Versions.key>/bin` holds the control-plane
-binaries, keyed by the four control-plane versions only, so pinning node parts leaves a built
-control plane valid; each node part has a directory `node/<part>-<version>/` of its own, filled
-in a scratch directory and renamed into place when complete, so changing one version rebuilds only
-that part.
+binaries, keyed by the three control-plane versions only, so pinning node parts or a helm leaves a
+built control plane valid. Each node part has a directory `node/<part>-<version>/` of its own and
+each tool one in `tools/<tool>-<version>/`, filled in a scratch directory and renamed into place
+when complete, so changing one version rebuilds only that part or tool.
 """
 
 from __future__ import annotations
@@ -43,7 +45,9 @@ from pathlib import Path
 from image import archive
 
 KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
-ALL_BINARIES = (*KUBE_BINARIES, "etcd", "kwok", "helm")
+ALL_BINARIES = (*KUBE_BINARIES, "etcd", "kwok")
+# Helm 3 is `helm`, the default of every caller; Helm 4 is `helm4`, beside it.
+HELM_BINARIES = ("helm", "helm4")
 # kwok does nothing without Stage objects; we use the stage sets its module ships, unchanged.
 KWOK_STAGES_FILE = "kwok-stages.yaml"
 KWOK_STAGE_SETS = ("node/fast", "node/heartbeat-with-lease", "pod/fast")
@@ -69,6 +73,7 @@ class Versions:
     etcd: str
     kwok: str
     helm: str
+    helm4: str
     go_minimum: str
     containerd: str
     runc: str
@@ -81,7 +86,7 @@ class Versions:
     @property
     def key(self) -> str:
         """The control plane's cache directory name; node parts are keyed one by one."""
-        return f"k8s-{self.kubernetes}_etcd-{self.etcd}_kwok-{self.kwok}_helm-{self.helm}"
+        return f"k8s-{self.kubernetes}_etcd-{self.etcd}_kwok-{self.kwok}"
 
 
 def load_versions() -> Versions:
@@ -116,8 +121,10 @@ def bin_dir(versions: Versions) -> Path:
 
 
 def find_binaries(versions: Versions) -> dict[str, Path]:
-    """The binaries already present: KUBEBUILDER_ASSETS first, then our cache."""
+    """The binaries already present: KUBEBUILDER_ASSETS first, then our cache (helms included)."""
     found: dict[str, Path] = {}
+    for part in _helm_parts(versions, _stderr):
+        found.update(_part_files(part, tools_root()) or {})
     places = [Path(p) for p in [os.environ.get("KUBEBUILDER_ASSETS", "")] if p]
     places.append(bin_dir(versions))
     for name in ARTIFACTS:
@@ -140,6 +147,7 @@ def ensure_binaries(
     versions = versions or load_versions()
     say = progress or _stderr
     found = _ensure_control_plane(versions, say)
+    found.update(ensure_helms(versions, say))
     if node:
         try:
             found.update(ensure_node_parts(versions, say))
@@ -151,7 +159,7 @@ def ensure_binaries(
 
 
 def _ensure_control_plane(versions: Versions, say: Progress) -> dict[str, Path]:
-    found = find_binaries(versions)
+    found = {k: v for k, v in find_binaries(versions).items() if k in ARTIFACTS}
     missing = [name for name in ARTIFACTS if name not in found]
     if not missing:
         return found
@@ -177,13 +185,9 @@ def _ensure_control_plane(versions: Versions, say: Progress) -> dict[str, Path]:
         step("kwok", lambda: _go_install(go, [kwok], out, "kwok", say, ldflags=""))
     if KWOK_STAGES_FILE in missing:
         step("kwok-stages", lambda: _write_kwok_stages(go, versions, out / KWOK_STAGES_FILE))
-    if "helm" in missing:
-        helm = f"helm.sh/helm/v3/cmd/helm@v{versions.helm}"
-        flags = _helm_ldflags(versions)
-        step("helm", lambda: _go_install(go, [helm], out, "helm", say, ldflags=flags))
     say(f"control plane ready in {_elapsed(started)}")
     _record_timings(out.parent / "build-times.json", timings)
-    found = find_binaries(versions)
+    found = {k: v for k, v in find_binaries(versions).items() if k in ARTIFACTS}
     still = [name for name in ARTIFACTS if name not in found]
     if still:
         raise BuildError(f"built, but these binaries are still missing: {', '.join(still)}")
@@ -230,17 +234,48 @@ def ensure_node_parts(
 
 
 def ensure_helm(versions: Versions | None = None, progress: Progress | None = None) -> Path:
-    """helm alone (a release needs no control plane): found, or built into the control plane's
-    directory like the rest."""
+    """Helm 3 alone (a release needs no control plane): found, or built into its tools directory."""
+    return ensure_helms(versions, progress)["helm"]
+
+
+def ensure_helms(
+    versions: Versions | None = None, progress: Progress | None = None
+) -> dict[str, Path]:
+    """`helm` (Helm 3) and `helm4` (Helm 4), each built once from its Go module."""
     v = versions or load_versions()
-    if found := find_binaries(v).get("helm"):
-        return found
-    out = bin_dir(v)
-    out.mkdir(parents=True, exist_ok=True)
-    target = f"helm.sh/helm/v3/cmd/helm@v{v.helm}"
     say = progress or _stderr
-    _go_install(_check_go(v.go_minimum), [target], out, "helm", say, ldflags=_helm_ldflags(v))
-    return out / "helm"
+    found: dict[str, Path] = {}
+    for part in _helm_parts(v, say):
+        if _part_files(part, tools_root()) is None:
+            say(f"helm: building {part.directory} into {tools_root()}")
+            began = time.monotonic()
+            _fill_part(part, tools_root())
+            seconds = round(time.monotonic() - began, 1)
+            _record_timings(tools_root() / "build-times.json", {part.directory: seconds})
+        files = _part_files(part, tools_root())
+        if files is None:
+            raise BuildError(f"{part.directory}: built, but its files are still missing")
+        found.update(files)
+    return found
+
+
+def _helm_parts(v: Versions, say: Progress) -> list[_Part]:
+    def helm3(out: Path) -> None:
+        target = f"helm.sh/helm/v3/cmd/helm@v{v.helm}"
+        label = f"helm {v.helm}"
+        _go_install(_check_go(v.go_minimum), [target], out, label, say, ldflags=_helm_ldflags(v))
+
+    def helm4(out: Path) -> None:
+        # Helm 4 takes its default Kubernetes version from the client-go it was built with.
+        target = f"helm.sh/helm/v4/cmd/helm@v{v.helm4}"
+        flags = f"-X helm.sh/helm/v4/internal/version.version=v{v.helm4}"
+        _go_install(_check_go(v.go_minimum), [target], out, f"helm4 {v.helm4}", say, ldflags=flags)
+        (out / "helm").rename(out / "helm4")
+
+    return [
+        _Part(f"helm-{v.helm}", {"helm": "helm"}, helm3),
+        _Part(f"helm-{v.helm4}", {"helm4": "helm4"}, helm4),
+    ]
 
 
 def tools_root() -> Path:

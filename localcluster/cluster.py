@@ -100,13 +100,19 @@ class Cluster:
         )
 
     def helm(
-        self, home: Path, *args: str, check: bool = False, timeout: float = 600.0
+        self,
+        home: Path,
+        *args: str,
+        check: bool = False,
+        timeout: float = 600.0,
+        binary: str = "helm",
     ) -> subprocess.CompletedProcess[str]:
-        """Run the built helm against this cluster, its cache and config kept under `home`."""
+        """Run a built helm (`helm`: Helm 3; `helm4`: Helm 4) against this cluster, its cache and
+        config kept under `home`."""
         env = {**os.environ}
         for key in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME"):
             env[key] = str(home / key.lower())
-        cmd = [str(self.binaries["helm"]), f"--kubeconfig={self.kubeconfig}", *args]
+        cmd = [str(self.binaries[binary]), f"--kubeconfig={self.kubeconfig}", *args]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
         if check and proc.returncode != 0:
             raise ClusterError(f"helm {args[0]} failed: {proc.stderr.strip()}")

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request, Response
-from fastapi.responses import PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -29,6 +29,7 @@ from zeroscaler.webhook.activation import Activation
 from zeroscaler.webhook.caches import LiveSource
 from zeroscaler.webhook.covered import CoveredPaths
 from zeroscaler.webhook.intake import Intake, Limits, Refused, refusal
+from zeroscaler.webhook.own_paths import OwnPaths
 from zeroscaler.webhook.review import build_response
 from zeroscaler.webhook.settings import WebhookSettings
 from zeroscaler.webhook.state import Source
@@ -37,6 +38,7 @@ log = logging.getLogger(__name__)
 
 INTERNAL_ERROR = "zeroscaler webhook failed to decide (see its log): no annotations added"
 NOT_READY = "zeroscaler webhook is starting (caches not synced): no annotations added"
+EDGE_CONNECTIONS = 64  # the activator's: one watch per Service waited on, and its writes
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
 
@@ -57,16 +59,27 @@ def create_app(
     intake = Intake(
         Limits(settings.max_body_bytes, settings.body_budget_bytes, settings.read_timeout)
     )
-    admission = _Admission(settings, live, registry, intake)
-    kube = live.kube if isinstance(live, LiveSource) else None
+    # The activator's waits and the watches of the two configurations get connections of their
+    # own: held requests never take the ones the view (in combined mode, the controller's
+    # writes and its Lease) depends on.
+    kube = (
+        Kube(live.kube.access, max_connections=EDGE_CONNECTIONS, keepalive_connections=8)
+        if isinstance(live, LiveSource)
+        else None
+    )
+    if kube is not None:
+        clients.append(kube)
+    own = OwnPaths(kube, settings.webhook_configuration)
+    admission = _Admission(settings, live, registry, intake, own)
     covered = CoveredPaths(kube, settings.activator_configuration)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await live.start()
         tasks = [asyncio.create_task(_freeze_when_ready(live, settings.gc_freeze))]
-        if covered.informer is not None:
-            tasks.append(asyncio.create_task(covered.informer.run()))
+        for informer in (covered.informer, own.informer):
+            if informer is not None:
+                tasks.append(asyncio.create_task(informer.run()))
         try:
             yield
         finally:
@@ -75,6 +88,8 @@ def create_app(
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            if kube is not None:
+                await kube.aclose()
             await live.stop()
 
     app = FastAPI(
@@ -85,7 +100,9 @@ def create_app(
         openapi_url=None,
     )
     app.state.api_clients = clients
-    app.post("/mutate")(admission.mutate)
+    # The API server calls the path the webhook's configuration holds (`OwnPaths`).
+    for path in ("/", "/mutate", "/mutate/{token}"):
+        app.post(path)(admission.mutate)
     activation = Activation(
         kube,
         settings.namespace,
@@ -125,13 +142,16 @@ class _Admission:
         live: Source,
         registry: CollectorRegistry,
         intake: Intake,
+        own: OwnPaths,
     ) -> None:
         self._live = live
         self._intake = intake
+        self._own = own
         self._excluded = frozenset([*settings.exclude_namespaces, settings.namespace])
         self._reviews = Counter(
             "zeroscaler_webhook_reviews_total",
-            "Admission reviews by outcome (patched, unchanged, rejected, not-ready, error)",
+            "Admission reviews by outcome (patched, unchanged, rejected, not-ready, error, "
+            "not-found: at a path the configuration does not hold)",
             ["outcome"],
             registry=registry,
         )
@@ -144,6 +164,9 @@ class _Admission:
 
     async def mutate(self, request: Request) -> Response:
         started = time.perf_counter()
+        if not await self._own.accepts(request.url.path):
+            self._reviews.labels("not-found").inc()
+            return JSONResponse({"message": "not found"}, status_code=404)
         try:
             review = await self._intake.review(request)
         except Refused as e:

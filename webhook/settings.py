@@ -67,6 +67,11 @@ class WebhookSettings(BaseSettings):
         default=True,
         description="once caches are loaded, keep long-lived objects out of garbage collection",
     )
+    webhook_configuration: str = Field(
+        default="",
+        description="its own MutatingWebhookConfiguration: reviews are answered only at a path it "
+        "holds, and a Service-backed webhook without one is given a secret one; empty: /mutate",
+    )
     activator_configuration: str = Field(
         default="",
         description="the activator's MutatingWebhookConfiguration: only a path it holds wakes "

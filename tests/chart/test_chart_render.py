@@ -268,7 +268,11 @@ def test_service_mode_points_the_api_server_at_the_webhook_pods(helm: Helm) -> N
     assert "url" not in webhook_entry(objs)["clientConfig"]
     service = only(objs, "Service", ref["name"])
     assert ref["namespace"] == NAMESPACE
-    assert ref["path"] == "/mutate"
+    assert "path" not in ref  # the controller writes a secret one in; an upgrade leaves it be
+    assert (
+        f"--webhook-configuration={RELEASE}-zeroscaler"
+        in container(deployment(objs, "webhook"))["args"]
+    )
     port = next(p for p in service["spec"]["ports"] if p["port"] == ref["port"])
     dep = deployment(objs, "webhook")
     pod_labels = dep["spec"]["template"]["metadata"]["labels"]
@@ -476,16 +480,16 @@ def test_write_access_is_exactly_what_each_part_needs(helm: Helm) -> None:
         ("authorization.k8s.io", "subjectaccessreviews", "create"),
         ("", "events", "create"),
         ("", "events", "patch"),
-        # The activator's configuration, by name (below).
+        # The activator's configuration and zeroscaler's own (its secret path), by name (below).
         ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch"),
     }
     controller_rules = by_name[f"ClusterRole/{prefix}-controller"]
     activator = f"0-{RELEASE}-zeroscaler-activator"
-    assert grants(controller_rules, "admissionregistration.k8s.io", "mutatingwebhookconfigurations",
-                  "patch", activator)  # fmt: skip
-    for other in (f"{RELEASE}-zeroscaler", "someone-elses"):
-        assert not grants(controller_rules, "admissionregistration.k8s.io",
-                          "mutatingwebhookconfigurations", "patch", other)  # fmt: skip
+    for own in (activator, f"{RELEASE}-zeroscaler"):
+        assert grants(controller_rules, "admissionregistration.k8s.io",
+                      "mutatingwebhookconfigurations", "patch", own)  # fmt: skip
+    assert not grants(controller_rules, "admissionregistration.k8s.io",
+                      "mutatingwebhookconfigurations", "patch", "someone-elses")  # fmt: skip
     assert write_grants(by_name[f"Role/{prefix}-controller"]) == {
         ("coordination.k8s.io", "leases", "create"),
         ("coordination.k8s.io", "leases", "patch"),
@@ -1460,9 +1464,10 @@ def test_the_activator_can_be_turned_off_or_renamed(helm: Helm) -> None:
     ]
     assert not [a for a in _args(off, "controller") if a.startswith("--activator")]
     rules = roles(off)[f"ClusterRole/{RELEASE}-zeroscaler-controller"]
-    assert ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch") not in (
-        write_grants(rules)
-    )
+    # Its own configuration still gets its secret path; the activator's name is not granted.
+    config = ("admissionregistration.k8s.io", "mutatingwebhookconfigurations")
+    assert grants(rules, *config, "patch", f"{RELEASE}-zeroscaler")
+    assert not grants(rules, *config, "patch", f"0-{RELEASE}-zeroscaler-activator")
     renamed = render(
         helm,
         "--set",

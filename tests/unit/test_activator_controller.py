@@ -15,7 +15,7 @@ from zeroscaler.cluster.informer import Informer, WatchEvent
 from zeroscaler.controller.activator import Activator
 from zeroscaler.controller.clock import ManualClock
 from zeroscaler.controller.registrations import ServingIndex, trim_registration, trim_service
-from zeroscaler.controller.workload import Workload, WorkloadKey, trim_workload
+from zeroscaler.controller.workload import Workload, WorkloadKey, settle_start, trim_workload
 from zeroscaler.core.activity import Activity
 from zeroscaler.core.annotations import asleep_annotations, read_status
 from zeroscaler.core.coverage import (
@@ -24,8 +24,11 @@ from zeroscaler.core.coverage import (
     parse_activate_path,
     request_key,
 )
+from zeroscaler.core.links import serving_notices
+from zeroscaler.core.wake_path import Surroundings
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
+AROUND = Surroundings("zeroscaler", {})
 KEY: WorkloadKey = ("Deployment", "ops", "op")
 ACTIVATOR = "0-zeroscaler-activator"
 OWN = "zeroscaler"
@@ -77,24 +80,30 @@ def backend(asleep: bool) -> Workload:
     return w
 
 
-def webhooks() -> dict[str, Any]:
-    raw = {
-        "metadata": {"name": "op-hooks"},
-        "webhooks": [
-            {
-                "name": "check.example.com",
-                "clientConfig": {"service": {"namespace": "ops", "name": "op-webhook"}},
-                "rules": [{"operations": ["CREATE"], "resources": ["widgets"]}],
-            }
-        ],
+def webhooks(**fields: Any) -> dict[str, Any]:
+    webhook = {
+        "name": "check.example.com",
+        "clientConfig": {"service": {"namespace": "ops", "name": "op-webhook"}},
+        "rules": [{"operations": ["CREATE"], "resources": ["widgets"]}],
+        **fields,
     }
+    raw = {"metadata": {"name": "op-hooks"}, "webhooks": [webhook]}
     return trim_registration("ValidatingWebhookConfiguration")(raw)
 
 
 class Rig:
     """An activator over a serving index that knows one backend and its webhook."""
 
-    def __init__(self, api: API, w: Workload, *, leader: bool = True) -> None:
+    def __init__(
+        self,
+        api: API,
+        w: Workload,
+        *,
+        leader: bool = True,
+        hooks: dict[str, Any] | None = None,
+        fail_open_allowed: bool = False,
+    ) -> None:
+        self.fail_open_allowed = fail_open_allowed
         self.api = api
         self.workloads = {KEY: w}
         self.enqueued: list[WorkloadKey] = []
@@ -109,7 +118,7 @@ class Rig:
         service = {"metadata": {"name": "op-webhook", "namespace": "ops"},
                    "spec": {"selector": {"app": "op"}}}  # fmt: skip
         self.index.on_service(WatchEvent("ADDED", trim_service(service), initial=True))
-        self.index.on_registration(WatchEvent("ADDED", webhooks(), initial=True))
+        self.index.on_registration(WatchEvent("ADDED", hooks or webhooks(), initial=True))
         self.activator = Activator(
             kube,
             self.index,
@@ -126,8 +135,9 @@ class Rig:
             on_activity=self._on_activity,
         )
 
-    def _activation(self, hooks: Any) -> str | None:
-        return self.activator.activation(hooks)
+    def _activation(self, w: Workload, hooks: Any) -> str | None:
+        allowed = self.fail_open_allowed
+        return self.activator.activation(w, hooks, AROUND, fail_open_allowed=allowed)
 
     def _on_activity(self, w: Workload, found: Activity, _: datetime) -> None:
         self.activity.append((w.key, found.reason))
@@ -256,3 +266,63 @@ def test_the_words_of_a_wake_request_are_cut_to_safe_ones_in_its_event() -> None
     [(_, reason)] = rig.activity
     assert reason.startswith("admission request: x?[2J")
     assert len(reason) <= len("admission request: ") + 300
+
+
+EVERY_POD = [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+              "resources": ["pods"]}]  # fmt: skip
+
+
+def test_a_backend_whose_own_webhook_covers_its_pods_is_never_covered_and_stays_awake() -> None:
+    rig = Rig(API(), backend(asleep=False), hooks=webhooks(rules=EVERY_POD))
+    served = rig.activator.serving(rig.workloads[KEY])
+    assert served is not None
+    assert served.keeps_awake
+    assert served.unanswered == (
+        "asleep, it could not wake: ValidatingWebhookConfiguration op-hooks, webhook "
+        'check.example.com: its rule CREATE pods in groups "" covers the pods of ops/op'
+    )
+    [(reason, message)] = serving_notices(served)
+    assert reason == "BacksWebhook"
+    assert "could not wake" in message
+
+
+def test_a_fail_open_backend_stays_awake_unless_policy_lets_it_sleep() -> None:
+    fail_open = webhooks(failurePolicy="Ignore")
+    served = Rig(API(), backend(asleep=False), hooks=fail_open).activator.serving(
+        backend(asleep=False)
+    )
+    assert served is not None
+    assert served.unanswered is not None
+    assert "failurePolicy Ignore" in served.unanswered
+    allowed = Rig(API(), backend(asleep=False), hooks=fail_open, fail_open_allowed=True)
+    served = allowed.activator.serving(allowed.workloads[KEY])
+    assert served is not None
+    assert served.unanswered is None
+
+
+def test_a_backend_that_took_longer_to_start_than_a_request_is_held_stays_awake() -> None:
+    rig = Rig(API(), backend(asleep=False))
+    w = rig.workloads[KEY]
+    w.idle.started_in = 8.0  # within the 9 s a request is held (timeout 10)
+    served = rig.activator.serving(w)
+    assert served is not None
+    assert served.unanswered is None
+    w.idle.started_in = 12.0
+    served = rig.activator.serving(w)
+    assert served is not None
+    assert served.unanswered == (
+        "its last start took 12s from its wake to Ready, longer than the 9s the activator holds "
+        "a request it covers"
+    )
+
+
+def test_the_time_from_a_wake_to_ready_is_remembered_once_it_is_ready() -> None:
+    w = backend(asleep=False)
+    w.idle.starting, w.idle.woken_at = True, NOW
+    w.obj["status"] = {"replicas": 2, "readyReplicas": 1, "observedGeneration": 1}
+    assert not settle_start(w, NOW + timedelta(seconds=3))  # not Ready yet
+    assert w.idle.started_in is None
+    w.obj["status"] = {"replicas": 2, "readyReplicas": 2, "observedGeneration": 1}
+    assert settle_start(w, NOW + timedelta(seconds=7))
+    assert w.idle.started_in == 7.0
+    assert w.idle.woken_at is None

@@ -8,6 +8,7 @@ from localcluster.build import (
     KUBERNETES_ENV,
     BuildError,
     Versions,
+    _helm_parts,
     bin_dir,
     load_versions,
     with_kubernetes,
@@ -67,9 +68,20 @@ def test_pinned_versions_key_the_cache_directory() -> None:
         }
     )
     assert newer.key != versions.key
-    assert versions.key == (
-        f"k8s-{versions.kubernetes}_etcd-{versions.etcd}_kwok-{versions.kwok}_helm-{versions.helm}"
-    )
+    assert versions.key == f"k8s-{versions.kubernetes}_etcd-{versions.etcd}_kwok-{versions.kwok}"
+
+
+def test_a_helm_pin_leaves_the_control_plane_and_the_other_helm_built() -> None:
+    versions = load_versions()
+    fields = {f: getattr(versions, f) for f in Versions.__dataclass_fields__}
+    other = Versions(**{**fields, "helm": "3.0.0", "helm4": "4.0.0"})
+    assert other.key == versions.key
+    dirs = [p.directory for p in _helm_parts(versions, print)]
+    assert dirs == [f"helm-{versions.helm}", f"helm-{versions.helm4}"]
+    files = [p.files for p in _helm_parts(versions, print)]
+    assert files == [{"helm": "helm"}, {"helm4": "helm4"}]
+    assert versions.helm.startswith("3.")
+    assert versions.helm4.startswith("4.")
 
 
 def test_another_kubernetes_release_is_cached_beside_the_pinned_one(

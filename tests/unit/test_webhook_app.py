@@ -444,3 +444,16 @@ def test_fuzz_activate_never_500(shared_client: TestClient, body: Any, path: str
         check_valid(resp.json(), body["request"]["uid"])
     elif resp.status_code == 400:
         assert resp.json()["message"].startswith("malformed AdmissionReview: ")
+
+
+@pytest.mark.parametrize("path", ["/", "/mutate/guessed"])
+def test_a_review_at_a_path_the_configuration_does_not_hold_gets_a_404(
+    client: TestClient, path: str
+) -> None:
+    # Hostile: a caller who is not the API server learns nothing of what RBAC grants.
+    resp = client.post(path, json=review())
+    assert resp.status_code in (404, 405)
+    assert "patch" not in resp.text
+    metrics = client.get("/metrics").text
+    if resp.status_code == 404:
+        assert 'zeroscaler_webhook_reviews_total{outcome="not-found"} 1.0' in metrics

@@ -16,8 +16,9 @@ from zeroscaler.runtime.shutdown import stop_on_signals
 async def run(settings: ControllerSettings) -> None:
     """Run until SIGTERM or SIGINT; give the Lease up on the way out."""
     stop = stop_on_signals()
-    async with supervisor.clients(settings) as (watch_kube, kube):
-        await supervisor.serve(settings, Controller(kube, settings, watch_kube), kube, stop)
+    async with supervisor.clients(settings) as clients:
+        scaler = Controller(clients.requests, settings, clients.watches)
+        await supervisor.serve(settings, scaler, clients, stop)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

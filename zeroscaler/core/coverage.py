@@ -45,6 +45,17 @@ class Hook:
     name: str  # the webhook's own name within it
     service: ServiceRef
     match: str  # its MATCH_FIELDS as canonical JSON, so a Hook is hashable and cheap to compare
+    fails: bool = True  # failurePolicy Fail (the default): unreachable, it refuses what it covers
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        """Its matching fields, as the API server reads them."""
+        result: dict[str, Any] = json.loads(self.match)
+        return result
+
+    def __str__(self) -> str:
+        kind = "Mutating" if self.mutating else "Validating"
+        return f"{kind}WebhookConfiguration {self.configuration}, webhook {self.name}"
 
 
 def hooks_of(mutating: bool, obj: Obj) -> tuple[Hook, ...]:
@@ -66,6 +77,7 @@ def hooks_of(mutating: bool, obj: Obj) -> tuple[Hook, ...]:
                 str(webhook.get("name", "")),
                 ref,
                 json.dumps(match, sort_keys=True, separators=(",", ":")),
+                webhook.get("failurePolicy") != "Ignore",
             )
         )
     return tuple(sorted(found))
@@ -106,6 +118,11 @@ def activation_block(hooks: Iterable[Hook], activator: ActivatorState) -> str | 
                 f"activator's {activator.configuration} (configurations are called in name order)"
             )
     return None
+
+
+def bounded_timeout(timeout: int) -> int:
+    """The activator's timeout as the API server allows it."""
+    return min(max(timeout, MIN_TIMEOUT), MAX_TIMEOUT)
 
 
 def needs_cover(*, asleep: bool, starting: bool, going_to_sleep: bool) -> bool:
@@ -263,11 +280,11 @@ def render(
     the probe answered proves the API server calls this very content. Dry runs are declared
     free of side effects, and the activator wakes nothing for them.
     """
-    timeout = min(max(timeout, MIN_TIMEOUT), MAX_TIMEOUT)
+    timeout = bounded_timeout(timeout)
     webhooks: list[dict[str, Any]] = []
     for backend in sorted(covered, key=lambda b: (b.namespace, b.name, b.kind)):
         for hook in backend.hooks:
-            entry: dict[str, Any] = dict(json.loads(hook.match))
+            entry: dict[str, Any] = hook.fields
             name = webhook_name(backend, hook)
             path = activate_path(backend, hook, timeout - 1, token_for(name))
             entry.update(

@@ -30,7 +30,7 @@ DEFAULT_IGNORE = (
     "subjectaccessreviews.authorization.k8s.io",
 )
 _TOP_FIELDS = ("defaults", "bounds", "rules", "inference")
-_DEFAULT_FIELDS = ("idleTimeout", "maxSleep", "dueLead", "dueTimes")
+_DEFAULT_FIELDS = ("idleTimeout", "failOpenWebhooks", "maxSleep", "dueLead", "dueTimes")
 _BOUND_FIELDS = ("minIdleTimeout", "maxIdleTimeout")
 _INFERENCE_FIELDS = ("fromRBAC", "ignore", "maxKinds")
 _RULE_FIELDS = (
@@ -43,7 +43,13 @@ _RULE_FIELDS = (
     "ownedKinds",
     "maxSleep",
     "dueLead",
+    "failOpenWebhooks",
 )
+# What a backend whose admission webhook has `failurePolicy: Ignore` does: a request it covers
+# that comes before it is Ready again after a wake is admitted unreviewed, so by default it stays
+# awake; an administrator may let it sleep.
+FAIL_OPEN_CHOICES = ("stayAwake", "sleep")
+FAIL_OPEN_DEFAULT = "stayAwake"
 _MAX_TEXT = 1_000_000
 
 
@@ -69,6 +75,7 @@ class Rule:
     owned_kinds: tuple[str, ...] | None = None
     max_sleep: float | None = None  # 0: never woken for having slept long
     due_lead: float | None = None
+    fail_open_webhooks: str | None = None
 
     def matches(
         self, namespace_labels: Mapping[str, str], workload_labels: Mapping[str, str]
@@ -93,6 +100,7 @@ class PolicyDocument:
     max_sleep: float | None = None
     due_lead: float | None = None
     due_times: Mapping[str, str] | None = None  # kind -> field; "" takes a kind out
+    fail_open_webhooks: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +127,7 @@ class Policy:
     due_times: tuple[DueField, ...] = tuple(
         parse_due_field(f"{k}={v}") for k, v in BUILTIN_DUE_TIMES.items()
     )
+    fail_open_webhooks: str = FAIL_OPEN_DEFAULT
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +142,7 @@ class Effective:
     max_sleep: float | None = None  # None or 0: none written
     due_lead: float | None = None
     due_times: tuple[DueField, ...] = ()
+    fail_open_webhooks: str = FAIL_OPEN_DEFAULT
 
 
 DEFAULT_POLICY = Policy()
@@ -177,6 +187,9 @@ def parse_policy(text: str, source: str) -> PolicyDocument:
         max_sleep=_duration(defaults.get("maxSleep"), "defaults.maxSleep", source, problems),
         due_lead=_duration(defaults.get("dueLead"), "defaults.dueLead", source, problems),
         due_times=_due_times(defaults.get("dueTimes"), source, problems),
+        fail_open_webhooks=_fail_open(
+            defaults.get("failOpenWebhooks"), "defaults.failOpenWebhooks", source, problems
+        ),
     )
     if problems:
         raise PolicyError(problems)
@@ -191,6 +204,7 @@ def merge_policies(documents: Iterable[PolicyDocument]) -> Policy:
     from_rbac, ignore, max_kinds = True, frozenset(DEFAULT_IGNORE), DEFAULT_MAX_KINDS
     max_sleep, due_lead = DEFAULT_POLICY.max_sleep, DEFAULT_POLICY.due_lead
     due_times = dict(BUILTIN_DUE_TIMES)
+    fail_open = FAIL_OPEN_DEFAULT
     rules: list[Rule] = []
     seen: dict[str, str] = {}
     problems: list[str] = []
@@ -204,6 +218,7 @@ def merge_policies(documents: Iterable[PolicyDocument]) -> Policy:
         max_sleep = d.max_sleep if d.max_sleep is not None else max_sleep
         due_lead = d.due_lead if d.due_lead is not None else due_lead
         due_times.update(d.due_times or {})
+        fail_open = d.fail_open_webhooks if d.fail_open_webhooks is not None else fail_open
         for rule in d.rules:
             if rule.name in seen:
                 problems.append(
@@ -225,6 +240,7 @@ def merge_policies(documents: Iterable[PolicyDocument]) -> Policy:
         max_sleep=max_sleep,
         due_lead=due_lead,
         due_times=tuple(parse_due_field(f"{k}={v}") for k, v in sorted(due_times.items()) if v),
+        fail_open_webhooks=fail_open,
     )
 
 
@@ -245,6 +261,7 @@ def evaluate_policy(
                 max_sleep=rule.max_sleep if rule.max_sleep is not None else policy.max_sleep,
                 due_lead=rule.due_lead if rule.due_lead is not None else policy.due_lead,
                 due_times=policy.due_times,
+                fail_open_webhooks=rule.fail_open_webhooks or policy.fail_open_webhooks,
             )
     return Effective(
         enabled=True,
@@ -252,6 +269,7 @@ def evaluate_policy(
         max_sleep=policy.max_sleep,
         due_lead=policy.due_lead,
         due_times=policy.due_times,
+        fail_open_webhooks=policy.fail_open_webhooks,
     )
 
 
@@ -454,6 +472,19 @@ def _rules(value: object, source: str, problems: list[str]) -> tuple[Rule, ...]:
                 owned_kinds=_kinds(item.get("ownedKinds"), f"{where}.ownedKinds", source, problems),
                 max_sleep=_duration(item.get("maxSleep"), f"{where}.maxSleep", source, problems),
                 due_lead=_duration(item.get("dueLead"), f"{where}.dueLead", source, problems),
+                fail_open_webhooks=_fail_open(
+                    item.get("failOpenWebhooks"), f"{where}.failOpenWebhooks", source, problems
+                ),
             )
         )
     return tuple(rules)
+
+
+def _fail_open(value: object, where: str, source: str, problems: list[str]) -> str | None:
+    if value is None or value in FAIL_OPEN_CHOICES:
+        return None if value is None else str(value)
+    problems.append(
+        f"{source}: {where}: {value!r} is not one of {', '.join(FAIL_OPEN_CHOICES)} (stayAwake: "
+        "a backend of a failurePolicy Ignore webhook is never put to sleep; sleep: it may be)"
+    )
+    return None

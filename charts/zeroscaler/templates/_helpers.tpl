@@ -325,11 +325,11 @@ check against the programs' --help.
 - --metrics-port={{ .Values.controller.metricsPort }}
 - --log-level={{ .Values.logLevel }}
 - --log-format={{ .Values.logFormat }}
+- --webhook-configuration={{ include "zeroscaler.webhook.configurationName" . }}
 {{- if .Values.activator.enabled }}
 - --activator-configuration={{ include "zeroscaler.activator.configurationName" . }}
 - --activator-requests={{ include "zeroscaler.activator.requestsName" . }}
 - --activator-timeout={{ .Values.activator.timeoutSeconds }}
-- --webhook-configuration={{ include "zeroscaler.webhook.configurationName" . }}
 {{- end }}
 {{- if .Values.controller.dryRun }}
 - --dry-run
@@ -351,6 +351,7 @@ check against the programs' --help.
 - --namespace={{ .Release.Namespace }}
 - --host=0.0.0.0
 - --port={{ .Values.webhook.port }}
+- --webhook-configuration={{ include "zeroscaler.webhook.configurationName" . }}
 {{- if include "zeroscaler.webhook.renews" . }}
 {{- $r := .Values.certificates.job.renewal }}
 {{- if lt (float64 $r.settle) (mulf 2 $r.syncInterval) }}
