@@ -120,6 +120,11 @@ async def bench(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> Res
         watcher = asyncio.create_task(watch(kube, results, done))
         port = free_port()
         cmd = controller_command(kubeconfig, port)
+        cmd[cmd.index("--lease-namespace") + 1] = NAMESPACE  # its Lease beside the sleepers
+        labels = {"zeroscaler.io/enabled": "true"}
+        await _create(
+            kube, "/api/v1/namespaces", {"metadata": {"name": NAMESPACE, "labels": labels}}
+        )
         with running(cmd, workdir / "controller.log"):
             await _wait_http_ok(f"http://127.0.0.1:{port}/readyz")
             await setup(kube, args.workloads)
