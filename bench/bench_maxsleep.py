@@ -1,7 +1,8 @@
 """Benchmark: 1,000 sleepers with a short max-sleep wake spread over their jitter window.
 
 N paused Deployments (no Pods) with a short idle timeout and a short `zeroscaler.io/max-sleep`
-fall asleep together; nothing they watch changes. Each is then woken by max-sleep alone, within a
+fall asleep together (their namespace is opted in once they all exist, so their idle clocks start
+at once); nothing they watch changes. Each is then woken by max-sleep alone, within a
 tenth of max-sleep after it by its jitter (docs/DESIGN.md, "Work on a clock"). A Deployment watch
 of the benchmark's own takes the time of each scale-up. The figures: how far after its own sleep
 each woke (in units of max-sleep: all between 1.0 and 1.1), how the wakes spread over time (the
@@ -16,6 +17,7 @@ import asyncio
 import json
 import os
 import tempfile
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,7 @@ from bench.saved import save_json
 from localcluster.processes import free_port, running
 from zeroscaler.api import Kube, KubeError
 from zeroscaler.api.credentials import load_access
+from zeroscaler.core.durations import parse_time
 
 NAMESPACE = "zs-maxsleep"
 TIMEOUT = 5.0  # seconds idle before the first sleep
@@ -44,8 +47,8 @@ LIMIT = 600.0  # seconds the whole run may take once the workloads exist
 class Results:
     count: int
     max_sleep: float
-    asleep_at: dict[str, float] = field(default_factory=dict)  # loop time each fell asleep
-    woken_at: dict[str, float] = field(default_factory=dict)  # loop time each was scaled up
+    asleep_at: dict[str, float] = field(default_factory=dict)  # epoch seconds: its asleep-since
+    woken_at: dict[str, float] = field(default_factory=dict)  # epoch seconds: its scale-up seen
     notes: list[str] = field(default_factory=list)
 
 
@@ -54,8 +57,7 @@ def name_of(i: int) -> str:
 
 
 async def setup(kube: Kube, count: int) -> None:
-    labels = {"zeroscaler.io/enabled": "true"}
-    await _create(kube, "/api/v1/namespaces", {"metadata": {"name": NAMESPACE, "labels": labels}})
+    """The sleepers, in a namespace not yet opted in (so none is managed until all exist)."""
     await _create(
         kube, f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts", {"metadata": {"name": "op"}}
     )
@@ -81,22 +83,24 @@ async def setup(kube: Kube, count: int) -> None:
         return lambda: _create(kube, path, deployment(name_of(i), annotations))
 
     await _gather_limited([creator(i) for i in range(count)], limit=32, progress="created")
+    opted = {"metadata": {"labels": {"zeroscaler.io/enabled": "true"}}}
+    await kube.patch(f"/api/v1/namespaces/{NAMESPACE}", opted)
 
 
 async def watch(kube: Kube, results: Results, done: asyncio.Event) -> None:
     """Each Deployment's first sleep and the scale-up after it, by loop time."""
     path = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments"
-    loop = asyncio.get_running_loop()
     seen: dict[str, int] = {}
 
     def take(obj: dict[str, Any]) -> None:
         name = obj["metadata"]["name"]
         replicas = int(obj["spec"].get("replicas") or 0)
+        since = (obj["metadata"].get("annotations") or {}).get("zeroscaler.io/asleep-since")
         before = seen.get(name)
-        if replicas == 0 and before and name not in results.asleep_at:
-            results.asleep_at[name] = loop.time()
+        if replicas == 0 and before and since and name not in results.asleep_at:
+            results.asleep_at[name] = parse_time(since).timestamp()
         if replicas > 0 and before == 0 and name in results.asleep_at:
-            results.woken_at.setdefault(name, loop.time())
+            results.woken_at.setdefault(name, time.time())
         seen[name] = replicas
         if len(results.woken_at) == results.count:
             done.set()
@@ -140,7 +144,7 @@ def summarize(results: Results) -> dict[str, float]:
     both = [n for n in results.woken_at if n in results.asleep_at]
     after = [(results.woken_at[n] - results.asleep_at[n]) / results.max_sleep for n in both]
     wakes = sorted(results.woken_at[n] for n in both)
-    sleeps = sorted(results.asleep_at[n] for n in both)
+    sleeps = sorted(results.asleep_at[n] for n in both)  # whole seconds, as annotated
     per_second: dict[int, int] = {}
     for t in wakes:
         per_second[int(t - wakes[0])] = per_second.get(int(t - wakes[0]), 0) + 1
