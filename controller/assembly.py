@@ -44,7 +44,10 @@ from zeroscaler.controller.workload import (
     Workload,
     WorkloadKey,
     count_by_state,
+    count_dry_run,
+    count_paused,
     count_pending_wakes,
+    count_released,
     trim_workload,
 )
 from zeroscaler.core.annotations import is_namespace_enabled
@@ -142,6 +145,9 @@ class Controller:
             api_errors=lambda: [k.errors for k in clients],
             workloads=self.workloads.values if self.settings.workload_metrics else None,
             count_savings=self._count_savings,
+            count_paused=lambda: count_paused(self.workloads.values()),
+            count_dry_run=lambda: count_dry_run(self.workloads.values()),
+            count_released=lambda: count_released(self.workloads.values()),
         )
         for client in clients:
             client.on_throttled = metrics.throttled.inc
@@ -258,6 +264,8 @@ class Controller:
             excluded=self.settings.excluded,
             serving=self.activator.serving,
             due=subscriptions.due_summary,
+            keep_awake_jitter=self.settings.keep_awake_jitter,
+            policy_attempted=self.policies.informer.attempted.is_set,
         )
         parts = ReconcileParts(subscriptions, scaling, reporter, self.accounting)
         scheduling = Scheduling(self.queue, self.gate, self.timers, clock, self.tasks.background)

@@ -9,15 +9,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
+import ssl
+import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from zeroscaler.api import Kube
 from zeroscaler.api.credentials import load_access
 from zeroscaler.controller.assembly import Controller
+from zeroscaler.controller.clock import LoopClock
 from zeroscaler.controller.flags import ControllerSettings
 from zeroscaler.controller.leader import LeaderElector
 from zeroscaler.controller.metrics import Route, serve_http
+from zeroscaler.controller.scrapers import ScrapeAccess
 
 log = logging.getLogger("controller")
 
@@ -73,6 +79,24 @@ async def clients(settings: ControllerSettings) -> AsyncIterator[Clients]:
         yield Clients(watch_kube, kube, lease_kube)
 
 
+def self_signed_tls(host: str) -> ssl.SSLContext:
+    """A TLS server context with a certificate made now (Prometheus scrapes it without checking,
+    as it does kube-rbac-proxy's; what keeps the metrics private is the token)."""
+    from zeroscaler.certs.issue import new_ca, new_serving_cert  # cryptography: only when asked
+
+    ca = new_ca("zeroscaler-controller-metrics")
+    pair = new_serving_cert(ca, [socket.gethostname(), *([host] if host != "0.0.0.0" else [])])
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    with tempfile.TemporaryDirectory() as folder:  # read once, then gone
+        cert, key = Path(folder, "tls.crt"), Path(folder, "tls.key")
+        key.touch(mode=0o600)
+        key.write_bytes(pair.key_pem)
+        cert.write_bytes(pair.cert_pem + ca.cert_pem)
+        context.load_cert_chain(cert, key)
+    return context
+
+
 async def _settled(kube: Kube) -> None:
     """The requests on their way answered, or DRAIN_SECONDS gone."""
     with contextlib.suppress(TimeoutError):
@@ -95,7 +119,13 @@ async def serve(
     )
     server = None
     if settings.metrics_port:
-        server = await serve_http(settings.metrics_host, settings.metrics_port, routes(scaler))
+        tls, guard = None, None
+        if settings.metrics_auth:
+            tls = self_signed_tls(settings.metrics_host)
+            guard = ScrapeAccess(kube.requests, LoopClock()).status
+        server = await serve_http(
+            settings.metrics_host, settings.metrics_port, routes(scaler), tls=tls, guard=guard
+        )
     log.info(
         "starting",
         extra={"id": settings.id, "dry_run": settings.dry_run, "port": settings.metrics_port},

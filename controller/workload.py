@@ -16,11 +16,13 @@ from zeroscaler.core.annotations import (
     FIELD_MANAGER,
     OUR_PREFIXES,
     OWNED_KINDS,
+    PAUSED_UNTIL,
     WATCHED_KINDS,
     Notice,
     WorkloadConfig,
     WorkloadStatus,
     has_kinds_annotated,
+    paused_until_set_at,
     read_injected,
     read_status,
 )
@@ -28,6 +30,7 @@ from zeroscaler.core.flapping import Streak, replicas_manager
 from zeroscaler.core.kinds import APIResource
 from zeroscaler.core.managers import Manager, detect, field_managers_of, is_applied
 from zeroscaler.core.readiness import is_ready
+from zeroscaler.core.savings import NONE, Requests, pod_requests
 from zeroscaler.core.sharing import NOTHING, shared, shared_mapping, shared_strings
 from zeroscaler.core.workloads import workload_path
 
@@ -47,14 +50,15 @@ def trim_workload(obj: Obj) -> Obj:
     status = obj.get("status") or {}
     labels = shared_strings(meta.get("labels") or {})
     pod_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
-    return {
+    annotations = meta.get("annotations") or {}
+    trimmed: Obj = {
         "metadata": {
             "name": sys.intern(meta.get("name", "")),
             "namespace": sys.intern(meta.get("namespace", "")),
             "uid": meta.get("uid", ""),
             "resourceVersion": meta.get("resourceVersion", ""),
             "generation": meta.get("generation"),
-            "annotations": shared_strings(ours(meta.get("annotations") or {})),
+            "annotations": shared_strings(ours(annotations)),
             "labels": labels,
         },
         "spec": {
@@ -65,6 +69,7 @@ def trim_workload(obj: Obj) -> Obj:
             # What Services select it by, and whether it makes pods at all (readiness).
             "podLabels": labels if pod_labels == labels else shared_strings(pod_labels),
             "paused": bool(spec.get("paused")),
+            "podRequests": _shared_requests(pod_requests(pod_spec)),
         },
         "status": shared_mapping(
             {k: status[k] for k in ("observedGeneration", "readyReplicas") if k in status}
@@ -84,6 +89,21 @@ def trim_workload(obj: Obj) -> Obj:
             )
         ),
     }
+    if PAUSED_UNTIL in annotations:  # a duration counts from when it was written
+        trimmed["pausedAt"] = paused_until_set_at(meta.get("managedFields"))
+    return trimmed
+
+
+_REQUESTS: dict[Requests, Requests] = {}
+
+
+def _shared_requests(requests: Requests) -> Requests:
+    """One copy of each distinct request: most workloads ask alike."""
+    if requests == NONE:
+        return NONE
+    if len(_REQUESTS) > 4096:
+        _REQUESTS.clear()
+    return _REQUESTS.setdefault(requests, requests)
 
 
 def ours(annotations: Mapping[str, str]) -> dict[str, str]:
@@ -141,6 +161,8 @@ class WorkloadCounts:
     wakes: dict[str, int] = field(default_factory=dict)  # by reason
     sleeps: dict[str, int] = field(default_factory=dict)  # by reason
     saved: float = 0.0  # replica-seconds
+    cpu_seconds: float = 0.0  # core-seconds of CPU requested by those replicas
+    memory_seconds: float = 0.0  # byte-seconds of memory requested
     latency_sum: float = 0.0  # seconds, over the wakes that had a waking event
     latency_count: int = 0
 
@@ -190,6 +212,7 @@ class ScalingMemory:
     # drops them (OLM's reinstall) is told from them, and they are written back.
     recorded: Mapping[str, str] | None = None
     pretend: tuple[WorkloadStatus, int] | None = None  # dry run: the status we would have made
+    dry_run: str | None = None  # why only what would be done is said (flag, namespace, policy)
 
 
 @dataclass(slots=True)
@@ -277,6 +300,24 @@ class Workload:
     @property
     def resource_version(self) -> str:
         return str(self.obj["metadata"].get("resourceVersion", ""))
+
+    @property
+    def pod_requests(self) -> Requests:
+        """CPU and memory one of its pods requests."""
+        found = (self.obj.get("spec") or {}).get("podRequests")
+        return found if isinstance(found, Requests) else NONE
+
+    def released(self) -> Requests:
+        """What it gives back while asleep: its pods' requests times the replicas it wakes to."""
+        if not self.managed or self.status.state != "asleep" or self.replicas:
+            return NONE
+        return self.pod_requests.times(self.status.restore_replicas or 1)
+
+    @property
+    def paused_at(self) -> datetime | None:
+        """When `paused-until` was written, as the API server recorded it."""
+        when = self.obj.get("pausedAt")
+        return when if isinstance(when, datetime) else None
 
     @property
     def replicas_manager(self) -> str | None:
@@ -372,6 +413,24 @@ def owes_wake(w: Workload) -> bool:
 
 def count_pending_wakes(workloads: Iterable[Workload]) -> int:
     return sum(1 for w in workloads if owes_wake(w))
+
+
+def count_paused(workloads: Iterable[Workload]) -> int:
+    """Workloads held as they are, as last reconciled."""
+    return sum(1 for w in workloads if w.paused and not w.deleted)
+
+
+def count_dry_run(workloads: Iterable[Workload]) -> int:
+    """Managed workloads where only what would be done is said."""
+    return sum(1 for w in workloads if w.managed and w.scaling.dry_run is not None)
+
+
+def count_released(workloads: Iterable[Workload]) -> Requests:
+    """The requests every sleeper gives back now."""
+    total = NONE
+    for w in workloads:
+        total += w.released()
+    return total
 
 
 def count_by_state(workloads: Iterable[Workload]) -> dict[str, int]:

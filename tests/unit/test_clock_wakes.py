@@ -11,7 +11,6 @@ from zeroscaler.core.decision import (
     Decision,
     Observed,
     decide,
-    jitter_of,
     max_sleep_wake_at,
 )
 from zeroscaler.core.due import (
@@ -23,6 +22,7 @@ from zeroscaler.core.due import (
 )
 from zeroscaler.core.durations import parse_time
 from zeroscaler.core.kinds import KindRef
+from zeroscaler.core.schedules import jitter
 
 CM = (KindRef("ConfigMap", kind="ConfigMap"),)
 CERT = "Certificate web/tls status.renewalTime"
@@ -73,7 +73,7 @@ CASES: list[tuple[str, Observed, WorkloadConfig, WorkloadStatus, Decision]] = [
     ("asleep max-sleep: looked at when it is over (jitter 0)",
      seen("10:59:00", asleep=True), MAX, ASLEEP, Decision("none", next_check=t("13:00:00"))),
     ("asleep past max-sleep and its jitter: woken for one idle timeout",
-     seen("10:59:00", asleep=True, jitter=0.5),
+     seen("10:59:00", asleep=True, sleep_jitter=0.5),
      WorkloadConfig(idle_timeout=60.0, watched=CM, max_sleep=3000.0), ASLEEP,
      Decision("wake", replicas=2, cause="max-sleep",
               reason="asleep 52m30s (max-sleep 50m): woken for one idle timeout though nothing "
@@ -160,8 +160,8 @@ def test_due_times_are_read_from_the_annotation_and_bad_entries_named() -> None:
 
 
 def test_max_sleep_wakes_spread_over_a_tenth_of_it_by_a_stable_jitter() -> None:
-    jitters = [jitter_of("team", f"op-{i}") for i in range(1000)]
-    assert jitters == [jitter_of("team", f"op-{i}") for i in range(1000)]  # stable
+    jitters = [jitter(f"Deployment/team/op-{i}", 1.0) for i in range(1000)]
+    assert jitters == [jitter(f"Deployment/team/op-{i}", 1.0) for i in range(1000)]  # stable
     assert all(0.0 <= j < 1.0 for j in jitters)
     wakes = sorted(max_sleep_wake_at(SLEPT, 36000.0, j) for j in jitters)
     assert wakes[0] >= SLEPT + timedelta(hours=10)

@@ -116,8 +116,8 @@ def test_selectors_need_labels_and_expressions(
         ("defaults: {idleTimeout: 0s}", "p: defaults.idleTimeout: '0s' must be longer than zero"),
         (
             "defaults: {idleTimout: 5m}",
-            "p: defaults.idleTimout: unknown field "
-            "(expected one of idleTimeout, failOpenWebhooks, maxSleep, dueLead, dueTimes)",
+            "p: defaults.idleTimout: unknown field (expected one of idleTimeout, failOpenWebhooks, "
+            "keepAwake",
         ),
         (
             "bounds: {minIdleTimeout: 2h, maxIdleTimeout: 1h}",

@@ -4,13 +4,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Any
 
 import yaml
 
+from zeroscaler.core.annotations import NAMESPACE_DRY_RUN_LABEL
 from zeroscaler.core.due import DueField, parse_due_field
 from zeroscaler.core.durations import DURATION_FORM, DurationError, format_duration, parse_duration
 from zeroscaler.core.kinds import KIND_REF_FORM, parse_kind_refs
+from zeroscaler.core.schedules import (
+    MAX_WINDOWS,
+    WINDOW_FORM,
+    Window,
+    WindowError,
+    WindowKind,
+    make_window,
+    parse_windows,
+)
 from zeroscaler.core.selectors import EVERYTHING, Selector, SelectorError, parse_selector
 
 DEFAULT_IDLE_TIMEOUT = 15 * 60.0
@@ -30,7 +41,15 @@ DEFAULT_IGNORE = (
     "subjectaccessreviews.authorization.k8s.io",
 )
 _TOP_FIELDS = ("defaults", "bounds", "rules", "inference")
-_DEFAULT_FIELDS = ("idleTimeout", "failOpenWebhooks", "maxSleep", "dueLead", "dueTimes")
+_DEFAULT_FIELDS = (
+    "idleTimeout", "failOpenWebhooks", "keepAwake", "forcedSleep", "dryRun", "maxSleep",
+    "dueLead", "dueTimes",
+)  # fmt: skip
+_WINDOW_FIELDS = ("days", "start", "end", "timeZone", "except", "activity")
+_WINDOW_MAP_FORM = (
+    "a map with days, start, end, timeZone and optionally except and activity "
+    "(e.g. {days: Mon-Fri, start: '20:00', end: '07:00', timeZone: Europe/Berlin})"
+)
 _BOUND_FIELDS = ("minIdleTimeout", "maxIdleTimeout")
 _INFERENCE_FIELDS = ("fromRBAC", "ignore", "maxKinds")
 _RULE_FIELDS = (
@@ -41,6 +60,9 @@ _RULE_FIELDS = (
     "enabled",
     "watchedKinds",
     "ownedKinds",
+    "keepAwake",
+    "forcedSleep",
+    "dryRun",
     "maxSleep",
     "dueLead",
     "failOpenWebhooks",
@@ -73,6 +95,9 @@ class Rule:
     enabled: bool | None = None
     watched_kinds: tuple[str, ...] | None = None
     owned_kinds: tuple[str, ...] | None = None
+    keep_awake: tuple[Window, ...] | None = None
+    forced_sleep: tuple[Window, ...] | None = None
+    dry_run: bool | None = None
     max_sleep: float | None = None  # 0: never woken for having slept long
     due_lead: float | None = None
     fail_open_webhooks: str | None = None
@@ -91,6 +116,9 @@ class PolicyDocument:
 
     source: str
     idle_timeout: float | None = None
+    keep_awake: tuple[Window, ...] | None = None
+    forced_sleep: tuple[Window, ...] | None = None
+    dry_run: bool | None = None
     min_idle_timeout: float | None = None
     max_idle_timeout: float | None = None
     rules: tuple[Rule, ...] = ()
@@ -122,6 +150,9 @@ class Policy:
     rules: tuple[Rule, ...] = ()
     inference: Inference = field(default_factory=Inference)
     sources: tuple[str, ...] = ()
+    keep_awake: tuple[Window, ...] = ()
+    forced_sleep: tuple[Window, ...] = ()
+    dry_run: bool = False
     max_sleep: float | None = DEFAULT_MAX_SLEEP  # 0: never
     due_lead: float | None = None  # None: the built-in lead, not written on workloads
     due_times: tuple[DueField, ...] = tuple(
@@ -139,6 +170,9 @@ class Effective:
     rule: str | None = None
     watched_kinds: tuple[str, ...] | None = None
     owned_kinds: tuple[str, ...] | None = None
+    keep_awake: tuple[Window, ...] = ()
+    forced_sleep: tuple[Window, ...] = ()
+    dry_run: bool = False
     max_sleep: float | None = None  # None or 0: none written
     due_lead: float | None = None
     due_times: tuple[DueField, ...] = ()
@@ -174,6 +208,13 @@ def parse_policy(text: str, source: str) -> PolicyDocument:
         idle_timeout=_timeout(
             defaults.get("idleTimeout"), "defaults.idleTimeout", source, problems
         ),
+        keep_awake=_windows(
+            defaults.get("keepAwake"), "keep-awake", "defaults.keepAwake", source, problems
+        ),
+        forced_sleep=_windows(
+            defaults.get("forcedSleep"), "forced-sleep", "defaults.forcedSleep", source, problems
+        ),
+        dry_run=_bool(defaults.get("dryRun"), "defaults.dryRun", source, problems),
         min_idle_timeout=_timeout(
             bounds.get("minIdleTimeout"), "bounds.minIdleTimeout", source, problems
         ),
@@ -201,6 +242,9 @@ def merge_policies(documents: Iterable[PolicyDocument]) -> Policy:
     """Merge documents in source-name order: later values win; rules are appended in that order."""
     docs = sorted(documents, key=lambda d: d.source)
     idle, low, high = DEFAULT_POLICY.idle_timeout, None, None
+    keep: tuple[Window, ...] = ()
+    forced: tuple[Window, ...] = ()
+    dry_run = False
     from_rbac, ignore, max_kinds = True, frozenset(DEFAULT_IGNORE), DEFAULT_MAX_KINDS
     max_sleep, due_lead = DEFAULT_POLICY.max_sleep, DEFAULT_POLICY.due_lead
     due_times = dict(BUILTIN_DUE_TIMES)
@@ -210,6 +254,9 @@ def merge_policies(documents: Iterable[PolicyDocument]) -> Policy:
     problems: list[str] = []
     for d in docs:
         idle = d.idle_timeout if d.idle_timeout is not None else idle
+        keep = d.keep_awake if d.keep_awake is not None else keep
+        forced = d.forced_sleep if d.forced_sleep is not None else forced
+        dry_run = d.dry_run if d.dry_run is not None else dry_run
         low = d.min_idle_timeout if d.min_idle_timeout is not None else low
         high = d.max_idle_timeout if d.max_idle_timeout is not None else high
         from_rbac = d.from_rbac if d.from_rbac is not None else from_rbac
@@ -237,6 +284,9 @@ def merge_policies(documents: Iterable[PolicyDocument]) -> Policy:
         rules=tuple(rules),
         inference=Inference(from_rbac=from_rbac, ignore=ignore, max_kinds=max_kinds),
         sources=tuple(d.source for d in docs),
+        keep_awake=keep,
+        forced_sleep=forced,
+        dry_run=dry_run,
         max_sleep=max_sleep,
         due_lead=due_lead,
         due_times=tuple(parse_due_field(f"{k}={v}") for k, v in sorted(due_times.items()) if v),
@@ -258,6 +308,11 @@ def evaluate_policy(
                 rule=rule.name,
                 watched_kinds=rule.watched_kinds,
                 owned_kinds=rule.owned_kinds,
+                keep_awake=rule.keep_awake if rule.keep_awake is not None else policy.keep_awake,
+                forced_sleep=rule.forced_sleep
+                if rule.forced_sleep is not None
+                else policy.forced_sleep,
+                dry_run=rule.dry_run if rule.dry_run is not None else policy.dry_run,
                 max_sleep=rule.max_sleep if rule.max_sleep is not None else policy.max_sleep,
                 due_lead=rule.due_lead if rule.due_lead is not None else policy.due_lead,
                 due_times=policy.due_times,
@@ -270,7 +325,25 @@ def evaluate_policy(
         due_lead=policy.due_lead,
         due_times=policy.due_times,
         fail_open_webhooks=policy.fail_open_webhooks,
+        keep_awake=policy.keep_awake,
+        forced_sleep=policy.forced_sleep,
+        dry_run=policy.dry_run,
     )
+
+
+def dry_run_reason(
+    policy: Policy | None, namespace_labels: Mapping[str, str], workload_labels: Mapping[str, str]
+) -> str | None:
+    """Why zeroscaler only says what it would do for a workload (its namespace's label, or the
+    policy), or None when it acts."""
+    if namespace_labels.get(NAMESPACE_DRY_RUN_LABEL) == "true":
+        return f'namespace labelled {NAMESPACE_DRY_RUN_LABEL}: "true"'
+    if policy is None:
+        return None
+    effective = evaluate_policy(policy, namespace_labels, workload_labels)
+    if not effective.dry_run:
+        return None
+    return f"policy rule {effective.rule!r}" if effective.rule else "policy defaults.dryRun"
 
 
 def clamp_idle_timeout(policy: Policy, seconds: float) -> tuple[float, str | None]:
@@ -470,6 +543,17 @@ def _rules(value: object, source: str, problems: list[str]) -> tuple[Rule, ...]:
                     item.get("watchedKinds"), f"{where}.watchedKinds", source, problems
                 ),
                 owned_kinds=_kinds(item.get("ownedKinds"), f"{where}.ownedKinds", source, problems),
+                keep_awake=_windows(
+                    item.get("keepAwake"), "keep-awake", f"{where}.keepAwake", source, problems
+                ),
+                forced_sleep=_windows(
+                    item.get("forcedSleep"),
+                    "forced-sleep",
+                    f"{where}.forcedSleep",
+                    source,
+                    problems,
+                ),
+                dry_run=_bool(item.get("dryRun"), f"{where}.dryRun", source, problems),
                 max_sleep=_duration(item.get("maxSleep"), f"{where}.maxSleep", source, problems),
                 due_lead=_duration(item.get("dueLead"), f"{where}.dueLead", source, problems),
                 fail_open_webhooks=_fail_open(
@@ -478,6 +562,71 @@ def _rules(value: object, source: str, problems: list[str]) -> tuple[Rule, ...]:
             )
         )
     return tuple(rules)
+
+
+def _windows(
+    value: object, kind: WindowKind, where: str, source: str, problems: list[str]
+) -> tuple[Window, ...] | None:
+    """A list of windows, each the annotation's text or a map; an empty list means none."""
+    if value is None:
+        return None
+    items: list[object] = [value] if isinstance(value, str | Mapping) else value  # type: ignore[assignment]
+    if not isinstance(items, list):
+        expected = f"each {WINDOW_FORM} or {_WINDOW_MAP_FORM}"
+        problems.append(f"{source}: {where}: expected a list of windows, {expected}")
+        return None
+    windows: list[Window] = []
+    for i, item in enumerate(items):
+        at = f"{where}[{i}]"
+        try:
+            if isinstance(item, str):
+                windows.extend(parse_windows(item, kind))
+            elif isinstance(item, Mapping):
+                windows.append(_window_map(item, kind, at, source, problems))
+            else:
+                problems.append(f"{source}: {at}: expected {WINDOW_FORM} or {_WINDOW_MAP_FORM}")
+        except WindowError as e:
+            problems.append(f"{source}: {at}: {e}")
+    if len(windows) > MAX_WINDOWS:
+        problems.append(f"{source}: {where}: {len(windows)} windows, over {MAX_WINDOWS}")
+    return tuple(windows)
+
+
+def _window_map(
+    item: Mapping[Any, Any], kind: WindowKind, where: str, source: str, problems: list[str]
+) -> Window:
+    _unknown(item, _WINDOW_FIELDS, f"{where}.", source, problems)
+    texts: dict[str, str] = {}
+    for key in ("days", "start", "end", "timeZone"):
+        value = item.get(key)
+        if key in ("start", "end") and isinstance(value, int) and not isinstance(value, bool):
+            # YAML 1.1 reads an unquoted 20:00 as sixty-based 1200: read back as the time.
+            value = f"{value // 60:02d}:{value % 60:02d}"
+        if not isinstance(value, str) or not value.strip():
+            raise WindowError(
+                f"{key}: {value!r} is missing or not text; expected {_WINDOW_MAP_FORM}"
+            )
+        texts[key] = value.strip()
+    dates = item.get("except") or []
+    dates = [dates] if isinstance(dates, str) else dates
+    # YAML reads an unquoted 2026-12-24 as a date: taken as written.
+    if not isinstance(dates, list) or not all(isinstance(d, str | date) for d in dates):
+        raise WindowError(f"except: expected a list of dates YYYY-MM-DD, not {dates!r}")
+    activity = item.get("activity", "wake")
+    if not isinstance(activity, str):
+        raise WindowError(f"activity: {activity!r} is not wake or hold")
+    try:
+        return make_window(
+            kind,
+            days=texts["days"],
+            start=texts["start"],
+            end=texts["end"],
+            zone=texts["timeZone"],
+            exceptions=[str(d) for d in dates],
+            activity=activity,
+        )
+    except WindowError as e:
+        raise WindowError(f"{e}; expected {_WINDOW_MAP_FORM}") from None
 
 
 def _fail_open(value: object, where: str, source: str, problems: list[str]) -> str | None:

@@ -323,6 +323,9 @@ check against the programs' --help.
 - --id=$(POD_NAME)
 - --metrics-host=0.0.0.0
 - --metrics-port={{ .Values.controller.metricsPort }}
+{{- if .Values.controller.metricsAuthorization }}
+- --metrics-auth
+{{- end }}
 - --log-level={{ .Values.logLevel }}
 - --log-format={{ .Values.logFormat }}
 - --webhook-configuration={{ include "zeroscaler.webhook.configurationName" . }}
