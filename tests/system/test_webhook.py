@@ -36,6 +36,7 @@ GADGET = f"Gadget.{GROUP}"
 INJECTED = "zeroscaler.io/injected"
 TIMEOUT_KEY = "zeroscaler.io/idle-timeout"
 WATCHED = "zeroscaler.io/watched-kinds"
+MAX_SLEEP = "zeroscaler.io/max-sleep"
 OWNED = "zeroscaler.io/owned-kinds"
 SCOPE = "zeroscaler.io/watch-namespaces"
 
@@ -106,9 +107,10 @@ def test_crd_and_configmap_watch_comes_back_annotated(
     created = create_workload(cluster, opted_ns, obj)
     assert created.annotations == {
         TIMEOUT_KEY: "15m",
+        MAX_SLEEP: "10h",  # the policy's default longest sleep
         WATCHED: f"ConfigMap,{GADGET}",
         SCOPE: "*",
-        INJECTED: f"{TIMEOUT_KEY},{SCOPE},{WATCHED}",
+        INJECTED: f"{TIMEOUT_KEY},{MAX_SLEEP},{SCOPE},{WATCHED}",
     }
     assert OWNED not in created.annotations
     # An UPDATE of the mutated object is not changed again.
