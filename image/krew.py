@@ -29,17 +29,17 @@ _MTIME = 1_700_000_000
 
 LAUNCHER = """#!/bin/sh
 # kubectl zeroscaler: the zeroscaler command as a kubectl plugin. It runs an installed
-# zeroscaler {version}, else zeroscaler {version} through pipx (pipx install zeroscaler=={version}
-# makes the first start faster).
+# zeroscaler {version}, else zeroscaler {version} through pipx
+# (pipx install kube-zeroscaler=={version} makes the first start faster).
 version={version}
 if command -v zeroscaler >/dev/null 2>&1 && \\
     [ "$(zeroscaler --version 2>/dev/null)" = "zeroscaler $version" ]; then
   exec zeroscaler "$@"
 fi
 if command -v pipx >/dev/null 2>&1; then
-  exec pipx run --spec "zeroscaler==$version" zeroscaler "$@"
+  exec pipx run --spec "kube-zeroscaler==$version" zeroscaler "$@"
 fi
-echo "kubectl zeroscaler needs zeroscaler $version: pipx install zeroscaler==$version" \\
+echo "kubectl zeroscaler needs zeroscaler $version: pipx install kube-zeroscaler==$version" \\
   "(Python 3.11 or newer)" >&2
 exit 1
 """
@@ -89,7 +89,7 @@ def manifest(version: str, sha256: str) -> dict[str, Any]:
             ),
             "caveats": (
                 "The plugin runs the zeroscaler Python package, version "
-                f"{version}: an installed one (pipx install zeroscaler=={version}), else the "
+                f"{version}: an installed one (pipx install kube-zeroscaler=={version}), else the "
                 "same version through pipx run. It needs Python 3.11 or newer and pipx.\n"
             ),
             "platforms": [

@@ -58,6 +58,7 @@ def test_sbom_lists_each_platforms_locked_packages(tmp_path: Path) -> None:
     doc = json.loads(out.read_text())
     assert doc["bomFormat"] == "CycloneDX"
     assert doc["metadata"]["component"]["name"] == "zeroscaler"
+    assert doc["metadata"]["component"]["purl"] == f"pkg:pypi/kube-zeroscaler@{build.version()}"
     got = sbom.read_components(out)
     assert set(got) == {"linux/amd64", "linux/arm64/v8"}
     for platform in (AMD64, ARM64):
@@ -130,7 +131,7 @@ def test_the_krew_manifest_installs_the_plugin_archive_of_the_release(tmp_path: 
     assert members["kubectl-zeroscaler"].mode & 0o111
     # It runs the zeroscaler command of exactly this version, with the arguments kubectl gave.
     assert 'exec zeroscaler "$@"' in script
-    assert 'pipx run --spec "zeroscaler==$version" zeroscaler "$@"' in script
+    assert 'pipx run --spec "kube-zeroscaler==$version" zeroscaler "$@"' in script
     assert "version=1.2.3\n" in script
 
 
@@ -156,4 +157,4 @@ def test_the_plugin_launcher_runs_the_installed_command_of_its_version(tmp_path:
         env={"PATH": "/nonexistent"},
     )
     assert other.returncode == 1  # neither zeroscaler nor pipx: says what to install
-    assert "pipx install zeroscaler==1.2.3" in other.stderr
+    assert "pipx install kube-zeroscaler==1.2.3" in other.stderr

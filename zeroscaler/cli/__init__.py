@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 
+from zeroscaler import DISTRIBUTION
 from zeroscaler.cli.control import add_sleep, add_wake
 from zeroscaler.cli.explain import add_explain
 from zeroscaler.cli.session import (
@@ -23,7 +24,7 @@ from zeroscaler.cli.status import add_status
 from zeroscaler.controller.uninstall import add_uninstall
 
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
-DIST = "zeroscaler"
+DIST = DISTRIBUTION
 SHELLS = ("bash", "zsh", "fish")
 SERVER_EXTRA = f"{DIST}[server]"
 CONNECTION = ("kubeconfig", "context", "namespace")
