@@ -264,6 +264,7 @@ def test_the_notes_say_existing_workloads_are_annotated_by_the_controller_at_onc
     assert "next update" not in text
     assert "kubectl label namespace <namespace> zeroscaler.io/enabled=true" in text
     assert f"pipx install kube-zeroscaler=={APP_VERSION}" in text
+    assert "zeroscaler check -n <namespace>" in text
     assert "with series for each managed workload" in text
     assert f"Service {RELEASE}-zeroscaler-controller-metrics" in text
 

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 
 from zeroscaler import DISTRIBUTION
+from zeroscaler.cli.check import add_check
 from zeroscaler.cli.control import add_sleep, add_wake
 from zeroscaler.cli.explain import add_explain
 from zeroscaler.cli.session import (
@@ -84,6 +85,7 @@ SUBCOMMANDS: Mapping[str, Register] = {
     "completion": add_completion,
     "certs": add_certs_or_placeholder,
     "uninstall": add_uninstall,
+    "check": add_check,
 }
 
 
