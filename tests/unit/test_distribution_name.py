@@ -82,6 +82,9 @@ def named_distributions(command: str, rest: str) -> list[str]:
 
 
 def requirement_name(spec: str) -> str:
+    """The distribution a requirement or a wheel's or sdist's file names."""
+    if "/" in spec or spec.endswith((".whl", ".tar.gz", ".zip")):
+        spec = spec.rsplit("/", 1)[-1].split("-", 1)[0]  # name-version-...: the file's name part
     return re.split(r"[\[=<>!~ ;@]", spec, maxsplit=1)[0].lower().replace("_", "-")
 
 
@@ -123,6 +126,7 @@ def test_every_install_instruction_names_our_distribution() -> None:
         ("pip install --target /x -r image/requirements.lock", []),
         ("uv tool install kube-zeroscaler", ["kube-zeroscaler"]),
         ("pip install .", []),
+        ("pipx install dist/zeroscaler-0.1.5.tar.gz", ["dist/zeroscaler-0.1.5.tar.gz"]),
     ],
 )
 def test_the_scan_reads_each_form_of_instruction(line: str, names: list[str]) -> None:
