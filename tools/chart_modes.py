@@ -60,6 +60,18 @@ def message(mode: str, key: str) -> str:
     return f"{key} is not used in mode {mode} ({why}): set {instead} instead"
 
 
+def has_null(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(v is None or has_null(v) for v in value.values())
+    return False
+
+
+def without_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: without_nulls(v) for k, v in value.items() if v is not None}
+    return value
+
+
 def rules(defaults: dict[str, Any]) -> list[dict[str, Any]]:
     """One if/then a mode: each unused value must be its default, or the message fails."""
     found = []
@@ -68,9 +80,11 @@ def rules(defaults: dict[str, Any]) -> list[dict[str, Any]]:
         for key in unused:
             section, name = key.split(".", 1)
             default = defaults[section][name]
+            # Helm 4 drops a default's null leaves before validating, Helm 3 keeps them.
+            accepted = [default] + ([without_nulls(default)] if has_null(default) else [])
             node = then.setdefault(section, {"properties": {}})
             node["properties"][name] = {
-                "anyOf": [{"const": default}, {"const": message(mode, key)}]
+                "anyOf": [*({"const": d} for d in accepted), {"const": message(mode, key)}]
             }
         found.append(
             {
