@@ -150,3 +150,18 @@ def test_a_value_a_mode_does_not_use_is_refused_naming_what_to_set(
     assert proc.returncode != 0, f"{dotted} was accepted in mode {mode}"
     said = " ".join(proc.stderr.replace("\\'", "'").split())
     assert message(mode, dotted) in said, proc.stderr
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_helm_4_accepts_the_defaults_and_refuses_what_a_mode_does_not_use(
+    helm: Helm, helm4: Helm, mode: str
+) -> None:
+    # Helm 4 validates the defaults without their null leaves; Helm 3 with them.
+    for pinned in (helm, helm4):
+        proc = pinned.template("--set", f"mode={mode}")
+        assert proc.returncode == 0, proc.stderr
+    dotted = next(iter(UNUSED[mode]))
+    section, key = dotted.split(".", 1)
+    proc = helm4.template("--set", f"mode={mode}", *flags_for(section, key))
+    assert proc.returncode != 0
+    assert message(mode, dotted) in " ".join(proc.stderr.replace("\\'", "'").split())
