@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import base64
 import json
+import secrets
 import statistics
 import sys
 import tempfile
@@ -99,6 +100,13 @@ async def _load(kube: Kube, ways: list[str], rate: int, seconds: float) -> dict[
     return result
 
 
+ACTIVATOR = "0-bench-activator"
+
+
+def _new_token(_: str) -> str:
+    return secrets.token_urlsafe(18)
+
+
 def _configuration(name: str, webhooks: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
@@ -163,7 +171,7 @@ async def _part_one(cluster: Cluster, rate: int, seconds: float) -> list[Way]:
         _wait_up(f"https://127.0.0.1:{port}/", str(work / "ca.crt"), noop)
         for name in {*NAMESPACES.values(), "bench-zeroscaler"}:
             cluster.kubectl("create", "namespace", name)
-        hook.start(extra=["--log-level", "warning"])
+        hook.start(extra=["--log-level", "warning", "--activator-configuration", ACTIVATOR])
         url = f"https://127.0.0.1:{port}/mutate"
         noop_hooks = [_noop_webhook(url, ca.cert_pem, ["bench-noop", "bench-awake"])]
         admission = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
@@ -192,8 +200,8 @@ async def _part_one(cluster: Cluster, rate: int, seconds: float) -> list[Way]:
         covered = Covered("Deployment", "bench-awake", "guard", hooks_of(True, backend))
         base = {"url": f"https://127.0.0.1:{hook.port}/mutate",
                 "caBundle": base64.b64encode(hook.ca.cert_pem).decode()}  # fmt: skip
-        webhooks, _ = render([covered], base, 10, "bench-zeroscaler")
-        await kube.create(admission, _configuration("0-bench-activator", webhooks))
+        webhooks, _ = render([covered], base, 10, "bench-zeroscaler", _new_token)
+        await kube.create(admission, _configuration(ACTIVATOR, webhooks))
         await _until_called(kube, "bench-awake", COVERED)
         await _load(kube, [IDLE, COVERED], rate, 1.0)
         idle = await _load(kube, [IDLE], rate, seconds)

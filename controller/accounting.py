@@ -24,7 +24,10 @@ class Accounting:
         """Count the time since the last count; with `stop`, stop counting until `start`."""
         saved = self._take(w, self._clock.monotonic(), stop)
         if saved:
+            requests = w.pod_requests
             self._metrics.replica_seconds_saved.inc(saved)
+            self._metrics.saved_cpu.inc(saved * requests.cpu)
+            self._metrics.saved_memory.inc(saved * requests.memory)
             self._metrics.saved(w, saved)
 
     def account_all(self, workloads: Iterable[Workload]) -> None:
@@ -32,7 +35,7 @@ class Accounting:
         (at 10,000 workloads, once each was a third of a percent of a core). A workload no
         longer managed loses its own series' counts here."""
         now = self._clock.monotonic()
-        saved = 0.0
+        saved = cpu = memory = 0.0
         for w in workloads:
             if not w.managed:
                 w.report.tally = None
@@ -43,9 +46,14 @@ class Accounting:
                 taken = self._take(w, now, stop=False)
                 if taken:
                     saved += taken
+                    requests = w.pod_requests
+                    cpu += taken * requests.cpu
+                    memory += taken * requests.memory
                     self._metrics.saved(w, taken)
         if saved:
             self._metrics.replica_seconds_saved.inc(saved)
+            self._metrics.saved_cpu.inc(cpu)
+            self._metrics.saved_memory.inc(memory)
 
     @staticmethod
     def _take(w: Workload, now: float, stop: bool) -> float:

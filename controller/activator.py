@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import secrets
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -29,14 +30,18 @@ from zeroscaler.core.coverage import (
     Health,
     Hook,
     activation_block,
+    bounded_timeout,
     needs_cover,
     parse_request_key,
     probe_answered,
     probe_lease,
     render,
+    tokens_of,
 )
+from zeroscaler.core.disclosure import safe_text
 from zeroscaler.core.durations import parse_time
 from zeroscaler.core.links import Serving
+from zeroscaler.core.wake_path import Backend, Surroundings, blockers
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +86,7 @@ class Activator:
         self._going_to_sleep: set[WorkloadKey] = set()
         self._written: list[dict[str, Any]] | None = None  # what we last wrote, and its token
         self._token = ""
+        self._tokens: dict[str, str] | None = None  # each covered webhook's path token, by name
         self._version = ""  # the configuration's resourceVersion after our write
         self._seen_version = ""  # ... and as last watched
         self._dirty = asyncio.Event()
@@ -98,9 +104,41 @@ class Activator:
     def enabled(self) -> bool:
         return self.state.enabled
 
-    def activation(self, hooks: tuple[Hook, ...]) -> str | None:
-        """Why the activator cannot answer for these webhooks while they sleep, or None."""
-        return activation_block(hooks, self.state)
+    def activation(
+        self,
+        w: Workload,
+        hooks: tuple[Hook, ...],
+        around: Surroundings,
+        *,
+        fail_open_allowed: bool,
+    ) -> str | None:
+        """Why `w`, which serves these webhooks, cannot sleep with the activator answering for
+        them, or None: the activator cannot serve them; its last start took longer than a request
+        is held; one of them would refuse a request its own wake needs (`core.wake_path`); or
+        one is fail-open and no policy lets such a backend sleep."""
+        block = activation_block(hooks, self.state)
+        if block is not None:
+            return block
+        held = bounded_timeout(self._timeout) - 1
+        started = w.idle.started_in
+        if started is not None and started > held:
+            return (
+                f"its last start took {started:.0f}s from its wake to Ready, longer than the "
+                f"{held}s the activator holds a request it covers"
+            )
+        backend = Backend(w.kind, w.namespace, w.name, w.pod_labels, self._index.services_of(w))
+        found = blockers(hooks, backend, around)
+        if found:
+            more = f" (and {len(found) - 1} more of its webhooks)" if len(found) > 1 else ""
+            return f"asleep, it could not wake: {found[0]}{more}"
+        fail_open = [h for h in hooks if not h.fails]
+        if fail_open and not fail_open_allowed:
+            return (
+                f"{fail_open[0]} has failurePolicy Ignore: a request it covers that comes before "
+                "the backend is Ready again would be admitted unreviewed (a policy may allow "
+                "that: failOpenWebhooks: sleep)"
+            )
+        return None
 
     def serving(self, w: Workload) -> Serving | None:
         """What `w` serves (the index's answer), noting the backends whose cover may change."""
@@ -133,20 +171,28 @@ class Activator:
         found: list[Covered] = []
         for key in list(self._backends):
             w = self._workloads.get(key)
-            serving = self._index.serving(w) if w is not None and not w.deleted else None
-            if w is None or serving is None or not serving.hooks or not w.managed:
-                if w is None or w.deleted:
-                    self._backends.discard(key)
+            if w is None or w.deleted:
+                self._backends.discard(key)
                 continue
-            if serving.unanswered is not None:
-                continue  # it is not put to sleep, and an asleep one is being woken
-            if needs_cover(
-                asleep=w.shown_status.state == "asleep" or w.replicas == 0,
-                starting=w.idle.starting,
-                going_to_sleep=key in self._going_to_sleep,
-            ):
-                found.append(Covered(key[0], key[1], key[2], serving.hooks))
+            covered = self._cover_of(w)
+            if covered is not None:
+                found.append(covered)
         return found
+
+    def _cover_of(self, w: Workload) -> Covered | None:
+        """`w` and the webhooks to cover for it, or None when it needs no cover now."""
+        serving = self._index.serving(w) if not w.deleted else None
+        if serving is None or not serving.hooks or not w.managed:
+            return None
+        if serving.unanswered is not None:
+            return None  # it is not put to sleep, and an asleep one is being woken
+        if not needs_cover(
+            asleep=w.shown_status.state == "asleep" or w.replicas == 0,
+            starting=w.idle.starting,
+            going_to_sleep=w.key in self._going_to_sleep,
+        ):
+            return None
+        return Covered(w.key[0], w.key[1], w.key[2], serving.hooks)
 
     async def _client_config(self) -> Obj:
         """zeroscaler's webhook as its own configuration reaches it (service or url, caBundle)."""
@@ -167,7 +213,11 @@ class Activator:
                 return self._token
             covered = self._covered()
             base = await self._client_config()
-            webhooks, token = render(covered, base, self._timeout, self._namespace)
+            tokens = await self._path_tokens()
+            webhooks, token = render(
+                covered, base, self._timeout, self._namespace, lambda name: _token(tokens, name)
+            )
+            self._tokens = {str(w["name"]): tokens[str(w["name"])] for w in webhooks[1:]}
             if webhooks == self._written and self._seen_version in ("", self._version):
                 return token
             answer = await self._kube.patch(
@@ -180,6 +230,17 @@ class Activator:
                 extra={"covered": ",".join("/".join(b[1:3]) for b in _keys(covered))},
             )
             return token
+
+    async def _path_tokens(self) -> dict[str, str]:
+        """The tokens of the paths the configuration holds: read from it once, then kept, so a
+        rewrite never changes a path the API server may be calling."""
+        if self._tokens is None:
+            try:
+                found = await self._kube.get(f"{CONFIGURATIONS}/{self.state.configuration}")
+            except NotFound:
+                found = {}
+            self._tokens = tokens_of(found)
+        return dict(self._tokens)
 
     async def probe(self, token: str, attempts: int = PROBE_ATTEMPTS) -> bool:
         """Whether the API server calls the activator with the content `token`: a dry-run
@@ -272,13 +333,13 @@ class Activator:
             self._requests[key] = value
             target = parse_request_key(key)
             w = None if target is None else self._workloads.get(target)
-            if w is None:
-                continue
+            if w is None or self._cover_of(w) is None:
+                continue  # only a backend covered now is woken by a request
             at, what = _parse_request(value)
             since = w.shown_status.asleep_since
             if event.initial and (at is None or since is None or at <= since):
                 continue  # asked for before its sleep: not news
-            reason = f"admission request: {what}" if what else "admission request"
+            reason = f"admission request: {safe_text(what)}" if what else "admission request"
             self._on_activity(w, Activity(w.kind, w.namespace, w.name, reason), now)
 
 
@@ -298,3 +359,10 @@ def _parse_request(value: str) -> tuple[datetime | None, str]:
 
 def _keys(covered: Iterable[Covered]) -> list[tuple[str, str, str]]:
     return [(c.kind, c.namespace, c.name) for c in covered]
+
+
+def _token(tokens: dict[str, str], name: str) -> str:
+    """The path token of the covered webhook `name`: the one it has, or a new unguessable one."""
+    if name not in tokens:
+        tokens[name] = secrets.token_urlsafe(18)
+    return tokens[name]

@@ -34,6 +34,7 @@ from zeroscaler.controller.reconcile import (
 from zeroscaler.controller.registrations import ServingIndex
 from zeroscaler.controller.reporting import Reporter
 from zeroscaler.controller.scaling import Scaling
+from zeroscaler.controller.secret_path import SecretPath
 from zeroscaler.controller.subscription import Subscriptions
 from zeroscaler.controller.tasks import Tasks
 from zeroscaler.controller.timers import TimerHeap
@@ -43,13 +44,17 @@ from zeroscaler.controller.workload import (
     Workload,
     WorkloadKey,
     count_by_state,
+    count_dry_run,
+    count_paused,
     count_pending_wakes,
+    count_released,
     trim_workload,
 )
 from zeroscaler.core.annotations import is_namespace_enabled
 from zeroscaler.core.coverage import Hook
 from zeroscaler.core.inference import RBACSnapshot
-from zeroscaler.core.policy import Policy
+from zeroscaler.core.policy import Policy, evaluate_policy
+from zeroscaler.core.wake_path import Surroundings
 from zeroscaler.core.workloads import WORKLOAD_RESOURCES
 
 log = logging.getLogger(__name__)
@@ -57,6 +62,7 @@ log = logging.getLogger(__name__)
 HOUSEKEEPING_INTERVAL = 60.0
 _RBAC_SETTLE = 0.2  # seconds a burst of RBAC changes has to arrive before grants are checked
 WAKE_ONLY_SHARE = 8  # one worker more per this many that takes only wakes due
+WAKE_NAMESPACES = ("kube-system", "kube-node-lease")  # where a wake's own requests go too
 WARMING_BOUND = 60.0  # seconds after ready that a start's warming ends at the latest
 CATCH_UP_BOUND = 120.0  # seconds after a start that the collector, paused for it, runs again
 
@@ -139,6 +145,9 @@ class Controller:
             api_errors=lambda: [k.errors for k in clients],
             workloads=self.workloads.values if self.settings.workload_metrics else None,
             count_savings=self._count_savings,
+            count_paused=lambda: count_paused(self.workloads.values()),
+            count_dry_run=lambda: count_dry_run(self.workloads.values()),
+            count_released=lambda: count_released(self.workloads.values()),
         )
         for client in clients:
             client.on_throttled = metrics.throttled.inc
@@ -172,9 +181,11 @@ class Controller:
             enqueue=self.queue.add,
             on_activity=self.changes.note_activity,
         )
+        configurations = serving.registrations["MutatingWebhookConfiguration"]
         if activator.enabled:
-            configurations = serving.registrations["MutatingWebhookConfiguration"]
             configurations.add_handler(activator.on_configuration)
+        self.secret_path = SecretPath(kube, settings.webhook_configuration, self._leading)
+        configurations.add_handler(self.secret_path.on_configuration)
         return serving, activator
 
     def _workload_watches(self, watcher: Kube) -> tuple[Informer, dict[str, Informer]]:
@@ -252,6 +263,8 @@ class Controller:
             policy=self._policy,
             excluded=self.settings.excluded,
             serving=self.activator.serving,
+            keep_awake_jitter=self.settings.keep_awake_jitter,
+            policy_attempted=self.policies.informer.attempted.is_set,
         )
         parts = ReconcileParts(subscriptions, scaling, reporter, self.accounting)
         scheduling = Scheduling(self.queue, self.gate, self.timers, clock, self.tasks.background)
@@ -269,6 +282,8 @@ class Controller:
         self.tasks.spawn(*(i.run() for i in self.serving.informers))
         if self.activator.enabled:
             self.tasks.spawn(self.activator.run(), self.activator.requests.run())
+        if self.settings.webhook_configuration:
+            self.tasks.spawn(self.secret_path.run())
         self.tasks.spawn(*(i.run() for i in self.workload_informers.values()))
         self.tasks.spawn(self.timers.run(), self._housekeeping())
         await asyncio.gather(self.cluster.discovered.wait(), *(i.synced.wait() for i in essential))
@@ -361,8 +376,22 @@ class Controller:
         serving = self.serving.serving(w)
         return serving is None or serving.keeps_awake
 
-    def _activation(self, hooks: tuple[Hook, ...]) -> str | None:
-        return self.activator.activation(hooks)
+    def _activation(self, w: Workload, hooks: tuple[Hook, ...]) -> str | None:
+        namespaces = (w.namespace, self.settings.lease_namespace, *WAKE_NAMESPACES)
+        labels = {n: found for n in namespaces if (found := self._namespace_labels(n)) is not None}
+        around = Surroundings(self.settings.lease_namespace, labels)
+        policy = self._policy()
+        allowed = policy is not None and (
+            evaluate_policy(policy, labels.get(w.namespace, {}), w.labels).fail_open_webhooks
+            == "sleep"
+        )
+        return self.activator.activation(w, hooks, around, fail_open_allowed=allowed)
+
+    def _namespace_labels(self, namespace: str) -> dict[str, str] | None:
+        ns = self.cluster.namespaces.store.get(("", namespace))
+        if ns is None:
+            return None
+        return dict((ns.get("metadata") or {}).get("labels") or {})
 
     def _hooks_changed(self) -> None:
         self.activator.changed()
@@ -404,6 +433,7 @@ class Controller:
         self.is_leader = leading
         if leading:
             self.changes.enqueue_all()
+            self.secret_path.leading()
 
     async def _housekeeping(self) -> None:
         rounds = 0

@@ -34,6 +34,8 @@ class ControllerSettings:
     metrics_host: str = "0.0.0.0"
     metrics_port: int = 8080  # 0: no HTTP endpoints
     workload_metrics: bool = True  # off: cluster totals only, no series per workload
+    # On: HTTPS, and /metrics only to a bearer token the API server allows to get it.
+    metrics_auth: bool = False
     lease_namespace: str = "zeroscaler"
     policy_namespace: str = ""  # empty: the lease namespace (the chart's release namespace)
     exclude_namespaces: str = "kube-system"  # comma-separated; policy is never applied there
@@ -57,10 +59,14 @@ class ControllerSettings:
     # The activator (docs/DESIGN.md): its MutatingWebhookConfiguration, made by the chart; empty:
     # off, and workloads that serve admission webhooks are never put to sleep.
     activator_configuration: str = ""
-    webhook_configuration: str = "zeroscaler"  # zeroscaler's own, whose client settings it copies
+    # zeroscaler's own: its client settings are copied, and it is given its secret path.
+    webhook_configuration: str = "zeroscaler"
     activator_requests: str = "zeroscaler-activator-requests"  # ConfigMap the webhook writes
     activator_timeout: int = 10  # seconds the API server waits for it (and it for a wake)
     activator_probe_interval: float = 10.0
+    # Seconds over which sleepers are woken after a keep-awake window's start, each at a moment
+    # of its own, so that a window over thousands of workloads does not wake them in one instant.
+    keep_awake_jitter: float = 60.0
 
     @property
     def policy_source(self) -> str:
@@ -96,6 +102,7 @@ _BOUNDS: tuple[tuple[str, float, float], ...] = (
     ("api_burst", 1, 1_000_000),
     ("activator_timeout", 2, 30),
     ("activator_probe_interval", 0.1, 3600),
+    ("keep_awake_jitter", 0, 3600),
 )
 
 
@@ -179,6 +186,12 @@ def _behaviour_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--discovery-interval", type=float, help="seconds between API discovery refreshes"
     )
+    group.add_argument(
+        "--keep-awake-jitter",
+        type=float,
+        help="seconds over which sleepers are woken after a keep-awake window starts, each at "
+        "its own moment (default: 60; 0: all at the start)",
+    )
 
 
 def _api_flags(parser: argparse.ArgumentParser) -> None:
@@ -216,7 +229,8 @@ def _activator_flags(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--webhook-configuration",
-        help="zeroscaler's own MutatingWebhookConfiguration, whose client settings it copies",
+        help="zeroscaler's own MutatingWebhookConfiguration: the activator copies its client "
+        "settings, and a Service-backed webhook in it without a path is given a secret one",
     )
     group.add_argument("--activator-requests", help="the ConfigMap the webhook asks for wakes in")
     group.add_argument(
@@ -239,6 +253,13 @@ def _output_flags(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="each managed workload's own series on /metrics (default: on; turn off on "
         "huge clusters to keep only the cluster totals)",
+    )
+    group.add_argument(
+        "--metrics-auth",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="serve HTTPS (a certificate made at start) and /metrics only to a bearer token "
+        "the API server allows to get it, as kube-rbac-proxy does (default: off)",
     )
     group.add_argument("--log-level", choices=LOG_LEVELS)
     group.add_argument(

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import urllib.parse
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -13,6 +14,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from zeroscaler.controller.workload import Workload, WorkloadCounts
+from zeroscaler.core.savings import NONE, Requests
 from zeroscaler.runtime.collectors import APIErrors, ErrorCounts, register_process_collectors
 
 log = logging.getLogger(__name__)
@@ -64,6 +66,49 @@ class _StateCollector(Collector):
         )
 
 
+class _ControlCollector(Collector):
+    """Workloads held by a person (paused) and workloads where zeroscaler only says what it
+    would do (dry run), on the leader."""
+
+    def __init__(
+        self,
+        count_paused: Callable[[], int],
+        count_dry_run: Callable[[], int],
+        count_released: Callable[[], Requests],
+        is_leader: Callable[[], bool],
+    ) -> None:
+        self._paused = count_paused
+        self._dry_run = count_dry_run
+        self._released = count_released
+        self._is_leader = is_leader
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        leading = self._is_leader()
+        yield GaugeMetricFamily(
+            "zeroscaler_paused_workloads",
+            "Workloads held as they are by zeroscaler.io/paused or an unexpired "
+            "zeroscaler.io/paused-until (0 on a standby)",
+            value=self._paused() if leading else 0,
+        )
+        yield GaugeMetricFamily(
+            "zeroscaler_dry_run_workloads",
+            "Managed workloads where zeroscaler only says what it would do: the --dry-run flag, "
+            "a namespace labelled zeroscaler.io/dry-run, or policy (0 on a standby)",
+            value=self._dry_run() if leading else 0,
+        )
+        released = self._released() if leading else NONE
+        yield GaugeMetricFamily(
+            "zeroscaler_released_cpu_cores",
+            "CPU the pods of sleeping workloads would request now, in cores (0 on a standby)",
+            value=released.cpu,
+        )
+        yield GaugeMetricFamily(
+            "zeroscaler_released_memory_bytes",
+            "Memory the pods of sleeping workloads would request now, in bytes (0 on a standby)",
+            value=released.memory,
+        )
+
+
 # The families of each workload's own series, in exposition order: name, type, help.
 WORKLOAD_FAMILIES = (
     ("zeroscaler_workload_asleep", "gauge", "1 while a managed workload is asleep, 0 while awake"),
@@ -73,15 +118,26 @@ WORKLOAD_FAMILIES = (
         "Replica-seconds a managed workload did not run because it was asleep",
     ),
     (
+        "zeroscaler_workload_saved_cpu_core_seconds_total",
+        "counter",
+        "CPU a managed workload's pods request, in core-seconds not held while it was asleep",
+    ),
+    (
+        "zeroscaler_workload_saved_memory_byte_seconds_total",
+        "counter",
+        "Memory a managed workload's pods request, in byte-seconds not held while it was asleep",
+    ),
+    (
         "zeroscaler_workload_wakes_total",
         "counter",
         "Wakes of a managed workload by reason: activity, serving (it came to back the API "
-        "server), external (scaled up by someone else)",
+        "server), external (scaled up by someone else), window (a keep-awake window began)",
     ),
     (
         "zeroscaler_workload_sleeps_total",
         "counter",
-        "Sleeps of a managed workload by reason: idle, not-ready (not Ready after its wake)",
+        "Sleeps of a managed workload by reason: idle, not-ready (not Ready after its wake), "
+        "window (a forced-sleep window began)",
     ),
     (
         "zeroscaler_workload_wake_latency_seconds",
@@ -113,6 +169,8 @@ class WorkloadSeries(Collector):
     def _samples(self) -> list[Samples]:
         asleep: Samples = []
         saved: Samples = []
+        cpu: Samples = []
+        memory: Samples = []
         wakes: Samples = []
         sleeps: Samples = []
         latency: Samples = []
@@ -129,6 +187,16 @@ class WorkloadSeries(Collector):
                 tally = w.report.tally or _EMPTY
                 saved.append(
                     ("zeroscaler_workload_saved_replica_seconds_total", labels, tally.saved)
+                )
+                cpu.append(
+                    ("zeroscaler_workload_saved_cpu_core_seconds_total", labels, tally.cpu_seconds)
+                )
+                memory.append(
+                    (
+                        "zeroscaler_workload_saved_memory_byte_seconds_total",
+                        labels,
+                        tally.memory_seconds,
+                    )
                 )
                 for reason, count in tally.wakes.items():
                     wakes.append(
@@ -150,7 +218,7 @@ class WorkloadSeries(Collector):
                     name = "zeroscaler_workload_wake_latency_seconds"
                     latency.append((f"{name}_count", labels, tally.latency_count))
                     latency.append((f"{name}_sum", labels, tally.latency_sum))
-        return [asleep, saved, wakes, sleeps, latency]
+        return [asleep, saved, cpu, memory, wakes, sleeps, latency]
 
     def text(self) -> bytes:
         """The series in Prometheus' text format, as generate_latest writes them."""
@@ -194,12 +262,18 @@ class Metrics:
         api_errors: Callable[[], Iterable[ErrorCounts]] = lambda: (),
         workloads: Callable[[], Iterable[Workload]] | None = None,
         count_savings: Callable[[], None] = lambda: None,
+        count_paused: Callable[[], int] = lambda: 0,
+        count_dry_run: Callable[[], int] = lambda: 0,
+        count_released: Callable[[], Requests] = lambda: NONE,
     ) -> None:
         self.registry = CollectorRegistry()
         self._count_savings = count_savings
         register_process_collectors(self.registry)
         self.registry.register(
             _StateCollector(count_by_state, count_watches, is_leader, count_pending, count_events)
+        )
+        self.registry.register(
+            _ControlCollector(count_paused, count_dry_run, count_released, is_leader)
         )
         self.workload_series = None if workloads is None else WorkloadSeries(workloads, is_leader)
         self.per_workload = workloads is not None
@@ -248,15 +322,33 @@ class Metrics:
             "API answers of 429 Too Many Requests, each sent again after its Retry-After",
             registry=self.registry,
         )
+        self.dry_run_decisions = Counter(
+            "zeroscaler_dry_run_decisions_total",
+            "Sleeps and wakes that would have been made where zeroscaler runs dry (the flag, a "
+            "namespace's label or policy), by action",
+            ["action"],
+            registry=self.registry,
+        )
         self.replica_seconds_saved = Counter(
             "zeroscaler_saved_replica_seconds_total",
             "Replica-seconds not run because workloads were asleep",
             registry=self.registry,
         )
+        self.saved_cpu = Counter(
+            "zeroscaler_saved_cpu_core_seconds_total",
+            "CPU requested by the pods of sleeping workloads, in core-seconds not held",
+            registry=self.registry,
+        )
+        self.saved_memory = Counter(
+            "zeroscaler_saved_memory_byte_seconds_total",
+            "Memory requested by the pods of sleeping workloads, in byte-seconds not held",
+            registry=self.registry,
+        )
 
     def woke(self, w: Workload, reason: str, latency: float | None = None) -> None:
         """A wake of `w`; `latency` from its waking event. Reasons: `activity`, `serving`,
-        `external`, and `released` (no longer managed by then: counted in the total only)."""
+        `external`, `window`, and `released` (no longer managed by then: counted in the total
+        only)."""
         if reason != "external":  # the total counts zeroscaler's own wakes
             self.wakes.inc()
         if latency is not None:
@@ -269,7 +361,7 @@ class Metrics:
                 tally.latency_count += 1
 
     def slept(self, w: Workload, reason: str) -> None:
-        """A sleep of `w`. Reasons: `idle`, `not-ready`."""
+        """A sleep of `w`. Reasons: `idle`, `not-ready`, `window`."""
         self.sleeps.inc()
         tally = self._tally(w)
         if tally is not None:
@@ -280,6 +372,9 @@ class Metrics:
         tally = self._tally(w)
         if tally is not None:
             tally.saved += replica_seconds
+            requests = w.pod_requests
+            tally.cpu_seconds += replica_seconds * requests.cpu
+            tally.memory_seconds += replica_seconds * requests.memory
 
     def _tally(self, w: Workload) -> WorkloadCounts | None:
         if not self.per_workload or not w.managed:
@@ -306,7 +401,7 @@ class Metrics:
 
 
 def _is_savings_series(name: str) -> bool:
-    return name.startswith(("zeroscaler_saved_replica_seconds", "zeroscaler_workload_saved"))
+    return name.startswith(("zeroscaler_saved_", "zeroscaler_workload_saved"))
 
 
 def _is_workload_series(name: str) -> bool:
@@ -332,31 +427,63 @@ class _Only:
 
 # A route answers a GET with its query's parameters: status, content type, body.
 Route = Callable[[Mapping[str, list[str]]], tuple[int, str, bytes]]
+# Whether a request may have a path: its headers (lowercase names) and the path in, a status out.
+Guard = Callable[[Mapping[str, str], str], Awaitable[int]]
+_REASONS = {200: "OK", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found"}
+_REASONS[503] = "Service Unavailable"
+MAX_HEAD = 32 * 1024  # bytes of a request's line and headers
 
 
-async def serve_http(host: str, port: int, routes: Mapping[str, Route]) -> asyncio.Server:
-    """A minimal HTTP/1.1 server for GET on a few fixed paths."""
+async def serve_http(
+    host: str,
+    port: int,
+    routes: Mapping[str, Route],
+    *,
+    tls: ssl.SSLContext | None = None,
+    guard: Guard | None = None,
+    guarded: frozenset[str] = frozenset({"/metrics"}),
+) -> asyncio.Server:
+    """A minimal HTTP/1.1 (or, with `tls`, HTTPS) server for GET on a few fixed paths; the
+    `guarded` ones answered only when `guard` says 200."""
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             request = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=10)
-            method, path, *_ = request.split(b"\r\n", 1)[0].decode("latin-1").split(" ")
+            line, _, rest = request.decode("latin-1").partition("\r\n")
+            method, path, *_ = line.split(" ")
             where, _, query = path.partition("?")
             route = routes.get(where)
             if method != "GET" or route is None:
                 status, ctype, body = 404, "text/plain", b"not found\n"
+            elif guard is not None and where in guarded:
+                status = await guard(_headers(rest), where)
+                if status == 200:
+                    status, ctype, body = route(urllib.parse.parse_qs(query))
+                else:
+                    ctype, body = "text/plain", _REASONS.get(status, "").lower().encode() + b"\n"
             else:
                 status, ctype, body = route(urllib.parse.parse_qs(query))
-            reason = {200: "OK", 404: "Not Found", 503: "Service Unavailable"}.get(status, "")
             head = (
-                f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\n"
+                f"HTTP/1.1 {status} {_REASONS.get(status, '')}\r\nContent-Type: {ctype}\r\n"
                 f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
             )
             writer.write(head.encode() + body)
             await writer.drain()
-        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError, ValueError):
+        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            pass
+        except (ConnectionError, ValueError, ssl.SSLError):
             pass
         finally:
             writer.close()
 
-    return await asyncio.start_server(handle, host, port)
+    return await asyncio.start_server(handle, host, port, ssl=tls, limit=MAX_HEAD)
+
+
+def _headers(text: str) -> dict[str, str]:
+    """A request's headers by lowercase name."""
+    found: dict[str, str] = {}
+    for line in text.split("\r\n"):
+        name, colon, value = line.partition(":")
+        if colon:
+            found[name.strip().lower()] = value.strip()
+    return found

@@ -6,7 +6,7 @@ import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from zeroscaler.api import Conflict, KubeError, NotFound, urgently
@@ -33,19 +33,29 @@ from zeroscaler.core.annotations import (
     ENABLED,
     NAMESPACE_ENABLED_LABEL,
     PAUSED,
+    PAUSED_UNTIL,
     Notice,
     WorkloadConfig,
     WorkloadStatus,
     is_namespace_enabled,
     missing_settings,
+    pause_in_force,
     read_config,
     read_status,
 )
 from zeroscaler.core.census import parse_census
-from zeroscaler.core.decision import Decision, Observed, decide, not_ready_notice
+from zeroscaler.core.decision import (
+    Decision,
+    Observed,
+    decide,
+    not_ready_notice,
+    schedule_notice,
+)
+from zeroscaler.core.durations import format_time
 from zeroscaler.core.links import Serving, serving_notices
 from zeroscaler.core.pacing import wake_retry_after
-from zeroscaler.core.policy import Policy
+from zeroscaler.core.policy import Policy, dry_run_reason
+from zeroscaler.core.schedules import jitter
 from zeroscaler.core.sharing import shared
 
 log = logging.getLogger(__name__)
@@ -76,6 +86,9 @@ class ReconcileInputs:
     policy: Callable[[], Policy | None] = lambda: None  # None until its ConfigMaps are listed
     excluded: frozenset[str] = frozenset()  # namespaces policy is never written in
     serving: Callable[[Workload], Serving | None] = lambda _: Serving()
+    keep_awake_jitter: float = 0.0  # seconds over which keep-awake wakes are spread
+    # Whether the policy ConfigMaps' first list was answered or failed (then it may never come).
+    policy_attempted: Callable[[], bool] = lambda: True
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +128,8 @@ class Reconciler:
         self._policy = inputs.policy
         self._excluded = inputs.excluded
         self._serving = inputs.serving
+        self._jitter = inputs.keep_awake_jitter
+        self._policy_attempted = inputs.policy_attempted
         self._wake_failures: dict[WorkloadKey, int] = {}  # failed wakes in a row, for backoff
 
     async def work(self, *, urgent_only: bool = False) -> None:
@@ -181,6 +196,7 @@ class Reconciler:
             self._forget(w)
             return
         config, status, warnings = self._read(w)
+        self._settle_dry_run(w)
         if self._is_held(w, config):
             self._reporter.warn(w, warnings)
             return
@@ -206,8 +222,20 @@ class Reconciler:
         hpa = self._hpa_names(key)
         warnings += [*w.watch.kind_warnings, *self._hpa_warnings(hpa, status)]
         decision, now, notices = self._decide(w, config, status, bool(hpa))
+        if (
+            decision.action == "sleep"
+            and self._policy() is None
+            and not self._policy_attempted()
+            and not self._dry_run
+        ):
+            # Policy may say this namespace only runs dry: no sleep until it has been read.
+            decision = dataclasses.replace(
+                decision, action="none", next_check=now + timedelta(seconds=RETRY_AFTER)
+            )
         self._reporter.warn(w, warnings + notices)
         checks = [decision.next_check]
+        if decision.held:
+            self._hold(w, decision)
         if decision.action == "none":
             checks.append(await self._scaling.settle_flapping(w, now))
         next_check = min((c for c in checks if c is not None), default=None)
@@ -217,23 +245,58 @@ class Reconciler:
         if decision.action != "none":
             await self._scaling.act(w, decision, now)
 
+    def _settle_dry_run(self, w: Workload) -> None:
+        """Whether only what would be done is said for `w`, and why; leaving a dry run forgets
+        the state it pretended."""
+        why = "--dry-run" if self._dry_run else None
+        if why is None:
+            meta = w.obj.get("metadata") or {}
+            labels = self._namespace_meta(w).get("labels") or {}
+            why = dry_run_reason(self._policy(), labels, meta.get("labels") or {})
+        if why is None and w.scaling.dry_run is not None:
+            w.scaling.pretend = None
+            log.info("dry run over", extra={"workload": w.label})
+        w.scaling.dry_run = why
+
+    def _hold(self, w: Workload, decision: Decision) -> None:
+        """Activity a forced-sleep window holds: said once, and no longer a wake owed (the
+        window's end wakes it, from the activity kept in its idle clock)."""
+        if w.idle.activity_at is None:
+            return
+        w.idle.activity_at = None
+        self._gate.done(w.key)
+        message = f"{w.idle.activity_reason}: not woken; {decision.reason}"
+        log.info("wake held", extra={"workload": w.label, "reason": decision.reason})
+        if self._is_leader():
+            self._reporter.event(w, "Normal", "WakeHeld", message)
+
     def _is_held(self, w: Workload, config: WorkloadConfig) -> bool:
-        """Paused: nothing is written (no sleep, wake, restore or policy) until it is resumed."""
-        if config.paused == w.paused:
-            if config.paused:
+        """Paused: nothing is written (no sleep, wake, restore or policy) until it is resumed,
+        by a person or, for `paused-until`, at its time."""
+        pause = pause_in_force(config, w.paused_at, self._clock.now())
+        if pause.held and pause.until is not None:
+            delay = (pause.until - self._clock.now()).total_seconds()
+            self._timers.schedule(w.key, self._clock.monotonic() + max(delay, 0.0))
+        if pause.held == w.paused:
+            if pause.held and pause.until is None:
                 self._timers.cancel(w.key)
-            return config.paused
-        w.paused = config.paused
-        if config.paused:
-            self._timers.cancel(w.key)
-            message = f"{PAUSED} is true: held at {w.replicas} replicas, no sleep or wake"
-            log.info("paused", extra={"workload": w.label})
+            return pause.held
+        w.paused = pause.held
+        if pause.held:
+            if pause.until is None:
+                self._timers.cancel(w.key)
+            message = f"{pause.why}: held at {w.replicas} replicas, no sleep or wake"
+            log.info("paused", extra={"workload": w.label, "why": pause.why})
             if self._is_leader():
                 self._reporter.event(w, "Normal", "Paused", message)
             return True
         log.info("resumed", extra={"workload": w.label})
+        if pause.until is not None and config.pause_until is not None:
+            resumed = f"{PAUSED_UNTIL} {format_time(pause.until)} has passed: managed again"
+        else:
+            resumed = f"{PAUSED} removed: managed again"
         if self._is_leader():
-            self._reporter.event(w, "Normal", "Resumed", f"{PAUSED} removed: managed again")
+            self._reporter.event(w, "Normal", "Resumed", resumed)
         return False
 
     async def _apply_policy(self, w: Workload) -> tuple[bool, list[Notice]]:
@@ -265,12 +328,13 @@ class Reconciler:
         described = ", ".join(
             f"{k} removed" if v is None else f"{k}={v}" for k, v in result.changes.items()
         )
-        if self._dry_run:
+        if w.scaling.dry_run is not None:
             meta = dict(w.obj["metadata"])
             merged = {**(meta.get("annotations") or {}), **result.changes}
             meta["annotations"] = {k: v for k, v in merged.items() if v is not None}
             w.obj = {**w.obj, "metadata": meta}
-            self._reporter.event(w, "Normal", "WouldApplyPolicy", f"dry run: {described}")
+            why = "" if self._dry_run else f" ({w.scaling.dry_run})"
+            self._reporter.event(w, "Normal", "WouldApplyPolicy", f"dry run{why}: {described}")
             return True, warnings
         try:
             await self._scaling.annotate(w, result.changes)
@@ -306,13 +370,17 @@ class Reconciler:
         if status.last_activity is not None and status.last_activity > w.idle.last_activity:
             w.idle.last_activity = status.last_activity  # a person's `zeroscaler wake` restarts it
         warnings = [("InvalidAnnotation", f"{p}; ignored") for p in [*problems, *status_problems]]
+        unanchored = pause_in_force(config, w.paused_at, EPOCH).problem
+        if unanchored:
+            warnings.append(("InvalidAnnotation", unanchored))
         return config, status, warnings
 
     def _decide(
         self, w: Workload, config: WorkloadConfig, status: WorkloadStatus, hpa_targeted: bool
     ) -> tuple[Decision, datetime, list[Notice]]:
         """The decision, when it was made, and the Warnings about what it serves and its start."""
-        if self._dry_run and w.scaling.pretend is not None:
+        dry = w.scaling.dry_run is not None
+        if dry and w.scaling.pretend is not None:
             status, replicas = w.scaling.pretend
         else:
             replicas = w.replicas
@@ -328,13 +396,17 @@ class Reconciler:
             wake_reason=w.idle.activity_reason,
             woken_to=None if w.scaling.own_wake is None else w.scaling.own_wake.replicas,
             serving=serving,
-            starting=w.idle.starting and not self._dry_run,
+            starting=w.idle.starting and not dry,
             ready_replicas=w.ready_replicas,
+            jitter=jitter(w.label, self._jitter) if config.windows else 0.0,
         )
         notices = serving_notices(serving) if serving is not None else []
-        late = not_ready_notice(observed, config, status, now)
-        if late is not None:
-            notices.append(late)
+        for notice in (
+            not_ready_notice(observed, config, status, now),
+            schedule_notice(observed, config, status, now),
+        ):
+            if notice is not None:
+                notices.append(notice)
         return decide(observed, config, status, now), now, notices
 
     @staticmethod

@@ -71,7 +71,7 @@ class ServingIndex:
         workloads: Mapping[WorkloadKey, Workload],
         enqueue: Callable[[WorkloadKey], None],
         *,
-        activation: Callable[[tuple[Hook, ...]], str | None] = lambda _: ACTIVATOR_OFF,
+        activation: Callable[[Workload, tuple[Hook, ...]], str | None] = lambda *_: ACTIVATOR_OFF,
         on_hooks: Callable[[], None] = lambda: None,
     ) -> None:
         self._workloads = workloads
@@ -119,7 +119,12 @@ class ServingIndex:
         found = find_serving(w.namespace, w.pod_labels, services.items(), self._links, self._hooks)
         if not found.hooks:
             return found
-        return dataclasses.replace(found, unanswered=self._activation(found.hooks))
+        return dataclasses.replace(found, unanswered=self._activation(w, found.hooks))
+
+    def services_of(self, w: Workload) -> tuple[str, ...]:
+        """The Services of its namespace whose selectors select its pods."""
+        services = self._services.get(w.namespace, {})
+        return tuple(sorted(n for n, s in services.items() if selects(s, w.pod_labels)))
 
     def on_service(self, event: WatchEvent) -> None:
         meta = event.obj["metadata"]

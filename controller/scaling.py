@@ -30,6 +30,7 @@ from zeroscaler.core.annotations import (
     asleep_annotations,
     awake_annotations,
     read_status,
+    state_label,
 )
 from zeroscaler.core.census import Census, format_census
 from zeroscaler.core.decision import Decision, plan_release, restart_clock, wake_replicas
@@ -89,6 +90,10 @@ class Scaling:
     def _is_not_leader(self) -> bool:
         return not self._is_leader()
 
+    def _is_dry_run(self, w: Workload) -> bool:
+        """Only say what would be done: everywhere (the flag), or where `w` is."""
+        return self._dry_run or w.scaling.dry_run is not None
+
     def take_follow_up(self, key: WorkloadKey) -> FollowUp | None:
         """The write left for `key` to run off the worker (a sleep, or a wake's record), if any."""
         return self._follow_ups.pop(key, None)
@@ -97,7 +102,7 @@ class Scaling:
         """Do what the decision says, when leading; a sleep is left as a follow-up."""
         if not self._is_leader():
             return
-        if self._dry_run:
+        if self._is_dry_run(w):
             self._pretend(w, decision, now)
         elif decision.action == "sleep":
             # It waits its turn behind every wake and record: off the worker, so that however
@@ -109,6 +114,8 @@ class Scaling:
             self._follow_ups[w.key] = self._guarded(w, self._sleep(w, decision, now, seen))
         elif decision.action == "wake":
             cause = "serving" if self._keeps_awake(w) else "activity"
+            if decision.rule == "keep-awake":
+                cause = "window"
             await self._guarded(
                 w, self.wake(w, decision.replicas or 1, decision.reason or "activity", cause)
             )
@@ -131,7 +138,7 @@ class Scaling:
 
     async def restore(self, w: Workload, why: str) -> None:
         """Wake a workload that is no longer managed, to the replicas it would wake to."""
-        if self._dry_run:
+        if self._is_dry_run(w):
             return
         try:
             reason = f"no longer managed ({why})"
@@ -143,7 +150,7 @@ class Scaling:
     async def release(self, w: Workload, why: str) -> None:
         """Hand back a workload no longer managed: woken if we left it at zero, status removed."""
         plan = plan_release(w.annotations, w.replicas, injected=False)
-        if self._dry_run or (plan.wake_to is None and not plan.remove):
+        if self._is_dry_run(w) or (plan.wake_to is None and not plan.remove):
             return
         try:
             if plan.wake_to is not None:
@@ -154,7 +161,8 @@ class Scaling:
                 log.info("woken", extra={"workload": w.label, "reason": why})
                 self._reporter.event(w, "Normal", "Woken", message)
             if plan.remove:
-                await self._patch_annotations(w, dict.fromkeys(plan.remove))
+                labels = state_label(None, w.labels)
+                await self._patch_annotations(w, dict.fromkeys(plan.remove), labels=labels)
                 log.info("status removed", extra={"workload": w.label, "reason": why})
         except Conflict:
             await self.refresh(w)
@@ -203,6 +211,7 @@ class Scaling:
                 w,
                 status,
                 replicas=0,
+                labels=state_label("asleep", w.labels),
                 unless=lambda: (
                     w.idle.last_activity > decided_on
                     or w.resource_version != version
@@ -216,6 +225,8 @@ class Scaling:
             self._enqueue(w.key)
             return
         cause = "not-ready" if w.idle.starting else "idle"
+        if decision.rule == "forced-sleep":
+            cause = "window"
         w.idle.starting = False
         if w.idle.last_activity > decided_on:  # activity while the write was on its way: wake it
             self._gate.due(w.key)
@@ -236,6 +247,7 @@ class Scaling:
         self._accounting.account(w, stop=True)
         await self._scale_up(w, replicas)
         w.idle.starting = True  # its idle clock starts again once it is Ready
+        w.idle.woken_at = self._clock.now()
         # The clock restarts once it is awake, not at the event: a wake may come long after it.
         w.idle.last_activity = restart_clock(w.idle.last_activity, self._clock.now())
         waking_event = w.idle.activity_at
@@ -264,7 +276,12 @@ class Scaling:
             with prioritized(Priority.PROMPT):
                 for _ in range(5):
                     try:  # a replica no longer leading leaves it to the next leader
-                        await self._patch_annotations(w, awake, unless=self._is_not_leader)
+                        await self._patch_annotations(
+                            w,
+                            awake,
+                            labels=state_label("awake", w.labels),
+                            unless=self._is_not_leader,
+                        )
                         break
                     except Conflict:
                         await self.refresh(w)
@@ -291,6 +308,7 @@ class Scaling:
     async def _mark_awake(self, w: Workload, decision: Decision, now: datetime) -> None:
         w.idle.last_activity = now
         w.idle.starting = True
+        w.idle.woken_at = now
         self._accounting.account(w, stop=True)
         w.idle.activity_at = None
         manager = w.replicas_manager
@@ -305,7 +323,7 @@ class Scaling:
         flapping = streak.reason() if streak.is_flapping else None
         if flapping is not None or FLAPPING in w.annotations:
             annotations[FLAPPING] = flapping
-        await self._patch_annotations(w, annotations)
+        await self._patch_annotations(w, annotations, labels=state_label("awake", w.labels))
         w.scaling.streak = streak  # only once recorded: a write that lost a race is decided again
         self._metrics.woke(w, "external")
         by = f" (field manager {manager})" if manager else ""
@@ -333,7 +351,7 @@ class Scaling:
         if FLAPPING not in w.annotations or w.status.state != "asleep" or since is None:
             return None
         quiet = quiet_at(w.scaling.streak, since)
-        if now < quiet or not self._is_leader() or self._dry_run:
+        if now < quiet or not self._is_leader() or self._is_dry_run(w):
             return quiet
         try:
             await self._patch_annotations(w, {FLAPPING: None})
@@ -353,7 +371,9 @@ class Scaling:
             replicas = decision.replicas or w.replicas
             status = WorkloadStatus("asleep", replicas, now, w.idle.last_activity)
             w.scaling.pretend = (status, 0)
-            message = f"dry run: would sleep ({decision.reason}), scaling {replicas} to 0"
+            message = (
+                f"{self._dry_label(w)}: would sleep ({decision.reason}), scaling {replicas} to 0"
+            )
             reason = "WouldSleep"
         elif decision.action == "wake":
             replicas = decision.replicas or 1
@@ -362,15 +382,22 @@ class Scaling:
                 WorkloadStatus("awake", last_activity=w.idle.last_activity),
                 replicas,
             )
-            message = f"dry run: would wake ({decision.reason}), scaling 0 to {replicas}"
+            message = (
+                f"{self._dry_label(w)}: would wake ({decision.reason}), scaling 0 to {replicas}"
+            )
             reason = "WouldWake"
         else:
             w.scaling.pretend = None
             return
+        self._metrics.dry_run_decisions.labels(decision.action).inc()
         w.idle.activity_at = None
         log.info(message, extra={"workload": w.label})
         self._reporter.event(w, "Normal", reason, message)
         self._enqueue(w.key)
+
+    def _dry_label(self, w: Workload) -> str:
+        why = w.scaling.dry_run
+        return "dry run" if self._dry_run or why is None else f"dry run ({why})"
 
     async def annotate(self, w: Workload, changes: Mapping[str, str | None]) -> None:
         """Write annotations (None removes one), guarded by the resourceVersion read."""
@@ -392,13 +419,16 @@ class Scaling:
         annotations: Mapping[str, str | None],
         *,
         replicas: int | None = None,
+        labels: Mapping[str, str | None] | None = None,
         unless: Callable[[], bool] | None = None,
     ) -> None:
-        """Merge-patch annotations (None removes one) and replicas if given, on the version read;
-        not sent if `unless()` holds when its turn comes (`Withdrawn`)."""
+        """Merge-patch annotations (None removes one), labels and replicas if given, on the
+        version read; not sent if `unless()` holds when its turn comes (`Withdrawn`)."""
         body: dict[str, Any] = {
             "metadata": {"resourceVersion": w.resource_version, "annotations": annotations}
         }
+        if labels:  # the state label rides on the status write: no request of its own
+            body["metadata"]["labels"] = dict(labels)
         if replicas is not None:
             body["spec"] = {"replicas": replicas}
         try:

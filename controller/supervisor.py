@@ -9,14 +9,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
+import ssl
+import tempfile
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
 
 from zeroscaler.api import Kube
 from zeroscaler.api.credentials import load_access
 from zeroscaler.controller.assembly import Controller
+from zeroscaler.controller.clock import LoopClock
 from zeroscaler.controller.flags import ControllerSettings
 from zeroscaler.controller.leader import LeaderElector
 from zeroscaler.controller.metrics import Route, serve_http
+from zeroscaler.controller.scrapers import ScrapeAccess
 
 log = logging.getLogger("controller")
 
@@ -38,9 +45,18 @@ def routes(scaler: Controller) -> dict[str, Route]:
     }
 
 
+@dataclass(frozen=True, slots=True)
+class Clients:
+    """The controller's API clients, each with connections of its own."""
+
+    watches: Kube  # every shared watch holds one of its connections
+    requests: Kube  # reads and writes, paced
+    lease: Kube  # the Lease alone: nothing else can hold its connection when a renewal is due
+
+
 @contextlib.asynccontextmanager
-async def clients(settings: ControllerSettings) -> AsyncIterator[tuple[Kube, Kube]]:
-    """The watch client and the request client, closed on the way out."""
+async def clients(settings: ControllerSettings) -> AsyncIterator[Clients]:
+    """The controller's clients, closed on the way out."""
     access = load_access(settings.kubeconfig)
     # Every shared watch holds a connection of its own, so watches get a large pool; requests get
     # a small one whose connections all stay open (a TLS handshake costs more than a short wait).
@@ -58,8 +74,27 @@ async def clients(settings: ControllerSettings) -> AsyncIterator[tuple[Kube, Kub
             qps=settings.api_qps,
             burst=settings.api_burst,
         ) as kube,
+        Kube(access, max_connections=2, keepalive_connections=2) as lease_kube,
     ):
-        yield watch_kube, kube
+        yield Clients(watch_kube, kube, lease_kube)
+
+
+def self_signed_tls(host: str) -> ssl.SSLContext:
+    """A TLS server context with a certificate made now (Prometheus scrapes it without checking,
+    as it does kube-rbac-proxy's; what keeps the metrics private is the token)."""
+    from zeroscaler.certs.issue import new_ca, new_serving_cert  # cryptography: only when asked
+
+    ca = new_ca("zeroscaler-controller-metrics")
+    pair = new_serving_cert(ca, [socket.gethostname(), *([host] if host != "0.0.0.0" else [])])
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    with tempfile.TemporaryDirectory() as folder:  # read once, then gone
+        cert, key = Path(folder, "tls.crt"), Path(folder, "tls.key")
+        key.touch(mode=0o600)
+        key.write_bytes(pair.key_pem)
+        cert.write_bytes(pair.cert_pem + ca.cert_pem)
+        context.load_cert_chain(cert, key)
+    return context
 
 
 async def _settled(kube: Kube) -> None:
@@ -70,11 +105,12 @@ async def _settled(kube: Kube) -> None:
 
 
 async def serve(
-    settings: ControllerSettings, scaler: Controller, kube: Kube, stop: asyncio.Event
+    settings: ControllerSettings, scaler: Controller, kube: Clients, stop: asyncio.Event
 ) -> None:
-    """Run the scaler and the Lease until `stop` is set or either fails; give the Lease up."""
+    """Run the scaler and the Lease until `stop` is set or either fails; give the Lease up
+    once the writes on their way have landed."""
     elector = LeaderElector(
-        kube,
+        kube.lease,
         settings.lease_namespace,
         settings.lease_name,
         settings.id,
@@ -83,7 +119,13 @@ async def serve(
     )
     server = None
     if settings.metrics_port:
-        server = await serve_http(settings.metrics_host, settings.metrics_port, routes(scaler))
+        tls, guard = None, None
+        if settings.metrics_auth:
+            tls = self_signed_tls(settings.metrics_host)
+            guard = ScrapeAccess(kube.requests, LoopClock()).status
+        server = await serve_http(
+            settings.metrics_host, settings.metrics_port, routes(scaler), tls=tls, guard=guard
+        )
     log.info(
         "starting",
         extra={"id": settings.id, "dry_run": settings.dry_run, "port": settings.metrics_port},
@@ -94,7 +136,7 @@ async def serve(
     for task in [*tasks, stopper]:
         task.cancel()
     await asyncio.gather(*tasks, stopper, return_exceptions=True)
-    await elector.release(lambda: _settled(kube))
+    await elector.release(lambda: _settled(kube.requests))
     await scaler.aclose()
     if server is not None:
         server.close()

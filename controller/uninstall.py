@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from zeroscaler.api import Conflict, Kube, KubeError, NotFound, Obj
 from zeroscaler.api.credentials import load_access
 from zeroscaler.cluster.events import EventRecorder
+from zeroscaler.core.annotations import state_label
 from zeroscaler.core.decision import plan_release
 from zeroscaler.core.workloads import WORKLOAD_RESOURCES
 
@@ -150,7 +151,11 @@ async def _hand_back(
                 woken = plan.wake_to
                 version = {"resourceVersion": (scale.get("metadata") or {}).get("resourceVersion")}
             annotations = dict.fromkeys(plan.remove)
-            await kube.patch(path, {"metadata": {**version, "annotations": annotations}})
+            labels = state_label(None, meta.get("labels") or {})
+            body = {"metadata": {**version, "annotations": annotations}}
+            if labels:
+                body["metadata"]["labels"] = labels
+            await kube.patch(path, body)
             break
         except Conflict:
             try:

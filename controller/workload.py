@@ -15,17 +15,20 @@ from zeroscaler.core.activity import GroupKind, Interest, Scope
 from zeroscaler.core.annotations import (
     OUR_PREFIXES,
     OWNED_KINDS,
+    PAUSED_UNTIL,
     WATCHED_KINDS,
     Notice,
     WorkloadConfig,
     WorkloadStatus,
     has_kinds_annotated,
+    paused_until_set_at,
     read_injected,
     read_status,
 )
 from zeroscaler.core.flapping import Streak, replicas_manager
 from zeroscaler.core.kinds import APIResource
 from zeroscaler.core.readiness import is_ready
+from zeroscaler.core.savings import NONE, Requests, pod_requests
 from zeroscaler.core.sharing import NOTHING, shared_mapping, shared_strings
 from zeroscaler.core.workloads import workload_path
 
@@ -44,14 +47,15 @@ def trim_workload(obj: Obj) -> Obj:
     status = obj.get("status") or {}
     labels = shared_strings(meta.get("labels") or {})
     pod_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
-    return {
+    annotations = meta.get("annotations") or {}
+    trimmed: Obj = {
         "metadata": {
             "name": sys.intern(meta.get("name", "")),
             "namespace": sys.intern(meta.get("namespace", "")),
             "uid": meta.get("uid", ""),
             "resourceVersion": meta.get("resourceVersion", ""),
             "generation": meta.get("generation"),
-            "annotations": shared_strings(ours(meta.get("annotations") or {})),
+            "annotations": shared_strings(ours(annotations)),
             "labels": labels,
         },
         "spec": {
@@ -62,6 +66,7 @@ def trim_workload(obj: Obj) -> Obj:
             # What Services select it by, and whether it makes pods at all (readiness).
             "podLabels": labels if pod_labels == labels else shared_strings(pod_labels),
             "paused": bool(spec.get("paused")),
+            "podRequests": _shared_requests(pod_requests(pod_spec)),
         },
         "status": shared_mapping(
             {k: status[k] for k in ("observedGeneration", "readyReplicas") if k in status}
@@ -71,6 +76,21 @@ def trim_workload(obj: Obj) -> Obj:
         # Who last set the replicas, to tell a manifest re-applied again and again (flapping).
         "replicasManager": replicas_manager(meta.get("managedFields")),
     }
+    if PAUSED_UNTIL in annotations:  # a duration counts from when it was written
+        trimmed["pausedAt"] = paused_until_set_at(meta.get("managedFields"))
+    return trimmed
+
+
+_REQUESTS: dict[Requests, Requests] = {}
+
+
+def _shared_requests(requests: Requests) -> Requests:
+    """One copy of each distinct request: most workloads ask alike."""
+    if requests == NONE:
+        return NONE
+    if len(_REQUESTS) > 4096:
+        _REQUESTS.clear()
+    return _REQUESTS.setdefault(requests, requests)
 
 
 def ours(annotations: Mapping[str, str]) -> dict[str, str]:
@@ -127,6 +147,8 @@ class WorkloadCounts:
     wakes: dict[str, int] = field(default_factory=dict)  # by reason
     sleeps: dict[str, int] = field(default_factory=dict)  # by reason
     saved: float = 0.0  # replica-seconds
+    cpu_seconds: float = 0.0  # core-seconds of CPU requested by those replicas
+    memory_seconds: float = 0.0  # byte-seconds of memory requested
     latency_sum: float = 0.0  # seconds, over the wakes that had a waking event
     latency_count: int = 0
 
@@ -139,6 +161,8 @@ class IdleMemory:
     activity_reason: str = ""  # what a wake is for: the first activity since the sleep
     activity_at: float | None = None  # loop time the waking event arrived
     starting: bool = False  # woken (or first seen) and not Ready since: the idle clock waits
+    woken_at: datetime | None = None  # when its last wake from zero was written, until Ready
+    started_in: float | None = None  # seconds from its last wake to Ready (the activator asks)
 
 
 @dataclass(slots=True)
@@ -168,6 +192,7 @@ class ScalingMemory:
     own_wake: OwnWake | None = None
     streak: Streak = NO_STREAK  # wakes by others in a row (flapping)
     pretend: tuple[WorkloadStatus, int] | None = None  # dry run: the status we would have made
+    dry_run: str | None = None  # why only what would be done is said (flag, namespace, policy)
 
 
 @dataclass(slots=True)
@@ -211,6 +236,10 @@ class Workload:
         self.report = ReportMemory()
 
     @property
+    def labels(self) -> dict[str, str]:
+        return dict((self.obj.get("metadata") or {}).get("labels") or {})
+
+    @property
     def pod_labels(self) -> dict[str, str]:
         return dict((self.obj.get("spec") or {}).get("podLabels") or {})
 
@@ -251,6 +280,24 @@ class Workload:
     @property
     def resource_version(self) -> str:
         return str(self.obj["metadata"].get("resourceVersion", ""))
+
+    @property
+    def pod_requests(self) -> Requests:
+        """CPU and memory one of its pods requests."""
+        found = (self.obj.get("spec") or {}).get("podRequests")
+        return found if isinstance(found, Requests) else NONE
+
+    def released(self) -> Requests:
+        """What it gives back while asleep: its pods' requests times the replicas it wakes to."""
+        if not self.managed or self.status.state != "asleep" or self.replicas:
+            return NONE
+        return self.pod_requests.times(self.status.restore_replicas or 1)
+
+    @property
+    def paused_at(self) -> datetime | None:
+        """When `paused-until` was written, as the API server recorded it."""
+        when = self.obj.get("pausedAt")
+        return when if isinstance(when, datetime) else None
 
     @property
     def replicas_manager(self) -> str | None:
@@ -318,6 +365,9 @@ def settle_start(w: Workload, now: datetime) -> bool:
     w.idle.starting = False
     if ready:
         w.idle.last_activity = max(w.idle.last_activity, now)
+        if w.idle.woken_at is not None:
+            w.idle.started_in = (now - w.idle.woken_at).total_seconds()
+    w.idle.woken_at = None
     return True
 
 
@@ -333,6 +383,24 @@ def owes_wake(w: Workload) -> bool:
 
 def count_pending_wakes(workloads: Iterable[Workload]) -> int:
     return sum(1 for w in workloads if owes_wake(w))
+
+
+def count_paused(workloads: Iterable[Workload]) -> int:
+    """Workloads held as they are, as last reconciled."""
+    return sum(1 for w in workloads if w.paused and not w.deleted)
+
+
+def count_dry_run(workloads: Iterable[Workload]) -> int:
+    """Managed workloads where only what would be done is said."""
+    return sum(1 for w in workloads if w.managed and w.scaling.dry_run is not None)
+
+
+def count_released(workloads: Iterable[Workload]) -> Requests:
+    """The requests every sleeper gives back now."""
+    total = NONE
+    for w in workloads:
+        total += w.released()
+    return total
 
 
 def count_by_state(workloads: Iterable[Workload]) -> dict[str, int]:

@@ -1,11 +1,14 @@
 """The activator's endpoints: a covered admission request wakes its sleeping backend and waits.
 
-The webhook scales nothing itself (one writer): it asks the leading controller for the wake by
-writing the request into a ConfigMap the controller watches, then answers once the backend's
-Service has a ready endpoint of a pod started by the wake, or when its time is up. Either way
-the request is allowed: the backend's own webhook is called next by the API server and decides.
-The probe endpoint only answers with a warning naming the configuration's content, which the
-controller reads back.
+Only a path the activator's configuration holds is an activation (`CoveredPaths`); any other is
+answered at once, allowed, having done nothing and read nothing. So is a request the copied
+rules would never send there, and a dry run (the configuration declares no side effects on dry
+runs, and a wake is one). The webhook scales nothing itself (one writer): it asks the leading
+controller for the wake by writing the request into a ConfigMap the controller watches, then
+answers once the backend's Service has a ready endpoint of a pod started by the wake, or when
+its time is up. Either way the request is allowed: the backend's own webhook is called next by
+the API server and decides. The probe endpoint only answers with a warning naming the
+configuration's content, which the controller reads back.
 """
 
 from __future__ import annotations
@@ -14,28 +17,31 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import Request, Response
 from fastapi.responses import JSONResponse
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from zeroscaler.api import Forbidden, Kube, KubeError, NotFound, Obj
-from zeroscaler.core.admission import AdmissionRequest
+from zeroscaler.core.admission import AdmissionRequest, AdmissionReview
 from zeroscaler.core.coverage import (
     MAX_TIMEOUT,
     PROBE_LABEL,
     PROBE_WARNING,
+    Target,
     describe_request,
-    parse_activate_path,
     ready_endpoints,
     request_key,
 )
 from zeroscaler.core.durations import format_time
+from zeroscaler.core.matching import Attributes, webhook_matches
 from zeroscaler.core.workloads import workload_path
-from zeroscaler.webhook.review import BadReview, build_response, parse_review, read_limited
+from zeroscaler.webhook.covered import CoveredPaths
+from zeroscaler.webhook.intake import Intake, Refused, refusal
+from zeroscaler.webhook.review import build_response
 
 log = logging.getLogger(__name__)
 
@@ -48,32 +54,45 @@ READY_FRESH = 0.5  # seconds a ready endpoint seen is trusted without reading ag
 # was never seen to trail ours (`bench endpoints`); with several, the caller's is not the one read.
 READY_SETTLE = 0.2
 WAIT_BUCKETS = (0.001, 0.01, 0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+MAX_WAITING = 200  # covered requests held at once; more are answered at once
+NamespaceLabels = Callable[[str], Awaitable[Mapping[str, str] | None]]
 
 
 class Activation:
-    """`/activate/...`: wake, wait for a ready endpoint, allow; `/activate/probe`: say so."""
+    """`/activate/<token>/...`: wake, wait for a ready endpoint, allow; `/activate/probe`: say
+    so."""
 
     def __init__(
         self,
         kube: Kube | None,
         namespace: str,
         requests: str,
-        max_body: int,
+        intake: Intake,
         registry: CollectorRegistry,
         settle: float = READY_SETTLE,
+        *,
+        covered: CoveredPaths,
+        namespace_labels: NamespaceLabels,
+        max_waiting: int = MAX_WAITING,
     ) -> None:
         self._kube = kube
         self._settle = settle
         self._requests_path = f"/api/v1/namespaces/{namespace}/configmaps/{requests}"
-        self._max_body = max_body
+        self._intake = intake
+        self._covered = covered
+        self._namespace_labels = namespace_labels
+        self._max_waiting = max_waiting
+        self._held = 0  # covered requests waiting now
         self._asked: dict[str, float] = {}  # request key: loop time it was last written
+        self._written: set[str] | None = None  # the requests ConfigMap's keys, once read
         self._ready_at: dict[tuple[str, str], float] = {}  # Service: when last seen ready
         self._waiting: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._scale_forbidden = False  # warned once that scales may not be read
         self._answers = Counter(
             "zeroscaler_activator_requests_total",
-            "Requests the activator answered, by outcome (ready, timeout, failed, probe)",
+            "Requests the activator answered, by outcome (ready, timeout, failed, probe; at once: "
+            "unknown path, unmatched, dry-run, overloaded, rejected)",
             ["outcome"],
             registry=registry,
         )
@@ -83,6 +102,12 @@ class Activation:
             buckets=WAIT_BUCKETS,
             registry=registry,
         )
+        waiting = Gauge(
+            "zeroscaler_activator_waiting_requests",
+            "Covered requests waiting for their backend now",
+            registry=registry,
+        )
+        waiting.set_function(lambda: self._held)
 
     async def probe(self, request: Request) -> Response:
         review = await self._review(request)
@@ -90,75 +115,118 @@ class Activation:
             return review
         labels = ((review.get("object") or {}).get("metadata") or {}).get("labels") or {}
         self._answers.labels("probe").inc()
-        warning = f"{PROBE_WARNING} {labels.get(PROBE_LABEL, '')}"
+        token = str(labels.get(PROBE_LABEL, ""))[:64] if isinstance(labels, Mapping) else ""
+        warning = f"{PROBE_WARNING} {token}"
         return JSONResponse(build_response(review, [], [warning]))
 
     async def activate(self, request: Request, rest: str) -> Response:
         review = await self._review(request)
         if isinstance(review, Response):
             return review
-        target = parse_activate_path(f"/activate/{rest}")
-        if target is None or self._kube is None:
-            self._answers.labels("failed").inc()
-            log.warning("activator called at an unknown path", extra={"path": rest})
-            return JSONResponse(build_response(review, [], []))
-        wait, _, namespace, name, _ = target
+        entry = await self._covered.entry(f"/activate/{rest}")
+        if entry is None or self._kube is None:
+            return self._at_once(review, "unknown")
+        if review.get("dryRun") is True:
+            return self._at_once(review, "dry-run")
+        if await self._unmatched(entry.match, review):
+            return self._at_once(review, "unmatched")
+        if self._held >= self._max_waiting:
+            log.warning("activator busy: a covered request answered without waiting")
+            return self._at_once(review, "overloaded")
+        target = entry.target
+        what = describe_request(review, target.namespace)
+        answer = build_response(review, [], [])
+        del review  # the request's objects are let go before the wait
+        return await self._activate(self._kube, target, what, answer)
+
+    async def _activate(
+        self, kube: Kube, target: Target, what: str, answer: AdmissionReview
+    ) -> Response:
         started = time.perf_counter()
         outcome = "failed"
+        self._held += 1
         try:
-            async with asyncio.timeout(max(wait, 0.5)):
-                await self._answer(self._kube, target, review)
+            async with asyncio.timeout(max(target.wait, 0.5)):
+                await self._answer(kube, target, what)
                 outcome = "ready"
         except TimeoutError:
             outcome = "timeout"
         except KubeError as e:
-            log.warning("activation failed: %s", e, extra={"workload": f"{namespace}/{name}"})
+            workload = f"{target.namespace}/{target.name}"
+            log.warning("activation failed: %s", e, extra={"workload": workload})
+        finally:
+            self._held -= 1
         self._answers.labels(outcome).inc()
         self._waits.observe(time.perf_counter() - started)
+        return JSONResponse(answer)
+
+    def _at_once(self, review: AdmissionRequest, outcome: str) -> Response:
+        """Allowed, unchanged, with nothing done: the backend's own webhook is called next."""
+        self._answers.labels(outcome).inc()
         return JSONResponse(build_response(review, [], []))
 
-    async def _answer(
-        self, kube: Kube, target: tuple[int, str, str, str, str], review: AdmissionRequest
-    ) -> None:
+    async def _unmatched(self, match: Mapping[str, Any], review: AdmissionRequest) -> bool:
+        """Whether the rules the covered webhook was copied from would never send this request
+        (the API server sends only what they match: this one did not come from it)."""
+        resource: Mapping[str, Any] = review.get("resource") or {}
+        namespace = str(review.get("namespace") or "")
+        labels = await self._namespace_labels(namespace) if namespace else None
+        attributes = Attributes(
+            operation=str(review.get("operation") or ""),
+            group=str(resource.get("group") or ""),
+            version=str(resource.get("version") or ""),
+            resource=str(resource.get("resource") or ""),
+            subresource=str(review.get("subResource") or ""),
+            namespace=namespace,
+            object_labels=_labels(review.get("object")),
+            old_labels=_labels(review.get("oldObject")),
+            namespace_labels=labels,
+        )
+        return webhook_matches(match, attributes).verdict == "no"
+
+    async def _answer(self, kube: Kube, target: Target, what: str) -> None:
         """Ask for the wake and wait for it, unless the backend serves already."""
-        _, kind, namespace, name, service = target
-        waiter = self._waiting.get((namespace, service))
+        waiter = self._waiting.get((target.namespace, target.service))
         if waiter is None or waiter.done():
             stale = await self._stale(kube, target)
             if stale is None:
                 # Covered but up (woken, or about to be put to sleep): still activity.
-                self._background(self._ask(kube, kind, namespace, name, review))
+                self._background(self._ask(kube, target, what))
                 return
         else:
             stale = NONE  # joins the wait under way, which keeps its own
-        await self._ask(kube, kind, namespace, name, review)
-        await asyncio.shield(self._waiter(kube, namespace, service, stale))
+        await self._ask(kube, target, what)
+        await asyncio.shield(self._waiter(kube, target.namespace, target.service, stale))
 
     async def _review(self, request: Request) -> AdmissionRequest | Response:
-        body = await read_limited(request, self._max_body)
         try:
-            if body is None:
-                raise BadReview(f"body is over {self._max_body} bytes")
-            review = parse_review(body)
-        except BadReview as e:
-            return JSONResponse({"message": f"malformed AdmissionReview: {e}"}, status_code=400)
+            review = await self._intake.review(request)
+        except Refused as e:
+            self._answers.labels("rejected").inc()
+            return refusal(e)
         return review["request"]
 
-    async def _ask(
-        self, kube: Kube, kind: str, namespace: str, name: str, req: AdmissionRequest
-    ) -> None:
-        """Ask the controller for the wake, once a second at most for one workload."""
-        key = request_key(kind, namespace, name)
+    async def _ask(self, kube: Kube, target: Target, what: str) -> None:
+        """Ask the controller for the wake, once a second at most for one workload; keys of
+        backends no longer covered are taken out on the way."""
+        key = request_key(*target.key)
         now = asyncio.get_running_loop().time()
         if now - self._asked.get(key, -ASK_AGAIN_AFTER) < ASK_AGAIN_AFTER:
             return
         self._asked[key] = now
         value = json.dumps(
-            {"at": format_time(datetime.now(UTC)), "what": describe_request(req)},
-            separators=(",", ":"),
+            {"at": format_time(datetime.now(UTC)), "what": what}, separators=(",", ":")
         )
-        await kube.patch(self._requests_path, {"data": {key: value}})
-        log.info("wake asked", extra={"workload": f"{namespace}/{name}"})
+        if self._written is None:
+            found = await kube.get(self._requests_path)
+            self._written = set(found.get("data") or {})
+        stale = self._written - self._covered.covered_keys() - {key}
+        data: dict[str, str | None] = {k: None for k in stale}
+        data[key] = value
+        await kube.patch(self._requests_path, {"data": data})
+        self._written = (self._written - stale) | {key}
+        self._asked = {k: t for k, t in self._asked.items() if now - t < ASK_AGAIN_AFTER}
+        log.info("wake asked", extra={"workload": f"{target.namespace}/{target.name}"})
 
     def _slices_path(self, namespace: str) -> str:
         return f"/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices"
@@ -168,13 +236,16 @@ class Activation:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _stale(
-        self, kube: Kube, target: tuple[int, str, str, str, str]
-    ) -> frozenset[str] | None:
+    async def _stale(self, kube: Kube, target: Target) -> frozenset[str] | None:
         """None if the backend serves and goes on serving: the workload wants replicas and its
         Service has a ready endpoint (a yes is trusted for READY_FRESH seconds, so a burst of
         requests costs one look). Otherwise the ready endpoints that will not serve for long."""
-        _, kind, namespace, name, service = target
+        kind, namespace, name, service = (
+            target.kind,
+            target.namespace,
+            target.name,
+            target.service,
+        )
         now = asyncio.get_running_loop().time()
         if now - self._ready_at.get((namespace, service), -READY_FRESH) < READY_FRESH:
             return None
@@ -278,3 +349,13 @@ def _forget(
 
 def _selector(service: str) -> Mapping[str, str]:
     return {"labelSelector": f"kubernetes.io/service-name={service}"}
+
+
+def _labels(obj: object) -> dict[str, str | None] | None:
+    """An object's labels as a webhook's objectSelector reads them; None when there is none."""
+    if not isinstance(obj, Mapping):
+        return None
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    if not isinstance(labels, Mapping):
+        return {}
+    return {str(k): str(v) for k, v in labels.items()}

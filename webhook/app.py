@@ -27,7 +27,10 @@ from zeroscaler.core.admission import decide_patch
 from zeroscaler.runtime.collectors import APIErrors, register_process_collectors
 from zeroscaler.webhook.activation import Activation
 from zeroscaler.webhook.caches import LiveSource
-from zeroscaler.webhook.review import BadReview, build_response, parse_review, read_limited
+from zeroscaler.webhook.covered import CoveredPaths
+from zeroscaler.webhook.intake import Intake, Limits, Refused, refusal
+from zeroscaler.webhook.own_paths import OwnPaths
+from zeroscaler.webhook.review import build_response
 from zeroscaler.webhook.settings import WebhookSettings
 from zeroscaler.webhook.state import Source
 
@@ -35,6 +38,7 @@ log = logging.getLogger(__name__)
 
 INTERNAL_ERROR = "zeroscaler webhook failed to decide (see its log): no annotations added"
 NOT_READY = "zeroscaler webhook is starting (caches not synced): no annotations added"
+EDGE_CONNECTIONS = 64  # the activator's: one watch per Service waited on, and its writes
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
 
@@ -52,18 +56,40 @@ def create_app(
     registry.register(
         APIErrors("zeroscaler_webhook_api_errors", lambda: [k.errors for k in clients])
     )
-    admission = _Admission(settings, live, registry)
+    intake = Intake(
+        Limits(settings.max_body_bytes, settings.body_budget_bytes, settings.read_timeout)
+    )
+    # The activator's waits and the watches of the two configurations get connections of their
+    # own: held requests never take the ones the view (in combined mode, the controller's
+    # writes and its Lease) depends on.
+    kube = (
+        Kube(live.kube.access, max_connections=EDGE_CONNECTIONS, keepalive_connections=8)
+        if isinstance(live, LiveSource)
+        else None
+    )
+    if kube is not None:
+        clients.append(kube)
+    own = OwnPaths(kube, settings.webhook_configuration)
+    admission = _Admission(settings, live, registry, intake, own)
+    covered = CoveredPaths(kube, settings.activator_configuration)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await live.start()
-        settle = asyncio.create_task(_freeze_when_ready(live, settings.gc_freeze))
+        tasks = [asyncio.create_task(_freeze_when_ready(live, settings.gc_freeze))]
+        for informer in (covered.informer, own.informer):
+            if informer is not None:
+                tasks.append(asyncio.create_task(informer.run()))
         try:
             yield
         finally:
-            settle.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await settle
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            if kube is not None:
+                await kube.aclose()
             await live.stop()
 
     app = FastAPI(
@@ -74,13 +100,18 @@ def create_app(
         openapi_url=None,
     )
     app.state.api_clients = clients
-    app.post("/mutate")(admission.mutate)
+    # The API server calls the path the webhook's configuration holds (`OwnPaths`).
+    for path in ("/", "/mutate", "/mutate/{token}"):
+        app.post(path)(admission.mutate)
     activation = Activation(
-        live.kube if isinstance(live, LiveSource) else None,
+        kube,
         settings.namespace,
         settings.activator_requests,
-        settings.max_body_bytes,
+        intake,
         registry,
+        covered=covered,
+        namespace_labels=live.namespace_labels,
+        max_waiting=settings.activator_max_waiting,
     )
     app.post("/activate/probe")(activation.probe)
     app.post("/activate/{rest:path}")(activation.activate)
@@ -106,14 +137,21 @@ class _Admission:
     """`/mutate`: one AdmissionReview in, the patch `decide_patch` gives out, counted and timed."""
 
     def __init__(
-        self, settings: WebhookSettings, live: Source, registry: CollectorRegistry
+        self,
+        settings: WebhookSettings,
+        live: Source,
+        registry: CollectorRegistry,
+        intake: Intake,
+        own: OwnPaths,
     ) -> None:
         self._live = live
-        self._max_body = settings.max_body_bytes
+        self._intake = intake
+        self._own = own
         self._excluded = frozenset([*settings.exclude_namespaces, settings.namespace])
         self._reviews = Counter(
             "zeroscaler_webhook_reviews_total",
-            "Admission reviews by outcome (patched, unchanged, rejected, not-ready, error)",
+            "Admission reviews by outcome (patched, unchanged, rejected, not-ready, error, "
+            "not-found: at a path the configuration does not hold)",
             ["outcome"],
             registry=registry,
         )
@@ -126,14 +164,14 @@ class _Admission:
 
     async def mutate(self, request: Request) -> Response:
         started = time.perf_counter()
-        body = await read_limited(request, self._max_body)
+        if not await self._own.accepts(request.url.path):
+            self._reviews.labels("not-found").inc()
+            return JSONResponse({"message": "not found"}, status_code=404)
         try:
-            if body is None:
-                raise BadReview(f"body is over {self._max_body} bytes")
-            review = parse_review(body)
-        except BadReview as e:
+            review = await self._intake.review(request)
+        except Refused as e:
             self._reviews.labels("rejected").inc()
-            return JSONResponse({"message": f"malformed AdmissionReview: {e}"}, status_code=400)
+            return refusal(e)
         req = review["request"]
         live = self._live
         if not live.is_ready():

@@ -70,6 +70,7 @@ async def serve(
         log_level=settings.log_level.lower(),
         log_config=None,  # uvicorn's records go to our handler, in our format
         access_log=False,
+        limit_concurrency=settings.max_connections,
         ssl_certfile=settings.cert_file,
         ssl_keyfile=settings.key_file,
     )

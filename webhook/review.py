@@ -7,8 +7,6 @@ import json
 from collections.abc import Sequence
 from typing import Any, cast
 
-from fastapi import Request
-
 from zeroscaler.core.admission import AdmissionRequest, AdmissionResponse, AdmissionReview
 
 API_VERSION = "admission.k8s.io/v1"
@@ -68,15 +66,3 @@ def build_response(
     if warnings:
         response["warnings"] = list(dict.fromkeys(warnings))[:_MAX_WARNINGS]
     return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response}
-
-
-async def read_limited(request: Request, limit: int) -> bytes | None:
-    """The body, or None once it grows past `limit` bytes (read no further)."""
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)

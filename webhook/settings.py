@@ -8,6 +8,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from zeroscaler.core.durations import DurationError, parse_duration
+from zeroscaler.webhook.intake import REVIEW_LIMIT
 
 
 class WebhookSettings(BaseSettings):
@@ -38,7 +39,21 @@ class WebhookSettings(BaseSettings):
         default=2.0, ge=0, description="seconds to wait for a namespace not yet in the cache"
     )
     max_body_bytes: int = Field(
-        default=8 * 1024 * 1024, gt=0, description="largest review accepted"
+        default=REVIEW_LIMIT,
+        gt=0,
+        description="largest review accepted (4 MiB holds an object and its old version at the "
+        "API server's largest)",
+    )
+    body_budget_bytes: int = Field(
+        default=4 * REVIEW_LIMIT,
+        gt=0,
+        description="bytes of request bodies held at once; more wait, then get 503",
+    )
+    read_timeout: float = Field(
+        default=10.0, gt=0, description="seconds a request may take to send its body"
+    )
+    max_connections: int = Field(
+        default=1000, ge=10, description="connections and requests at once; more get 503"
     )
     exclude_namespaces: list[str] = Field(
         default=["kube-system"],
@@ -51,6 +66,19 @@ class WebhookSettings(BaseSettings):
     gc_freeze: bool = Field(
         default=True,
         description="once caches are loaded, keep long-lived objects out of garbage collection",
+    )
+    webhook_configuration: str = Field(
+        default="",
+        description="its own MutatingWebhookConfiguration: reviews are answered only at a path it "
+        "holds, and a Service-backed webhook without one is given a secret one; empty: /mutate",
+    )
+    activator_configuration: str = Field(
+        default="",
+        description="the activator's MutatingWebhookConfiguration: only a path it holds wakes "
+        "anything; empty: every /activate request is answered at once, having done nothing",
+    )
+    activator_max_waiting: int = Field(
+        default=200, ge=1, description="covered requests held at once; more are answered at once"
     )
     activator_requests: str = Field(
         default="zeroscaler-activator-requests",
@@ -97,6 +125,15 @@ class WebhookSettings(BaseSettings):
             except DurationError as e:
                 raise ValueError(f"{e}") from None
         return value
+
+    @model_validator(mode="after")
+    def _budget_fits(self) -> Self:
+        if self.body_budget_bytes < self.max_body_bytes:
+            raise ValueError(
+                f"body_budget_bytes ({self.body_budget_bytes}) must hold at least one review of "
+                f"max_body_bytes ({self.max_body_bytes})"
+            )
+        return self
 
     @model_validator(mode="after")
     def _renewal_fits(self) -> Self:

@@ -226,15 +226,33 @@ def test_a_strategy_value_replaces_the_rolling_update(helm: Helm, mode: str) -> 
         assert webhook == {"rollingUpdate": {"maxUnavailable": "50%"}}
 
 
-def test_the_webhook_namespace_selector_can_be_replaced(helm: Helm) -> None:
-    selector = {"matchLabels": {"team": "platform"}}
+def test_a_replaced_namespace_selector_still_leaves_out_the_excluded_namespaces(
+    helm: Helm,
+) -> None:
+    excluded = {
+        "key": "kubernetes.io/metadata.name",
+        "operator": "NotIn",
+        "values": ["zeroscaler", "kube-system"],  # the release's namespace, and excludeNamespaces
+    }
+    own = {"key": "tier", "operator": "In", "values": ["apps"]}
+    selector = {"matchLabels": {"team": "platform"}, "matchExpressions": [own]}
     entry = webhook_entry(
         render(helm, "--set-json", f"webhook.namespaceSelector={json.dumps(selector)}")
     )
-    assert entry["namespaceSelector"] == selector
+    assert entry["namespaceSelector"] == {
+        "matchLabels": {"team": "platform"},
+        "matchExpressions": [own, excluded],
+    }
+    only_expressions = {"matchExpressions": [own]}
+    entry = webhook_entry(
+        render(helm, "--set-json", f"webhook.namespaceSelector={json.dumps(only_expressions)}")
+    )
+    assert entry["namespaceSelector"] == {"matchExpressions": [own, excluded]}
     default = webhook_entry(render(helm))["namespaceSelector"]
-    assert default["matchLabels"] == {"zeroscaler.io/enabled": "true"}
-    assert default["matchExpressions"][0]["operator"] == "NotIn"
+    assert default == {
+        "matchLabels": {"zeroscaler.io/enabled": "true"},
+        "matchExpressions": [excluded],
+    }
 
 
 @pytest.mark.parametrize(

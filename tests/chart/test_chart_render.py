@@ -156,6 +156,7 @@ def test_split_mode_renders_both_components_and_everything_around_them(helm: Hel
         [
             "ClusterRole",
             "ClusterRole",
+            "ClusterRole",  # the metrics reader, to bind to whatever scrapes
             "ClusterRoleBinding",
             "ClusterRoleBinding",
             "ConfigMap",
@@ -164,6 +165,8 @@ def test_split_mode_renders_both_components_and_everything_around_them(helm: Hel
             "Deployment",
             "MutatingWebhookConfiguration",
             "MutatingWebhookConfiguration",  # the activator's
+            "NetworkPolicy",
+            "NetworkPolicy",
             "PodDisruptionBudget",
             "PodDisruptionBudget",
             "Role",
@@ -174,6 +177,10 @@ def test_split_mode_renders_both_components_and_everything_around_them(helm: Hel
             "Service",
             "ServiceAccount",
             "ServiceAccount",
+            "ValidatingAdmissionPolicy",  # the controller's writes: deployments
+            "ValidatingAdmissionPolicy",  # and statefulsets
+            "ValidatingAdmissionPolicyBinding",
+            "ValidatingAdmissionPolicyBinding",
         ]
     )
     hooks = [o for o in objs if is_hook(o)]
@@ -200,7 +207,13 @@ def test_every_object_carries_the_standard_labels(helm: Helm, mode: str) -> None
 
 @pytest.mark.parametrize("mode", ["split", "combined"])
 def test_namespaced_objects_go_to_the_release_namespace(helm: Helm, mode: str) -> None:
-    cluster_scoped = {"ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration"}
+    cluster_scoped = {
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "MutatingWebhookConfiguration",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    }
     for obj in render(helm, mode=mode):
         if obj["kind"] in cluster_scoped:
             assert "namespace" not in obj["metadata"]
@@ -268,7 +281,11 @@ def test_service_mode_points_the_api_server_at_the_webhook_pods(helm: Helm) -> N
     assert "url" not in webhook_entry(objs)["clientConfig"]
     service = only(objs, "Service", ref["name"])
     assert ref["namespace"] == NAMESPACE
-    assert ref["path"] == "/mutate"
+    assert "path" not in ref  # the controller writes a secret one in; an upgrade leaves it be
+    assert (
+        f"--webhook-configuration={RELEASE}-zeroscaler"
+        in container(deployment(objs, "webhook"))["args"]
+    )
     port = next(p for p in service["spec"]["ports"] if p["port"] == ref["port"])
     dep = deployment(objs, "webhook")
     pod_labels = dep["spec"]["template"]["metadata"]["labels"]
@@ -461,7 +478,7 @@ def test_a_webhook_that_does_not_renew_may_not_touch_secrets_or_its_configuratio
 def test_wildcard_resources_are_read_only(helm: Helm) -> None:
     for name, rules in roles(render(helm)).items():
         for rule in rules:
-            if "*" in rule["resources"] or "*" in rule["apiGroups"]:
+            if "*" in rule.get("resources", []) or "*" in rule.get("apiGroups", []):
                 assert set(rule["verbs"]) <= {"list", "watch"}, name
 
 
@@ -474,18 +491,19 @@ def test_write_access_is_exactly_what_each_part_needs(helm: Helm) -> None:
         ("apps", "deployments/scale", "patch"),
         ("apps", "statefulsets/scale", "patch"),
         ("authorization.k8s.io", "subjectaccessreviews", "create"),
+        ("authentication.k8s.io", "tokenreviews", "create"),  # who scrapes /metrics
         ("", "events", "create"),
         ("", "events", "patch"),
-        # The activator's configuration, by name (below).
+        # The activator's configuration and zeroscaler's own (its secret path), by name (below).
         ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch"),
     }
     controller_rules = by_name[f"ClusterRole/{prefix}-controller"]
     activator = f"0-{RELEASE}-zeroscaler-activator"
-    assert grants(controller_rules, "admissionregistration.k8s.io", "mutatingwebhookconfigurations",
-                  "patch", activator)  # fmt: skip
-    for other in (f"{RELEASE}-zeroscaler", "someone-elses"):
-        assert not grants(controller_rules, "admissionregistration.k8s.io",
-                          "mutatingwebhookconfigurations", "patch", other)  # fmt: skip
+    for own in (activator, f"{RELEASE}-zeroscaler"):
+        assert grants(controller_rules, "admissionregistration.k8s.io",
+                      "mutatingwebhookconfigurations", "patch", own)  # fmt: skip
+    assert not grants(controller_rules, "admissionregistration.k8s.io",
+                      "mutatingwebhookconfigurations", "patch", "someone-elses")  # fmt: skip
     assert write_grants(by_name[f"Role/{prefix}-controller"]) == {
         ("coordination.k8s.io", "leases", "create"),
         ("coordination.k8s.io", "leases", "patch"),
@@ -504,6 +522,13 @@ def test_write_access_is_exactly_what_each_part_needs(helm: Helm) -> None:
     for resource in ("deployments", "statefulsets"):
         assert grants(hook_rules, "apps", f"{resource}/scale", "get")
         assert not grants(hook_rules, "apps", resource, "get")
+    # It knows the activator's paths (and their tokens) from the activator's configuration only.
+    activator = f"0-{RELEASE}-zeroscaler-activator"
+    for verb in ("get", "list", "watch"):
+        assert grants(hook_rules, "admissionregistration.k8s.io", "mutatingwebhookconfigurations",
+                      verb, activator)  # fmt: skip
+        assert not grants(hook_rules, "admissionregistration.k8s.io",
+                          "mutatingwebhookconfigurations", verb, "someone-elses")  # fmt: skip
     assert write_grants(by_name[f"Role/{prefix}-webhook"]) == {
         ("", "events", "create"),
         ("", "events", "patch"),
@@ -660,9 +685,18 @@ def test_every_pod_meets_the_restricted_pod_security_standard(
             assert "/tmp" in {m["mountPath"] for m in c["volumeMounts"]}, name
 
 
-@pytest.mark.parametrize(("component", "scheme"), [("controller", "HTTP"), ("webhook", "HTTPS")])
-def test_probes_use_health_and_readiness_endpoints(helm: Helm, component: str, scheme: str) -> None:
-    c = container(deployment(render(helm), component))
+@pytest.mark.parametrize(
+    ("component", "values", "scheme"),
+    [
+        ("controller", [], "HTTPS"),  # its metrics port is HTTPS with metricsAuthorization
+        ("controller", ["--set", "controller.metricsAuthorization=false"], "HTTP"),
+        ("webhook", [], "HTTPS"),
+    ],
+)
+def test_probes_use_health_and_readiness_endpoints(
+    helm: Helm, component: str, values: list[str], scheme: str
+) -> None:
+    c = container(deployment(render(helm, *values), component))
     ports = {p["name"] for p in c["ports"]}
     assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
@@ -1056,16 +1090,32 @@ MONITORING = ["--set", "monitoring.serviceMonitor.enabled=true"]
 RULES = ["--set", "monitoring.prometheusRule.enabled=true"]
 
 
-def test_nothing_for_prometheus_or_network_policies_by_default(helm: Helm) -> None:
-    found = set(kinds(render(helm)))
-    assert not found & {"ServiceMonitor", "PrometheusRule", "NetworkPolicy"}
+def test_nothing_for_prometheus_by_default_and_network_policies_that_admit_scrapers(
+    helm: Helm,
+) -> None:
+    objs = render(helm)
+    assert not set(kinds(objs)) & {"ServiceMonitor", "PrometheusRule"}
+    policies = {o["metadata"]["name"]: o["spec"] for o in objs if o["kind"] == "NetworkPolicy"}
+    webhook, controller = (
+        policies[f"{RELEASE}-zeroscaler-webhook"],
+        policies[f"{RELEASE}-zeroscaler-controller"],
+    )
+    # The webhook's port from any source (where the API server calls from differs by platform),
+    # the metrics port from the usual scrapers only.
+    assert webhook["ingress"] == [{"ports": [{"port": 10250, "protocol": "TCP"}]}]
+    [rule] = controller["ingress"]
+    [peer] = rule["from"]
+    assert peer["namespaceSelector"] == {}
+    assert peer["podSelector"]["matchExpressions"][0]["values"][0] == "prometheus"
+    off = render(helm, "--set", "networkPolicy.enabled=false")
+    assert "NetworkPolicy" not in kinds(off)
 
 
 def test_service_monitors_scrape_both_components_through_their_services(helm: Helm) -> None:
     objs = render(helm, *MONITORING, "--set", "monitoring.serviceMonitor.labels.release=prom")
     services = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Service"}
     for component, port, scheme in (
-        ("controller", "metrics", "http"),
+        ("controller", "metrics", "https"),  # with Prometheus's own token
         ("webhook", "https", "https"),
     ):
         monitor = only(objs, "ServiceMonitor", f"{RELEASE}-zeroscaler-{component}")
@@ -1080,6 +1130,8 @@ def test_service_monitors_scrape_both_components_through_their_services(helm: He
         assert endpoint["port"] in [p["name"] for p in service["spec"]["ports"]]
         assert (endpoint["path"], endpoint["scheme"]) == ("/metrics", scheme)
         assert service["spec"]["ports"][0]["name"] == port
+        if component == "controller":
+            assert endpoint["bearerTokenFile"].endswith("/serviceaccount/token")
 
 
 @pytest.mark.parametrize(
@@ -1290,13 +1342,26 @@ def _halves(objs: list[Obj]) -> tuple[list[str], list[str]]:
     return args[:at], args[at + 1 :]
 
 
-def test_defaults_are_combined_one_deployment_that_serves_the_webhook_too(helm: Helm) -> None:
+def test_defaults_are_split_so_the_webhook_holds_no_write_access_to_workloads(
+    helm: Helm,
+) -> None:
     objs = render(helm, mode=None)
+    commands = sorted(container(o)["command"][0] for o in objs if o["kind"] == "Deployment")
+    assert commands == ["zeroscaler-controller", "zeroscaler-webhook"]
+    webhook_rules = roles(objs)[f"ClusterRole/{RELEASE}-zeroscaler-webhook"]
+    for resource in ("deployments", "statefulsets", "deployments/scale", "statefulsets/scale"):
+        for verb in ("patch", "update", "create", "delete"):
+            assert not grants(webhook_rules, "apps", resource, verb)
+
+
+def test_combined_is_one_deployment_that_serves_the_webhook_too(helm: Helm) -> None:
+    objs = render(helm, mode="combined")
     regular = [o for o in objs if not is_hook(o)]
     assert kinds(regular) == sorted(
         [
             "ClusterRole",
             "ClusterRole",
+            "ClusterRole",  # the metrics reader, to bind to whatever scrapes
             "ClusterRoleBinding",
             "ClusterRoleBinding",
             "ConfigMap",
@@ -1304,6 +1369,8 @@ def test_defaults_are_combined_one_deployment_that_serves_the_webhook_too(helm: 
             "Deployment",
             "MutatingWebhookConfiguration",
             "MutatingWebhookConfiguration",  # the activator's
+            "NetworkPolicy",
+            "NetworkPolicy",
             "PodDisruptionBudget",
             "Role",
             "Role",
@@ -1312,6 +1379,10 @@ def test_defaults_are_combined_one_deployment_that_serves_the_webhook_too(helm: 
             "Service",
             "Service",
             "ServiceAccount",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
+            "ValidatingAdmissionPolicyBinding",
         ]
     )
     dep = deployment(objs, "controller")
@@ -1342,12 +1413,12 @@ def test_defaults_are_combined_one_deployment_that_serves_the_webhook_too(helm: 
     assert c["livenessProbe"]["httpGet"] == {
         "path": "/healthz",
         "port": "metrics",
-        "scheme": "HTTP",
+        "scheme": "HTTPS",  # metricsAuthorization: the metrics port is HTTPS
     }
 
 
 def test_combined_pods_hold_both_components_roles_under_one_service_account(helm: Helm) -> None:
-    objs = render(helm, mode=None)
+    objs = render(helm, mode="combined")
     sa = deployment(objs, "controller")["spec"]["template"]["spec"]["serviceAccountName"]
     assert sa == f"{RELEASE}-zeroscaler-controller"
     accounts = [o["metadata"]["name"] for o in objs if o["kind"] == "ServiceAccount"]
@@ -1359,7 +1430,7 @@ def test_combined_pods_hold_both_components_roles_under_one_service_account(helm
 
 
 def test_combined_pods_mount_the_pair_unless_the_webhook_renews_it(helm: Helm) -> None:
-    spec = deployment(render(helm, mode=None), "controller")["spec"]["template"]["spec"]
+    spec = deployment(render(helm, mode="combined"), "controller")["spec"]["template"]["spec"]
     assert [v["name"] for v in spec["volumes"]] == ["tmp"]
     objs = render(helm, "--set", "certificates.mode=secret", mode="combined")
     spec = deployment(objs, "controller")["spec"]["template"]["spec"]
@@ -1453,9 +1524,10 @@ def test_the_activator_can_be_turned_off_or_renamed(helm: Helm) -> None:
     ]
     assert not [a for a in _args(off, "controller") if a.startswith("--activator")]
     rules = roles(off)[f"ClusterRole/{RELEASE}-zeroscaler-controller"]
-    assert ("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch") not in (
-        write_grants(rules)
-    )
+    # Its own configuration still gets its secret path; the activator's name is not granted.
+    config = ("admissionregistration.k8s.io", "mutatingwebhookconfigurations")
+    assert grants(rules, *config, "patch", f"{RELEASE}-zeroscaler")
+    assert not grants(rules, *config, "patch", f"0-{RELEASE}-zeroscaler-activator")
     renamed = render(
         helm,
         "--set",

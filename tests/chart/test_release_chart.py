@@ -38,7 +38,11 @@ def test_packaged_chart_carries_the_version_and_pins_the_digest(helm: Helm, tmp_
     image = yaml.safe_load((release.CHART / "values.yaml").read_text())["image"]
     assert images == {f"{image['registry']}/{image['repository']}@{DIGEST}"}
     namespaced = [
-        d for d in docs[1:] if not d["kind"].startswith("Cluster") and "Webhook" not in d["kind"]
+        d
+        for d in docs[1:]
+        if not d["kind"].startswith("Cluster")
+        and "Webhook" not in d["kind"]
+        and "AdmissionPolicy" not in d["kind"]
     ]
     assert {d["metadata"].get("namespace") for d in namespaced} == {"zeroscaler"}
     hooks = {d["metadata"].get("annotations", {}).get("helm.sh/hook", "") for d in docs}

@@ -50,9 +50,10 @@ def start_zeroscaler(
     """The webhook and the controller, `home` their namespace; with `activator`, its
     configuration and requests ConfigMap made as the chart makes them (empty)."""
     hook = Webhook(cluster, workdir, home)
-    hook.start(extra=["--activator-requests", REQUESTS])
-    hook.register(api)
     name = f"0-zs-activator-{hook.run}"
+    covered = ["--activator-configuration", name] if activator else []
+    hook.start(extra=["--activator-requests", REQUESTS, *covered])
+    hook.register(api)
     extra = ["--webhook-configuration", hook.config_name, "--activator-requests", REQUESTS]
     if activator:
         k8s.AdmissionregistrationV1Api(api).create_mutating_webhook_configuration(

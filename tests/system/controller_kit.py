@@ -128,12 +128,20 @@ def start_controller(
     extra: Sequence[str] = (),
     wait_leader: bool = True,
     kubeconfig: Path | None = None,
+    clock_at: str | None = None,
 ) -> ControllerProcess:
-    """Start the controller with short test timings and wait until it is ready."""
+    """Start the controller with short test timings and wait until it is ready; with
+    `clock_at` (RFC 3339), its wall clock reads that instant at its start
+    (tests/support/clock_shift.py)."""
     port = free_port()
     log = workdir / f"controller-{id}.log"
+    program = (
+        [str(CONTROLLER)]
+        if clock_at is None
+        else [sys.executable, "-m", "tests.support.clock_shift", clock_at]
+    )
     cmd = [
-        str(CONTROLLER),
+        *program,
         "--kubeconfig",
         str(kubeconfig or cluster.kubeconfig),
         "--metrics-host",

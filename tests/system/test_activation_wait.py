@@ -27,6 +27,8 @@ from zeroscaler.api.credentials import load_access
 from zeroscaler.core.coverage import request_key
 from zeroscaler.core.workloads import workload_path
 from zeroscaler.webhook.activation import Activation
+from zeroscaler.webhook.covered import CoveredPaths
+from zeroscaler.webhook.intake import Intake, Limits
 
 REQUESTS = "wake-requests"
 LABELS = {"app": "guard"}
@@ -40,7 +42,7 @@ class Backend:
     registry: CollectorRegistry
 
     async def request(self, wait: int) -> dict[str, Any]:
-        path = f"/activate/{wait}/deployment/{self.namespace}/guard/guard"
+        path = _path(self.namespace, wait)
         answer = await self.client.post(path, json=_review(self.namespace), timeout=60)
         answer.raise_for_status()
         return dict(answer.json()["response"])
@@ -78,13 +80,26 @@ async def _backend(cluster: Cluster, namespace: str, replicas: int) -> AsyncIter
             "ports": [{"port": 9443, "protocol": "TCP"}],
         }
         await kube.create(_slices(namespace), slice_)
+        configuration = f"activator-{namespace}"
+        await kube.create(CONFIGURATIONS, _configuration(configuration, namespace))
         registry = CollectorRegistry()
         app = FastAPI()
-        activation = Activation(kube, namespace, REQUESTS, 1 << 20, registry)
+        activation = Activation(
+            kube,
+            namespace,
+            REQUESTS,
+            Intake(Limits()),
+            registry,
+            covered=CoveredPaths(kube, configuration),
+            namespace_labels=_no_labels,
+        )
         app.post("/activate/{rest:path}")(activation.activate)
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://activator") as client:
-            yield Backend(kube, namespace, client, registry)
+        try:
+            async with httpx.AsyncClient(transport=transport, base_url="http://activator") as c:
+                yield Backend(kube, namespace, c, registry)
+        finally:
+            await kube.delete(f"{CONFIGURATIONS}/{configuration}")
 
 
 def test_a_stopping_pods_endpoint_is_not_taken_for_the_woken_backend(
@@ -127,6 +142,38 @@ def test_an_awake_backend_is_answered_at_once_and_its_request_still_counts(
             assert await guard.wake_asked()
 
     asyncio.run(scenario())
+
+
+CONFIGURATIONS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+TOKEN = "cGF0aC10b2tlbi1mb3ItdGVzdHM"
+
+
+def _path(namespace: str, wait: int) -> str:
+    return f"/activate/{TOKEN}/{wait}/deployment/{namespace}/guard/guard"
+
+
+def _configuration(name: str, namespace: str) -> dict[str, Any]:
+    """An activator configuration covering guard's webhook, at the two waits the tests ask for.
+    Its rules name a kind no test creates, so the API server never calls it."""
+    rule = {"operations": ["CREATE"], "apiGroups": ["example.com"], "apiVersions": ["v1"],
+            "resources": ["widgets"]}  # fmt: skip
+    webhooks = [
+        {
+            "name": f"h{wait}.activator.zeroscaler.io",
+            "clientConfig": {"url": f"https://{netns.NODE_ADDRESS}:9{_path(namespace, wait)}"},
+            "rules": [rule],
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            "failurePolicy": "Ignore",
+            "sideEffects": "NoneOnDryRun",
+            "admissionReviewVersions": ["v1"],
+        }
+        for wait in (2, 20)
+    ]
+    return {"metadata": {"name": name}, "webhooks": webhooks}
+
+
+async def _no_labels(namespace: str) -> None:
+    return None  # not known: the namespace selector is not what these tests are about
 
 
 def _slices(namespace: str) -> str:

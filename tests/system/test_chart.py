@@ -191,12 +191,89 @@ def test_controller_may_scale_workloads_and_watch_any_kind_but_not_delete(
     assert not can("create", "pods", namespace="default")
     assert not can("patch", "configmaps", namespace="default")
     assert not can("create", "secrets", namespace=installed.namespace)
-    assert not can(
-        "patch",
-        "mutatingwebhookconfigurations",
-        group="admissionregistration.k8s.io",
-        name=installed.fullname,
+    # zeroscaler's own webhook configuration (given its secret path), no one else's.
+    configurations = {"group": "admissionregistration.k8s.io"}
+    assert can("patch", "mutatingwebhookconfigurations", name=installed.fullname, **configurations)
+    assert not can("patch", "mutatingwebhookconfigurations", name="someone-elses", **configurations)
+
+
+def test_the_network_facing_webhook_may_not_write_any_workload(
+    api: k8s.ApiClient, installed: Release
+) -> None:
+    """Any pod can reach the webhook: its account, as the real authorizer answers, can read a
+    workload's scale and write nothing of it (the default mode, split)."""
+
+    def can(verb: str, resource: str, **kw: str) -> bool:
+        return _allowed(api, installed, "webhook", verb, resource, **kw)
+
+    for workload in ("deployments", "statefulsets"):
+        assert can("get", workload, group="apps", namespace="default", subresource="scale")
+        for verb in ("patch", "update", "create", "delete"):
+            assert not can(verb, workload, group="apps", namespace="default")
+            assert not can(verb, workload, group="apps", namespace="default", subresource="scale")
+    for verb in ("patch", "update"):
+        assert not can(
+            verb,
+            "mutatingwebhookconfigurations",
+            group="admissionregistration.k8s.io",
+            name=f"0-{installed.fullname}-activator",
+        )
+
+
+def test_the_admission_policy_lets_the_controller_change_only_replicas_and_its_own_keys(
+    api: k8s.ApiClient, installed: Release, ns: str
+) -> None:
+    """Its patch access cannot rewrite a pod template, whoever holds its token: the API server's
+    ValidatingAdmissionPolicy refuses it (the controller's account impersonated)."""
+    apps = k8s.AppsV1Api(api)
+    apps.create_namespaced_deployment(
+        ns,
+        {
+            "metadata": {"name": "op", "annotations": {"owner": "team-a"}},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "op"}},
+                "template": {
+                    "metadata": {"labels": {"app": "op"}},
+                    "spec": {"containers": [{"name": "op", "image": IMAGE}]},
+                },
+            },
+        },
     )
+    user = f"system:serviceaccount:{installed.namespace}:{installed.fullname}-controller"
+    as_controller = k8s.ApiClient(api.configuration, header_name="Impersonate-User",
+                                  header_value=user)  # fmt: skip
+    controller = k8s.AppsV1Api(as_controller)
+
+    def patch(body: dict[str, Any]) -> str:
+        try:
+            controller.patch_namespaced_deployment("op", ns, body)
+        except ApiException as e:
+            return str(json.loads(e.body).get("message", "")) if e.body else str(e.status)
+        return "allowed"
+
+    template = {"spec": {"template": {"spec": {"containers": [{"name": "op", "image": "evil"}]}}}}
+    # The policy takes a moment to reach the API server's admission: until a refusal is seen.
+    wait_for(lambda: patch(template) != "allowed", "the admission policy to be in force")
+    assert "may change no field of a workload's spec but replicas" in patch(template)
+    foreign = {"metadata": {"annotations": {"owner": "mallory"}}}
+    assert "no annotation of a workload but zeroscaler.io/" in patch(foreign)
+    assert "no label" in patch({"metadata": {"labels": {"app": "other"}}})
+    asleep = {
+        "spec": {"replicas": 0},
+        "metadata": {
+            "annotations": {"zeroscaler.io/state": "asleep", "zeroscaler.io/restore-replicas": "1"},
+            "labels": {"zeroscaler.io/state": "asleep"},
+        },
+    }
+    assert patch(asleep) == "allowed"
+    scaled = apps.read_namespaced_deployment("op", ns)
+    assert scaled.spec.replicas == 0
+    assert scaled.spec.template.spec.containers[0].image == IMAGE
+    assert scaled.metadata.annotations["owner"] == "team-a"
+    # A person (here the admin) is not held by it.
+    apps.patch_namespaced_deployment("op", ns, {"metadata": {"annotations": {"owner": "team-b"}}})
+    as_controller.close()
 
 
 def test_controller_may_hold_only_its_own_lease(api: k8s.ApiClient, installed: Release) -> None:
@@ -750,9 +827,19 @@ def test_controller_and_webhook_work_with_the_charts_flags_and_rbac(
             )
             programs.append(controller)
         wait_for(
-            partial(_responds, controller, f"http://127.0.0.1:{metrics}/readyz", False),
+            partial(_responds, controller, f"https://127.0.0.1:{metrics}/readyz", False),
             "the controller's watches to sync with only the chart's RBAC",
         )
+        # Its /metrics, HTTPS as the chart has it, only to a token allowed to get it: the
+        # controller's own account asks the real API server about each (a hostile scraper).
+        scrape = f"https://127.0.0.1:{metrics}/metrics"
+        assert httpx.get(scrape, verify=False, timeout=5).status_code == 401
+        forged = {"Authorization": "Bearer not-a-token"}
+        assert httpx.get(scrape, headers=forged, verify=False, timeout=5).status_code == 401
+        admin = {"Authorization": f"Bearer {cluster.token}"}
+        answer = httpx.get(scrape, headers=admin, verify=False, timeout=5)
+        assert answer.status_code == 200
+        assert "zeroscaler_managed_workloads" in answer.text
         leases = k8s.CoordinationV1Api(api)
         wait_for(
             lambda: (
@@ -860,7 +947,7 @@ def test_the_narrow_watch_grant_runs_sleep_and_wake_and_never_sleeps_an_unlisted
             "zeroscaler-controller", [*args, f"--kubeconfig={kubeconfig}"], tmp_path / "c.log"
         )
         wait_for(
-            partial(_responds, controller, f"http://127.0.0.1:{metrics}/readyz", False),
+            partial(_responds, controller, f"https://127.0.0.1:{metrics}/readyz", False),
             "the controller's watches to sync with the narrow RBAC",
         )
         # One operator may watch ConfigMaps, the other Secrets too; the controller only ConfigMaps.

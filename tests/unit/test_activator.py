@@ -13,6 +13,7 @@ from zeroscaler.core.coverage import (
     ActivatorState,
     Covered,
     Hook,
+    Target,
     activate_path,
     activation_block,
     describe_request,
@@ -120,10 +121,15 @@ BASE_SERVICE = {
     "caBundle": "Q0E=",
 }
 BACKEND = Covered("Deployment", "ops", "op", (HOOK, MUTATING))
+TOKEN = "t0k3n-t0k3n-t0k3n-t0k3n"
+
+
+def same_token(_: str) -> str:
+    return TOKEN
 
 
 def test_the_configuration_copies_each_covered_webhook_and_ends_its_probe() -> None:
-    webhooks, token = render([BACKEND], BASE_URL, 10, "zeroscaler")
+    webhooks, token = render([BACKEND], BASE_URL, 10, "zeroscaler", same_token)
     probe, *copies = webhooks
     assert probe["name"] == PROBE_WEBHOOK
     assert probe["objectSelector"] == {"matchLabels": {PROBE_LABEL: token}}
@@ -136,18 +142,19 @@ def test_the_configuration_copies_each_covered_webhook_and_ends_its_probe() -> N
     for copy in copies:
         assert copy["rules"] == RULES
         assert copy["failurePolicy"] == "Ignore"
+        assert copy["sideEffects"] == "NoneOnDryRun"  # a dry run wakes nothing
         assert copy["timeoutSeconds"] == 10
         assert copy["name"].endswith(".activator.zeroscaler.io")
         assert copy["clientConfig"] == {
-            "url": "https://127.0.0.1:8443/activate/9/deployment/ops/op/op-webhook",
+            "url": f"https://127.0.0.1:8443/activate/{TOKEN}/9/deployment/ops/op/op-webhook",
             "caBundle": "Q0E=",
         }
     # The token names the content: covering something else changes it.
-    assert render([], BASE_URL, 10, "zeroscaler")[1] != token
+    assert render([], BASE_URL, 10, "zeroscaler", same_token)[1] != token
 
 
 def test_nothing_covered_leaves_only_the_probe() -> None:
-    webhooks, _ = render([], BASE_SERVICE, 10, "zeroscaler")
+    webhooks, _ = render([], BASE_SERVICE, 10, "zeroscaler", same_token)
     assert [w["name"] for w in webhooks] == [PROBE_WEBHOOK]
     assert webhooks[0]["clientConfig"]["service"] == {
         "namespace": "zeroscaler",
@@ -159,20 +166,31 @@ def test_nothing_covered_leaves_only_the_probe() -> None:
 
 @pytest.mark.parametrize(("asked", "used"), [(1, 2), (45, 30), (10, 10)])
 def test_the_timeout_is_bounded_to_what_the_api_server_allows(asked: int, used: int) -> None:
-    webhooks, _ = render([BACKEND], BASE_URL, asked, "zeroscaler")
+    webhooks, _ = render([BACKEND], BASE_URL, asked, "zeroscaler", same_token)
     assert {w["timeoutSeconds"] for w in webhooks[1:]} == {used}
-    assert parse_activate_path(webhooks[1]["clientConfig"]["url"].split(":8443")[1]) == (
-        used - 1,
-        "Deployment",
-        "ops",
-        "op",
-        "op-webhook",
+    assert parse_activate_path(webhooks[1]["clientConfig"]["url"].split(":8443")[1]) == Target(
+        TOKEN, used - 1, "Deployment", "ops", "op", "op-webhook"
     )
 
 
 @pytest.mark.parametrize(
     "path",
-    ["/activate/probe", "/activate/x/deployment/a/b/c", "/activate/9/pod/a/b/c", "/mutate"],
+    [
+        "/activate/probe",
+        "/mutate",
+        "/activate/9/deployment/ops/op/op-webhook",  # no token
+        "/activate/short/9/deployment/ops/op/op-webhook",
+        f"/activate/{TOKEN}/x/deployment/a/b/c",
+        f"/activate/{TOKEN}/9/pod/a/b/c",
+        f"/activate/{TOKEN}/9/deployment/../b/c",
+        f"/activate/{TOKEN}/9/deployment/a/../c",
+        f"/activate/{TOKEN}/9/deployment/a/b..c/d",
+        f"/activate/{TOKEN}/9/deployment/A/b/c",
+        f"/activate/{TOKEN}/9/deployment/a/b/c/d",
+        f"/activate/{TOKEN}/9/deployment/a/%2e%2e/c",
+        f"/activate/{TOKEN}/999/deployment/a/b/c",
+        f"/activate/{TOKEN}/9/deployment/" + "a" * 64 + "/b/c",
+    ],
 )
 def test_other_paths_are_not_activations(path: str) -> None:
     assert parse_activate_path(path) is None
@@ -180,8 +198,8 @@ def test_other_paths_are_not_activations(path: str) -> None:
 
 def test_paths_and_request_keys_name_the_workload() -> None:
     backend = Covered("StatefulSet", "ops", "db", (HOOK,))
-    path = activate_path(backend, HOOK, 4)
-    assert parse_activate_path(path) == (4, "StatefulSet", "ops", "db", "op-webhook")
+    path = activate_path(backend, HOOK, 4, TOKEN)
+    assert parse_activate_path(path) == Target(TOKEN, 4, "StatefulSet", "ops", "db", "op-webhook")
     key = request_key("StatefulSet", "ops", "db.primary")
     assert key == "statefulset_ops_db.primary"
     assert parse_request_key(key) == ("StatefulSet", "ops", "db.primary")
@@ -240,7 +258,36 @@ def test_a_request_is_described_as_an_event_would_say_it() -> None:
         "name": "w1",
         "userInfo": {"username": "alice"},
     }
-    assert describe_request(request) == "CREATE widgets.example.com ops/w1 by alice"
-    assert describe_request({"operation": "CREATE", "resource": {"resource": "pods"}}) == (
+    assert describe_request(request, "ops") == "CREATE widgets.example.com ops/w1 by alice"
+    assert describe_request({"operation": "CREATE", "resource": {"resource": "pods"}}, "ops") == (
         "CREATE pods (new)"
     )
+
+
+@pytest.mark.parametrize(
+    ("request_", "said"),
+    [
+        # Elsewhere: the object is named, the person is not.
+        ({"operation": "DELETE", "resource": {"resource": "configmaps"}, "namespace": "prod",
+          "name": "settings", "userInfo": {"username": "admin"}},
+         "DELETE configmaps prod/settings"),
+        # A Secret elsewhere is not named either.
+        ({"operation": "DELETE", "resource": {"resource": "secrets"}, "namespace": "prod",
+          "name": "db-password", "userInfo": {"username": "admin"}},
+         "DELETE secrets in namespace prod"),
+        ({"operation": "CREATE", "resource": {"resource": "serviceaccounts"},
+          "subResource": "token", "namespace": "prod", "name": "robot"},
+         "CREATE serviceaccounts/token in namespace prod"),
+        ({"operation": "UPDATE", "resource": {"group": "external-secrets.io",
+          "resource": "externalsecrets"}, "namespace": "prod", "name": "aws"},
+         "UPDATE externalsecrets.external-secrets.io in namespace prod"),
+        # At home, a Secret is named, and so is who asked; words are cut to safe characters.
+        ({"operation": "UPDATE", "resource": {"resource": "secrets"}, "namespace": "ops",
+          "name": "tls", "userInfo": {"username": "eve\n<script>" + "x" * 200}},
+         "UPDATE secrets ops/tls by eve??script?" + "x" * 87 + "~"),
+    ],
+)  # fmt: skip
+def test_a_description_names_nothing_the_backends_namespace_may_not_see(
+    request_: dict[str, Any], said: str
+) -> None:
+    assert describe_request(request_, "ops") == said

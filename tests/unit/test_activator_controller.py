@@ -15,12 +15,20 @@ from zeroscaler.cluster.informer import Informer, WatchEvent
 from zeroscaler.controller.activator import Activator
 from zeroscaler.controller.clock import ManualClock
 from zeroscaler.controller.registrations import ServingIndex, trim_registration, trim_service
-from zeroscaler.controller.workload import Workload, WorkloadKey, trim_workload
+from zeroscaler.controller.workload import Workload, WorkloadKey, settle_start, trim_workload
 from zeroscaler.core.activity import Activity
 from zeroscaler.core.annotations import asleep_annotations, read_status
-from zeroscaler.core.coverage import PROBE_LABEL, PROBE_WEBHOOK, request_key
+from zeroscaler.core.coverage import (
+    PROBE_LABEL,
+    PROBE_WEBHOOK,
+    parse_activate_path,
+    request_key,
+)
+from zeroscaler.core.links import serving_notices
+from zeroscaler.core.wake_path import Surroundings
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
+AROUND = Surroundings("zeroscaler", {})
 KEY: WorkloadKey = ("Deployment", "ops", "op")
 ACTIVATOR = "0-zeroscaler-activator"
 OWN = "zeroscaler"
@@ -30,8 +38,9 @@ CONFIGURATIONS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigura
 class API:
     """The API server's side: zeroscaler's own configuration, the activator's, the probe."""
 
-    def __init__(self, *, answers: bool = True) -> None:
+    def __init__(self, *, answers: bool = True, existing: dict[str, Any] | None = None) -> None:
         self.answers = answers  # whether the activator answers the probe
+        self.existing = existing  # the activator's configuration as a restart finds it
         self.written: list[dict[str, Any]] = []
         self.probes: list[dict[str, Any]] = []
 
@@ -40,6 +49,8 @@ class API:
         if request.method == "GET" and path == f"{CONFIGURATIONS}/{OWN}":
             client = {"url": "https://127.0.0.1:8443/mutate", "caBundle": "Q0E="}
             return httpx.Response(200, json={"webhooks": [{"clientConfig": client}]})
+        if request.method == "GET" and path == f"{CONFIGURATIONS}/{ACTIVATOR}":
+            return httpx.Response(200, json=self.existing or {"metadata": {"name": ACTIVATOR}})
         if request.method == "PATCH" and path == f"{CONFIGURATIONS}/{ACTIVATOR}":
             self.written.append(json.loads(request.content))
             version = str(len(self.written))
@@ -69,24 +80,30 @@ def backend(asleep: bool) -> Workload:
     return w
 
 
-def webhooks() -> dict[str, Any]:
-    raw = {
-        "metadata": {"name": "op-hooks"},
-        "webhooks": [
-            {
-                "name": "check.example.com",
-                "clientConfig": {"service": {"namespace": "ops", "name": "op-webhook"}},
-                "rules": [{"operations": ["CREATE"], "resources": ["widgets"]}],
-            }
-        ],
+def webhooks(**fields: Any) -> dict[str, Any]:
+    webhook = {
+        "name": "check.example.com",
+        "clientConfig": {"service": {"namespace": "ops", "name": "op-webhook"}},
+        "rules": [{"operations": ["CREATE"], "resources": ["widgets"]}],
+        **fields,
     }
+    raw = {"metadata": {"name": "op-hooks"}, "webhooks": [webhook]}
     return trim_registration("ValidatingWebhookConfiguration")(raw)
 
 
 class Rig:
     """An activator over a serving index that knows one backend and its webhook."""
 
-    def __init__(self, api: API, w: Workload, *, leader: bool = True) -> None:
+    def __init__(
+        self,
+        api: API,
+        w: Workload,
+        *,
+        leader: bool = True,
+        hooks: dict[str, Any] | None = None,
+        fail_open_allowed: bool = False,
+    ) -> None:
+        self.fail_open_allowed = fail_open_allowed
         self.api = api
         self.workloads = {KEY: w}
         self.enqueued: list[WorkloadKey] = []
@@ -101,7 +118,7 @@ class Rig:
         service = {"metadata": {"name": "op-webhook", "namespace": "ops"},
                    "spec": {"selector": {"app": "op"}}}  # fmt: skip
         self.index.on_service(WatchEvent("ADDED", trim_service(service), initial=True))
-        self.index.on_registration(WatchEvent("ADDED", webhooks(), initial=True))
+        self.index.on_registration(WatchEvent("ADDED", hooks or webhooks(), initial=True))
         self.activator = Activator(
             kube,
             self.index,
@@ -118,8 +135,9 @@ class Rig:
             on_activity=self._on_activity,
         )
 
-    def _activation(self, hooks: Any) -> str | None:
-        return self.activator.activation(hooks)
+    def _activation(self, w: Workload, hooks: Any) -> str | None:
+        allowed = self.fail_open_allowed
+        return self.activator.activation(w, hooks, AROUND, fail_open_allowed=allowed)
 
     def _on_activity(self, w: Workload, found: Activity, _: datetime) -> None:
         self.activity.append((w.key, found.reason))
@@ -200,3 +218,111 @@ def test_a_changed_wake_request_is_activity_and_an_old_one_is_not() -> None:
     assert len(rig.activity) == 1  # the same request seen again
     rig.activator.on_requests(requests({key: before, "pod_ops_x": after, "junk": "{"}))
     assert len(rig.activity) == 2  # changed (live): activity, whatever its time says
+
+
+def _covered_path(written: dict[str, Any]) -> str:
+    return str(written["webhooks"][1]["clientConfig"]["url"]).split(":8443", 1)[1]
+
+
+async def test_a_covered_path_holds_a_token_kept_across_rewrites_and_leaders() -> None:
+    api = API()
+    rig = Rig(api, backend(asleep=True))
+    rig.activator.serving(rig.workloads[KEY])
+    await rig.activator.sync()
+    path = _covered_path(api.written[-1])
+    target = parse_activate_path(path)
+    assert target is not None
+    assert target.key == KEY
+    assert len(target.token) >= 24
+    # Another backend's copy, or a rewrite for any reason, keeps the path the API server calls.
+    someone = {"metadata": {"name": ACTIVATOR, "resourceVersion": "99"}}
+    rig.activator.on_configuration(WatchEvent("MODIFIED", someone))  # rewritten by someone else
+    await rig.activator.sync()
+    assert len(api.written) == 2
+    assert _covered_path(api.written[-1]) == path
+    # A new leader finds the paths in the configuration and keeps them too.
+    again = Rig(API(existing=api.written[-1]), backend(asleep=True))
+    again.activator.serving(again.workloads[KEY])
+    await again.activator.sync()
+    assert _covered_path(again.api.written[-1]) == path
+    # Elsewhere, a new token.
+    other = Rig(API(), backend(asleep=True))
+    other.activator.serving(other.workloads[KEY])
+    await other.activator.sync()
+    assert _covered_path(other.api.written[-1]) != path
+
+
+def test_a_wake_request_for_a_backend_not_covered_now_is_not_activity() -> None:
+    rig = Rig(API(), backend(asleep=False))  # awake and not going to sleep: not covered
+    after = json.dumps({"at": "2026-01-01T12:00:05Z", "what": "CREATE widgets ops/a"})
+    rig.activator.on_requests(requests({request_key(*KEY): after}))
+    assert rig.activity == []
+
+
+def test_the_words_of_a_wake_request_are_cut_to_safe_ones_in_its_event() -> None:
+    rig = Rig(API(), backend(asleep=True))
+    forged = json.dumps({"at": "2026-01-01T12:00:05Z", "what": "x\u001b[2J" + "y" * 400})
+    rig.activator.on_requests(requests({request_key(*KEY): forged}))
+    [(_, reason)] = rig.activity
+    assert reason.startswith("admission request: x?[2J")
+    assert len(reason) <= len("admission request: ") + 300
+
+
+EVERY_POD = [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+              "resources": ["pods"]}]  # fmt: skip
+
+
+def test_a_backend_whose_own_webhook_covers_its_pods_is_never_covered_and_stays_awake() -> None:
+    rig = Rig(API(), backend(asleep=False), hooks=webhooks(rules=EVERY_POD))
+    served = rig.activator.serving(rig.workloads[KEY])
+    assert served is not None
+    assert served.keeps_awake
+    assert served.unanswered == (
+        "asleep, it could not wake: ValidatingWebhookConfiguration op-hooks, webhook "
+        'check.example.com: its rule CREATE pods in groups "" covers the pods of ops/op'
+    )
+    [(reason, message)] = serving_notices(served)
+    assert reason == "BacksWebhook"
+    assert "could not wake" in message
+
+
+def test_a_fail_open_backend_stays_awake_unless_policy_lets_it_sleep() -> None:
+    fail_open = webhooks(failurePolicy="Ignore")
+    served = Rig(API(), backend(asleep=False), hooks=fail_open).activator.serving(
+        backend(asleep=False)
+    )
+    assert served is not None
+    assert served.unanswered is not None
+    assert "failurePolicy Ignore" in served.unanswered
+    allowed = Rig(API(), backend(asleep=False), hooks=fail_open, fail_open_allowed=True)
+    served = allowed.activator.serving(allowed.workloads[KEY])
+    assert served is not None
+    assert served.unanswered is None
+
+
+def test_a_backend_that_took_longer_to_start_than_a_request_is_held_stays_awake() -> None:
+    rig = Rig(API(), backend(asleep=False))
+    w = rig.workloads[KEY]
+    w.idle.started_in = 8.0  # within the 9 s a request is held (timeout 10)
+    served = rig.activator.serving(w)
+    assert served is not None
+    assert served.unanswered is None
+    w.idle.started_in = 12.0
+    served = rig.activator.serving(w)
+    assert served is not None
+    assert served.unanswered == (
+        "its last start took 12s from its wake to Ready, longer than the 9s the activator holds "
+        "a request it covers"
+    )
+
+
+def test_the_time_from_a_wake_to_ready_is_remembered_once_it_is_ready() -> None:
+    w = backend(asleep=False)
+    w.idle.starting, w.idle.woken_at = True, NOW
+    w.obj["status"] = {"replicas": 2, "readyReplicas": 1, "observedGeneration": 1}
+    assert not settle_start(w, NOW + timedelta(seconds=3))  # not Ready yet
+    assert w.idle.started_in is None
+    w.obj["status"] = {"replicas": 2, "readyReplicas": 2, "observedGeneration": 1}
+    assert settle_start(w, NOW + timedelta(seconds=7))
+    assert w.idle.started_in == 7.0
+    assert w.idle.woken_at is None

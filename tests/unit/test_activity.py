@@ -563,3 +563,23 @@ def test_definitions_of_name_the_crds_of_custom_kinds() -> None:
         "widgets.example.com",
         "deployments.apps",
     }
+
+
+def test_a_secret_elsewhere_is_not_named_to_whoever_reads_the_workloads_events() -> None:
+    interest = Interest(
+        watched={("", "Secret"): None, ("", "ConfigMap"): None},
+        owned={},
+        self_ref=("apps", "Deployment", "ops", "op"),
+    )
+    elsewhere = {"metadata": {"namespace": "prod", "name": "db-password"}}
+    found = find_activity(Change("DELETED", elsewhere), SECRET, interest)
+    assert found is not None
+    assert found.reason == "Secret in namespace prod deleted"
+    at_home = {"metadata": {"namespace": "ops", "name": "tls"}}
+    found = find_activity(Change("DELETED", at_home), SECRET, interest)
+    assert found is not None
+    assert found.reason == "Secret ops/tls deleted"
+    # Other kinds elsewhere are named, as the workload's own account may watch them.
+    found = find_activity(Change("DELETED", elsewhere), CONFIGMAP, interest)
+    assert found is not None
+    assert found.reason == "ConfigMap prod/db-password deleted"

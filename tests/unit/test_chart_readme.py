@@ -18,7 +18,7 @@ def test_a_comment_or_a_default_changed_in_values_yaml_makes_the_readme_stale() 
     readme = (CHART / "README.md").read_text()
     values = (CHART / "values.yaml").read_text()
     assert updated(readme, values, SCHEMA) == readme
-    reworded = values.replace("# HTTP port for /healthz", "# The port for /healthz", 1)
+    reworded = values.replace("# Port for /healthz", "# The port for /healthz", 1)
     assert reworded != values
     assert updated(readme, reworded, SCHEMA) != readme
     moved = values.replace("metricsPort: 8080", "metricsPort: 9090", 1)

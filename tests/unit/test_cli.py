@@ -178,13 +178,22 @@ def test_a_sleeper_shows_the_replica_time_its_sleep_saved() -> None:
 
 def test_savings_sum_each_namespace_then_all() -> None:
     other = {**ASLEEP, "metadata": {**ASLEEP["metadata"], "namespace": "team", "uid": "u2"}}
+    # Each of its pods requests a quarter core and 128Mi: three of them are given back.
+    resources = {"requests": {"cpu": "250m", "memory": "128Mi"}}
+    pod = {"containers": [{"name": "m", "resources": resources}]}
+    other["spec"] = {**other["spec"], "template": {"spec": pod}}
     views = [read_view(o, ON) for o in (ASLEEP, AWAKE, other, workload("web", "ops", 2))]
     lines = render_savings(views, NOW, "table").splitlines()
     assert [line.split() for line in lines[1:]] == [
-        ["ops", "2", "1", "3", "2h30m"],
-        ["team", "1", "1", "3", "2h30m"],
-        ["(all)", "3", "2", "6", "5h"],
+        ["ops", "2", "1", "3", "2h30m", "0", "0"],
+        ["team", "1", "1", "3", "2h30m", "750m", "384Mi"],
+        ["(all)", "3", "2", "6", "5h", "750m", "384Mi"],
     ]
+    team = json.loads(render_savings(views, NOW, "json"))["items"][1]
+    assert team["releasedCPUCores"] == 0.75
+    assert team["releasedMemoryBytes"] == 384 * 2**20
+    assert team["savedCPUCoreSeconds"] == 9000 * 0.25  # 2h30m of replica time, 250m each
+    assert team["savedMemoryByteSeconds"] == 9000 * 128 * 2**20
     doc = json.loads(render_savings(views[:2], NOW, "json"))
     assert doc["items"] == [
         {
@@ -193,6 +202,10 @@ def test_savings_sum_each_namespace_then_all() -> None:
             "asleep": 1,
             "replicasNotRunning": 3,
             "savedReplicaSeconds": 9000,
+            "releasedCPUCores": 0.0,
+            "releasedMemoryBytes": 0,
+            "savedCPUCoreSeconds": 0,
+            "savedMemoryByteSeconds": 0,
         }
     ]
 
@@ -403,10 +416,13 @@ def test_program_name_as_a_kubectl_plugin() -> None:
 
 def test_one_patch_carries_replicas_and_status_with_a_precondition() -> None:
     plan = Manual("sleep", 3, {"zeroscaler.io/state": "asleep"})
+    state = {"zeroscaler.io/state": "asleep"}
     assert patch_body(plan, "42") == {
-        "metadata": {"resourceVersion": "42", "annotations": {"zeroscaler.io/state": "asleep"}},
+        "metadata": {"resourceVersion": "42", "annotations": state, "labels": state},
         "spec": {"replicas": 0},
     }
+    # The label rides along only when it does not say the state already.
+    assert "labels" not in patch_body(plan, "42", {**state, "app": "x"})["metadata"]
     assert "spec" not in patch_body(Manual("restart-clock", 2, {}), "42")
     assert event_message(Manual("wake", 3), "alice", "wake", "X").startswith(
         "woken by alice (zeroscaler wake): scaled from 0 to 3 replicas"

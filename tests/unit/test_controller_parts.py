@@ -141,6 +141,8 @@ def test_the_log_format_is_a_setting_of_both_components() -> None:
 
 
 def test_trim_workload_keeps_what_the_scaler_reads() -> None:
+    from zeroscaler.core.savings import Requests
+
     obj = {
         "metadata": {
             "name": "op",
@@ -166,12 +168,20 @@ def test_trim_workload_keeps_what_the_scaler_reads() -> None:
             "replicas": 3,
             "template": {
                 "metadata": {"labels": {"app": "op-pod"}},
-                "spec": {"serviceAccount": "legacy"},
+                "spec": {
+                    "serviceAccount": "legacy",
+                    "containers": [
+                        {"name": "m", "resources": {"requests": {"cpu": "250m", "memory": "64Mi"}}},
+                        {"name": "s", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}},
+                    ],
+                },
             },
         },
         "status": {"replicas": 3, "readyReplicas": 2, "observedGeneration": 4},
     }
     trimmed = trim_workload(obj)
+    # What each pod requests, the limit standing for a request left out.
+    assert trimmed["spec"].pop("podRequests") == Requests(1.25, 64 * 2**20 + 2**30)
     assert trimmed == {
         "metadata": {
             "name": "op",

@@ -116,7 +116,8 @@ def test_selectors_need_labels_and_expressions(
         ("defaults: {idleTimeout: 0s}", "p: defaults.idleTimeout: '0s' must be longer than zero"),
         (
             "defaults: {idleTimout: 5m}",
-            "p: defaults.idleTimout: unknown field (expected one of idleTimeout)",
+            "p: defaults.idleTimout: unknown field (expected one of idleTimeout, failOpenWebhooks, "
+            "keepAwake",
         ),
         (
             "bounds: {minIdleTimeout: 2h, maxIdleTimeout: 1h}",
@@ -245,3 +246,20 @@ def test_a_malformed_selector_is_refused_naming_the_field_at_fault() -> None:
         parse_selector(
             {"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]}, "s"
         )
+
+
+def test_fail_open_webhooks_stay_awake_unless_a_rule_or_the_defaults_let_them_sleep() -> None:
+    doc = parse_policy(
+        "defaults: {failOpenWebhooks: sleep}\n"
+        "rules:\n"
+        "  - name: prod\n"
+        "    namespaceSelector: {matchLabels: {env: prod}}\n"
+        "    failOpenWebhooks: stayAwake\n",
+        "p",
+    )
+    policy = merge_policies([doc])
+    assert evaluate_policy(policy, {"env": "prod"}, {}).fail_open_webhooks == "stayAwake"
+    assert evaluate_policy(policy, {"env": "dev"}, {}).fail_open_webhooks == "sleep"
+    assert evaluate_policy(merge_policies([]), {}, {}).fail_open_webhooks == "stayAwake"
+    with pytest.raises(PolicyError, match=r"p: rules\[0\]\.failOpenWebhooks: 'yes' is not one of"):
+        parse_policy("rules: [{name: r, failOpenWebhooks: 'yes'}]", "p")

@@ -412,11 +412,46 @@ def test_the_activator_probe_is_answered_with_its_token(client: TestClient) -> N
 
 
 def test_an_activation_never_refuses_even_when_it_cannot_wake(client: TestClient) -> None:
-    # No cluster behind this app: it cannot ask for the wake, and still admits (failurePolicy
-    # Ignore would too), so that the backend's own webhook decides.
+    # No cluster behind this app, so no activator configuration: every path is unknown, answered
+    # at once and allowed (failurePolicy Ignore would admit it too), so that the backend's own
+    # webhook decides.
     review = _lease_review({})
     answer = client.post("/activate/9/deployment/ops/op/op-webhook", json=review).json()
     assert answer["response"] == {"uid": "u-probe", "allowed": True}
     assert client.post("/activate/9/deployment/ops/op/op-webhook", content=b"{").status_code == 400
     metrics = client.get("/metrics").text
-    assert 'zeroscaler_activator_requests_total{outcome="failed"} 1.0' in metrics
+    assert 'zeroscaler_activator_requests_total{outcome="unknown"} 1.0' in metrics
+    assert 'zeroscaler_activator_requests_total{outcome="rejected"} 1.0' in metrics
+
+
+ACTIVATE_PATHS = st.sampled_from(
+    ["/activate/probe", "/activate/9/deployment/ops/op/op-webhook", "/activate/x", "/activate/"]
+) | st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), max_size=60).map(
+    lambda tail: "/activate/" + tail.replace("?", "").replace("#", "")
+)
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(body=hostile_reviews(), path=ACTIVATE_PATHS)
+def test_fuzz_activate_never_500(shared_client: TestClient, body: Any, path: str) -> None:
+    resp = shared_client.post(
+        path, content=json.dumps(body), headers={"Content-Type": "application/json"}
+    )
+    assert resp.status_code in (200, 400, 404, 405), resp.text
+    if resp.status_code == 200:
+        check_valid(resp.json(), body["request"]["uid"])
+    elif resp.status_code == 400:
+        assert resp.json()["message"].startswith("malformed AdmissionReview: ")
+
+
+@pytest.mark.parametrize("path", ["/", "/mutate/guessed"])
+def test_a_review_at_a_path_the_configuration_does_not_hold_gets_a_404(
+    client: TestClient, path: str
+) -> None:
+    # Hostile: a caller who is not the API server learns nothing of what RBAC grants.
+    resp = client.post(path, json=review())
+    assert resp.status_code in (404, 405)
+    assert "patch" not in resp.text
+    metrics = client.get("/metrics").text
+    if resp.status_code == 404:
+        assert 'zeroscaler_webhook_reviews_total{outcome="not-found"} 1.0' in metrics

@@ -14,8 +14,9 @@ from zeroscaler.controller.clock import ManualClock
 from zeroscaler.controller.flags import parse_settings
 from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.supervisor import routes
-from zeroscaler.controller.workload import Workload, WorkloadKey
+from zeroscaler.controller.workload import Workload, WorkloadKey, count_released
 from zeroscaler.core.annotations import WorkloadStatus
+from zeroscaler.core.savings import Requests
 
 Sample = tuple[str, tuple[tuple[str, str], ...]]
 State = Literal["awake", "asleep"]
@@ -49,6 +50,7 @@ class Fleet:
             lambda: self.leading,
             workloads=self.workloads.values if per_workload else None,
             count_savings=self._count_savings,
+            count_released=lambda: count_released(self.workloads.values()),
         )
         self.clock = ManualClock()
         self.accounting = Accounting(self.metrics, self.clock)
@@ -75,6 +77,10 @@ def test_a_managed_workload_has_its_state_and_savings_from_the_first_scrape() ->
         ("zeroscaler_workload_asleep", labels("busy")): 0.0,
         ("zeroscaler_workload_saved_replica_seconds_total", labels("sleeper")): 0.0,
         ("zeroscaler_workload_saved_replica_seconds_total", labels("busy")): 0.0,
+        ("zeroscaler_workload_saved_cpu_core_seconds_total", labels("sleeper")): 0.0,
+        ("zeroscaler_workload_saved_cpu_core_seconds_total", labels("busy")): 0.0,
+        ("zeroscaler_workload_saved_memory_byte_seconds_total", labels("sleeper")): 0.0,
+        ("zeroscaler_workload_saved_memory_byte_seconds_total", labels("busy")): 0.0,
     }
 
 
@@ -113,6 +119,10 @@ def test_savings_are_counted_per_workload_and_in_the_total_alike() -> None:
     three, one = fleet.add("three", "asleep"), fleet.add("one", "asleep")
     three.status = WorkloadStatus("asleep", 3)
     one.status = WorkloadStatus("asleep")
+    # Each pod of "three" requests half a core and 1 GiB; "one" requests nothing.
+    three.obj = {**three.obj, "spec": {"replicas": 0, "podRequests": Requests(0.5, 2.0**30)}}
+    assert fleet.metrics.registry.get_sample_value("zeroscaler_released_cpu_cores") == 1.5
+    assert fleet.metrics.registry.get_sample_value("zeroscaler_released_memory_bytes") == 3 * 2**30
     accounting.account_all(fleet.workloads.values())
     clock.advance(10)
     accounting.account_all(fleet.workloads.values())
@@ -122,6 +132,13 @@ def test_savings_are_counted_per_workload_and_in_the_total_alike() -> None:
     assert got[("zeroscaler_workload_saved_replica_seconds_total", labels("three"))] == 36.0
     assert got[("zeroscaler_workload_saved_replica_seconds_total", labels("one"))] == 12.0
     assert fleet.metrics.replica_seconds_saved._value.get() == 48.0
+    assert got[("zeroscaler_workload_saved_cpu_core_seconds_total", labels("three"))] == 18.0
+    assert got[("zeroscaler_workload_saved_memory_byte_seconds_total", labels("three"))] == (
+        36.0 * 2**30
+    )
+    assert got[("zeroscaler_workload_saved_cpu_core_seconds_total", labels("one"))] == 0.0
+    assert fleet.metrics.saved_cpu._value.get() == 18.0
+    assert fleet.metrics.saved_memory._value.get() == 36.0 * 2**30
 
 
 def test_savings_are_counted_by_the_scrape_that_reads_them_and_no_other() -> None:
@@ -210,8 +227,8 @@ def test_series_grow_with_the_workloads_managed_and_no_further() -> None:
         for _ in range(5):  # many wakes and sleeps, each reason once
             fleet.metrics.slept(w, "idle")
             fleet.metrics.woke(w, "activity", 0.1)
-    # asleep, saved, one wake reason, one sleep reason, latency sum and count: 6 each
-    assert len(samples(fleet.metrics)) == 50 * 6
+    # asleep, three savings, one wake reason, one sleep reason, latency sum and count: 8
+    assert len(samples(fleet.metrics)) == 50 * 8
 
 
 def test_workload_metrics_are_on_unless_turned_off() -> None:

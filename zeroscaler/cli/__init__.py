@@ -10,7 +10,7 @@ from importlib import metadata
 
 from zeroscaler import DISTRIBUTION
 from zeroscaler.cli.check import add_check
-from zeroscaler.cli.control import add_sleep, add_wake
+from zeroscaler.cli.control import add_pause, add_resume, add_sleep, add_wake, check_selection
 from zeroscaler.cli.explain import add_explain
 from zeroscaler.cli.session import (
     EXIT_FAILED,
@@ -82,6 +82,8 @@ SUBCOMMANDS: Mapping[str, Register] = {
     "explain": add_explain,
     "sleep": add_sleep,
     "wake": add_wake,
+    "pause": add_pause,
+    "resume": add_resume,
     "completion": add_completion,
     "certs": add_certs_or_placeholder,
     "uninstall": add_uninstall,
@@ -156,6 +158,8 @@ def check_arguments(args: argparse.Namespace) -> None:
         parse_target(args.workload, option(args, "namespace"), args.kind)
     if getattr(args, "all_namespaces", False) and option(args, "namespace"):
         raise UsageError("-n/--namespace and -A/--all-namespaces: give one")
+    if hasattr(args, "selector"):  # sleep, wake, pause, resume: one WORKLOAD or a selection
+        check_selection(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

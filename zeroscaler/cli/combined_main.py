@@ -41,13 +41,14 @@ def split_arguments(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 async def run(controller: ControllerSettings, webhook: WebhookSettings) -> None:
     """Both halves until SIGTERM or SIGINT, or until either fails (which stops the other)."""
     stop = stop_on_signals()
-    async with supervisor.clients(controller) as (watch_kube, kube):
+    async with supervisor.clients(controller) as clients:
+        kube = clients.requests
         # CRD specs are kept: the webhook names kinds that discovery does not serve yet.
-        scaler = Controller(kube, controller, watch_kube, crd_specs=True)
+        scaler = Controller(kube, controller, clients.watches, crd_specs=True)
         shared = controller.policy_source == webhook.namespace
         registry = CollectorRegistry()
-        # The webhook's requests share the controller's connections and pacer, but its /metrics
-        # counts only its own failures.
+        # The webhook's requests (Events, renewal) share the controller's connections and pacer,
+        # but its /metrics counts only its own failures; the activator has connections of its own.
         webhook_kube = kube.sharing()
         source = LiveSource(
             webhook_kube,
@@ -60,7 +61,7 @@ async def run(controller: ControllerSettings, webhook: WebhookSettings) -> None:
         # One scrape of the metrics port sees both halves (the chart's one ServiceMonitor).
         scaler.metrics.registry.register(Forwarded(registry))
         parts = [
-            asyncio.create_task(supervisor.serve(controller, scaler, kube, stop)),
+            asyncio.create_task(supervisor.serve(controller, scaler, clients, stop)),
             asyncio.create_task(
                 https.serve(webhook, app, registry=registry, stop=stop, kube=webhook_kube)
             ),

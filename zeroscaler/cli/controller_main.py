@@ -8,16 +8,19 @@ from collections.abc import Sequence
 
 from zeroscaler.controller import supervisor
 from zeroscaler.controller.assembly import Controller
+from zeroscaler.controller.clock import Clock
 from zeroscaler.controller.flags import ControllerSettings, parse_settings
 from zeroscaler.runtime.logs import setup_logging
 from zeroscaler.runtime.shutdown import stop_on_signals
 
 
-async def run(settings: ControllerSettings) -> None:
-    """Run until SIGTERM or SIGINT; give the Lease up on the way out."""
+async def run(settings: ControllerSettings, clock: Clock | None = None) -> None:
+    """Run until SIGTERM or SIGINT; give the Lease up on the way out. `clock` defaults to the
+    real one; a test may hand in one that reads another instant (tests/support/clock_shift.py)."""
     stop = stop_on_signals()
-    async with supervisor.clients(settings) as (watch_kube, kube):
-        await supervisor.serve(settings, Controller(kube, settings, watch_kube), kube, stop)
+    async with supervisor.clients(settings) as clients:
+        scaler = Controller(clients.requests, settings, clients.watches, clock)
+        await supervisor.serve(settings, scaler, clients, stop)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

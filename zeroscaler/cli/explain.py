@@ -14,11 +14,11 @@ from zeroscaler.cli.workload_view import KindScope, WakeInspector, WorkloadView,
 from zeroscaler.core.annotations import (
     IDLE_TIMEOUT,
     INJECTED,
-    PAUSED,
     WATCH_NAMESPACES,
 )
 from zeroscaler.core.decision import MIN_IDLE_TIMEOUT, wake_replicas
 from zeroscaler.core.durations import format_duration, format_time
+from zeroscaler.core.schedules import format_windows, schedule_state
 from zeroscaler.core.scope import EVERYWHERE
 
 SLEEP_REASONS = ("Sleeping", "ManualSleep")
@@ -71,7 +71,7 @@ def describe_managed(view: WorkloadView) -> list[str]:
     )
     lines = [f"Managed: yes ({namespace}); idle timeout {format_duration(timeout)}{source}."]
     if view.paused:
-        lines.append(f'Paused: {PAUSED} is "true": held as it is (no sleep, no wake).')
+        lines.append(f"Paused: {view.pause.why}: held as it is (no sleep, no wake).")
     if view.flapping:
         lines.append(f"Flapping: {view.flapping}")
     return lines
@@ -152,6 +152,35 @@ def describe_serving(view: WorkloadView) -> list[str]:
     return ["Serves:", *lines]
 
 
+def describe_windows(view: WorkloadView, now: datetime) -> list[str]:
+    """Its windows, which one is in force now and until when, and which rule wins."""
+    config = view.config
+    if not config.windows:
+        return []
+    lines = ["Windows:"]
+    for kind in ("keep-awake", "forced-sleep"):
+        text = format_windows(w for w in config.windows if w.kind == kind)
+        if text:
+            lines.append(f"{INDENT}{kind}: {text} ({config.window_source(kind)})")
+    schedule = schedule_state(config.windows, now)
+    keep, forced = schedule.keep_awake, schedule.forced_sleep
+    until = f" until {ago(schedule.next_boundary, now)}" if schedule.next_boundary else ""
+    if keep is not None:
+        lines.append(f"{INDENT}in force: keep-awake{until}: it is not put to sleep")
+    elif forced is not None:
+        does = "activity is held until it ends" if forced.hold else "activity wakes it as usual"
+        lines.append(f"{INDENT}in force: forced-sleep{until}: {does}")
+        serving = view.serving
+        if serving is not None and serving.keeps_awake:
+            lines.append(
+                f"{INDENT}it {serving.reason().split('; ')[0]}: safety comes first, the "
+                "forced-sleep window does not apply"
+            )
+    else:
+        lines.append(f"{INDENT}in force: none; the next starts or ends{until}")
+    return lines
+
+
 def describe_when(view: WorkloadView, now: datetime) -> list[str]:
     """When it will sleep (or what it waits for), from where its idle clock stands."""
     state = state_of(view)
@@ -160,14 +189,25 @@ def describe_when(view: WorkloadView, now: datetime) -> list[str]:
     if view.paused:
         return ["Sleeps: not while paused."]
     serving = view.serving
+    schedule = schedule_state(view.config.windows, now)
     if state in ("asleep", "waking"):
         since = view.status.asleep_since
         slept = f" since {ago(since, now)}" if since else ""
         if serving is not None and serving.keeps_awake:
             return [f"Asleep{slept}, but it {serving.reason()}: the controller wakes it."]
+        forced, keep = schedule.forced_sleep, schedule.keep_awake
+        if forced is not None and forced.hold and schedule.next_boundary is not None:
+            end = ago(schedule.next_boundary, now)
+            return [f"Asleep{slept}: a change now is held until {end}, then it wakes."]
+        if keep is not None and since is not None and since < keep.start:
+            return [f"Asleep{slept}: a keep-awake window is in force; the controller wakes it."]
         return [f"Asleep{slept}: it wakes on the next change to a kind that counts, above."]
     if serving is not None and serving.keeps_awake:
         return [f"Sleeps: {serving.reason()}."]
+    forced = schedule.forced_sleep
+    last = view.status.last_activity
+    if forced is not None and (last is None or last < forced.start):
+        return ["Sleeps: now: a forced-sleep window is in force (see Windows)."]
     if view.kinds and not any(r.counts and not r.owned for r in view.kinds):
         return ["Sleeps: never: no watched kind can be watched, so nothing could wake it."]
     since = view.idle_since
@@ -184,7 +224,10 @@ def describe_when(view: WorkloadView, now: datetime) -> list[str]:
     if not view.complete:
         lines.append(f"{INDENT}you may not " + "; ".join(view.unlisted) + ": it may be later")
     deadline = since + timedelta(seconds=timeout)
-    if deadline <= now:
+    keep = schedule.keep_awake
+    if keep is not None and deadline < keep.end:
+        lines.append(f"Sleeps: not before {ago(keep.end, now)}: a keep-awake window is in force.")
+    elif deadline <= now:
         lines.append("Sleeps: now, at the controller's next look.")
     else:
         lines.append(f"Sleeps: at {ago(deadline, now)}, unless something changes.")
@@ -224,6 +267,7 @@ def explain_lines(view: WorkloadView, events: Sequence[Obj], now: datetime) -> l
         if not view.kinds:
             lines.append(f"{INDENT}no watched or owned kinds are annotated")
     lines += describe_serving(view)
+    lines += describe_windows(view, now)
     lines += describe_when(view, now)
     lines += describe_warnings(view, events, now)
     return lines
@@ -237,7 +281,7 @@ async def _explain(session: Session, args: argparse.Namespace) -> int:
         labels: dict[str, str] | None = dict((ns.get("metadata") or {}).get("labels") or {})
     except (NotFound, Failure):
         labels = None
-    view = read_view(obj, labels)
+    view = read_view(obj, labels, await session.now())
     if not view.unmanaged:
         inspector = WakeInspector(session)
         await inspector.inspect(view, activity=True)

@@ -285,13 +285,15 @@ def add_namespace(parser: argparse.ArgumentParser | argparse._MutuallyExclusiveG
     )
 
 
-def add_target(parser: argparse.ArgumentParser) -> None:
-    """A workload argument in one of TARGET_FORMS, and the connection flags."""
+def add_target(parser: argparse.ArgumentParser, *, optional: bool = False) -> None:
+    """A workload argument in one of TARGET_FORMS (left out, with `optional`), and the
+    connection flags."""
     add_connection(parser)
     add_namespace(parser)
     parser.add_argument(
         "workload",
         metavar="WORKLOAD",
+        nargs="?" if optional else None,
         help="the Deployment or StatefulSet: NAME, deployment/NAME, sts/NAME or NAMESPACE/NAME",
     )
     parser.add_argument("--kind", choices=sorted(WORKLOAD_RESOURCES), help="when both exist")

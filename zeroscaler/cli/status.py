@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -11,10 +12,11 @@ from typing import Any
 
 import yaml
 
-from zeroscaler.api import NotFound, Obj
+from zeroscaler.api import Gone, NotFound, Obj
 from zeroscaler.cli.session import (
     Failure,
     Session,
+    UsageError,
     add_connection,
     add_namespace,
     option,
@@ -24,7 +26,8 @@ from zeroscaler.cli.workload_view import WakeInspector, WorkloadView, read_view
 from zeroscaler.core.annotations import NAMESPACE_ENABLED_LABEL
 from zeroscaler.core.decision import wake_replicas
 from zeroscaler.core.durations import format_duration, format_time
-from zeroscaler.core.workloads import workload_path
+from zeroscaler.core.savings import NONE, Requests, format_cpu, format_memory, pod_requests
+from zeroscaler.core.workloads import WORKLOAD_RESOURCES, workload_path
 
 # The Events that say why a workload last woke: the controller's, someone else's, a person's.
 WAKE_REASONS = ("Woken", "WokenExternally", "ManualWake")
@@ -37,6 +40,7 @@ COLUMNS = (
     ("RESTORE", "restore"),
     ("IDLE FOR", "idle_for"),
     ("SAVED", "saved"),
+    ("RELEASED", "released"),
     ("TIMEOUT", "timeout"),
     ("FLAGS", "flags"),
     ("LAST WAKE REASON", "last_wake"),
@@ -62,6 +66,7 @@ class Row:
     restore: str
     idle_for: str
     saved: str
+    released: str  # CPU/memory its pods request, given back while asleep
     timeout: str
     flags: str
     last_wake: str
@@ -96,6 +101,10 @@ def flags_of(view: WorkloadView) -> list[str]:
         flags.append("partial-view")
     if view.serving is not None and view.serving.keeps_awake:
         flags.append("serves")  # the API server calls it: never put to sleep
+    if view.schedule.keep_awake is not None:
+        flags.append("keep-awake")  # a window in force (docs/DESIGN.md, Schedules)
+    elif view.schedule.forced_sleep is not None:
+        flags.append("forced-sleep-hold" if view.schedule.forced_sleep.hold else "forced-sleep")
     return flags
 
 
@@ -121,6 +130,26 @@ def saved_seconds(view: WorkloadView, now: datetime) -> float | None:
     if state_of(view) != "asleep" or since is None:
         return None
     return max((now - since).total_seconds(), 0.0) * (view.status.restore_replicas or 1)
+
+
+def template_requests(view: WorkloadView) -> Requests:
+    """What one pod of its template requests."""
+    template = (view.obj.get("spec") or {}).get("template") or {}
+    return pod_requests(template.get("spec") or {})
+
+
+def released_of(view: WorkloadView) -> Requests | None:
+    """The requests a sleeper gives back now: its pods' times the replicas it wakes to."""
+    if state_of(view) != "asleep":
+        return None
+    return template_requests(view).times(view.status.restore_replicas or 1)
+
+
+def format_released(requests: Requests | None) -> str:
+    """`500m/1Gi`: CPU cores and memory given back."""
+    if requests is None:
+        return "-"
+    return f"{format_cpu(requests.cpu)}/{format_memory(requests.memory)}"
 
 
 def format_saved(seconds: float | None) -> str:
@@ -154,6 +183,7 @@ def status_row(view: WorkloadView, wakes: Mapping[str, str], now: datetime) -> R
         restore=str(restore) if restore is not None else "-",
         idle_for=idle_for(view, now),
         saved=format_saved(saved_seconds(view, now)),
+        released=format_released(released_of(view)),
         timeout=format_duration(config.idle_timeout) if config.idle_timeout else "-",
         flags=",".join(flags_of(view)) or "-",
         last_wake=wakes.get(str(view.meta.get("uid", "")), "-"),
@@ -192,11 +222,12 @@ def align(table: Sequence[Sequence[str]]) -> str:
 def status_item(view: WorkloadView, row: Row, now: datetime) -> dict[str, Any]:
     """One workload for `-o json|yaml`: times in RFC 3339, durations in seconds."""
     since = view.idle_since
+    released = released_of(view)
     item: dict[str, Any] = {
         **{
             k: v
             for k, v in asdict(row).items()
-            if k not in ("idle_for", "saved", "timeout", "flags")
+            if k not in ("idle_for", "saved", "released", "timeout", "flags")
         },
         "replicas": view.replicas,
         "restore": int(row.restore) if row.restore != "-" else None,
@@ -205,6 +236,8 @@ def status_item(view: WorkloadView, row: Row, now: datetime) -> dict[str, Any]:
         "idleComplete": view.complete,
         "timeoutSeconds": view.config.idle_timeout,
         "savedReplicaSeconds": _rounded(saved_seconds(view, now)),
+        "releasedCPUCores": released.cpu if released is not None else None,
+        "releasedMemoryBytes": round(released.memory) if released is not None else None,
         "flags": flags_of(view),
         "paused": view.paused,
         "flapping": view.flapping or None,
@@ -244,6 +277,16 @@ class Savings:
     asleep: int = 0
     replicas: int = 0  # not running now
     seconds: float = 0.0  # replica-seconds saved by the current sleeps
+    released: Requests = NONE  # CPU and memory their pods would request now
+    held: Requests = NONE  # core-seconds and byte-seconds not held by the current sleeps
+
+    def add(self, other: Savings) -> None:
+        self.managed += other.managed
+        self.asleep += other.asleep
+        self.replicas += other.replicas
+        self.seconds += other.seconds
+        self.released += other.released
+        self.held += other.held
 
 
 def summarise(views: Sequence[WorkloadView], now: datetime) -> list[Savings]:
@@ -259,19 +302,27 @@ def summarise(views: Sequence[WorkloadView], now: datetime) -> list[Savings]:
             entry.asleep += 1
             entry.replicas += view.status.restore_replicas or 1
             entry.seconds += saved
+            entry.released += released_of(view) or NONE
+            per_pod = template_requests(view)
+            entry.held += Requests(per_pod.cpu * saved, per_pod.memory * saved)
     rows = [by_ns[ns] for ns in sorted(by_ns)]
     if len(rows) > 1:
         total = Savings("(all)")
         for r in rows:
-            total.managed += r.managed
-            total.asleep += r.asleep
-            total.replicas += r.replicas
-            total.seconds += r.seconds
+            total.add(r)
         rows.append(total)
     return rows
 
 
-SAVINGS_COLUMNS = ("NAMESPACE", "MANAGED", "ASLEEP", "REPLICAS NOT RUNNING", "SAVED")
+SAVINGS_COLUMNS = (
+    "NAMESPACE",
+    "MANAGED",
+    "ASLEEP",
+    "REPLICAS NOT RUNNING",
+    "SAVED",
+    "CPU RELEASED",
+    "MEMORY RELEASED",
+)
 
 
 def render_savings(views: Sequence[WorkloadView], now: datetime, output: str) -> str:
@@ -286,6 +337,10 @@ def render_savings(views: Sequence[WorkloadView], now: datetime, output: str) ->
                     "asleep": r.asleep,
                     "replicasNotRunning": r.replicas,
                     "savedReplicaSeconds": round(r.seconds),
+                    "releasedCPUCores": r.released.cpu,
+                    "releasedMemoryBytes": round(r.released.memory),
+                    "savedCPUCoreSeconds": round(r.held.cpu),
+                    "savedMemoryByteSeconds": round(r.held.memory),
                 }
                 for r in rows
             ]
@@ -295,7 +350,15 @@ def render_savings(views: Sequence[WorkloadView], now: datetime, output: str) ->
         return "No workloads managed by zeroscaler."
     table = [list(SAVINGS_COLUMNS)]
     table += [
-        [r.namespace, str(r.managed), str(r.asleep), str(r.replicas), format_duration(r.seconds)]
+        [
+            r.namespace,
+            str(r.managed),
+            str(r.asleep),
+            str(r.replicas),
+            format_duration(r.seconds),
+            format_cpu(r.released.cpu),
+            format_memory(r.released.memory),
+        ]
         for r in rows
     ]
     return align(table)
@@ -374,13 +437,95 @@ async def _status(session: Session, args: argparse.Namespace) -> int:
     namespace = (
         None if args.all_namespaces else (option(args, "namespace") or session.access.namespace)
     )
+    if args.watch and args.savings:
+        raise UsageError("--watch shows workloads as they change; it does not take --savings")
     views, wakes = await gather(session, namespace)
     now = await session.now()
     if args.savings:
         print(render_savings(views, now, args.output))
     else:
-        print(render(views, wakes, now, args.output, namespace is None))
+        print(render(views, wakes, now, args.output, namespace is None), flush=True)
+    if args.watch:
+        await watch(session, namespace, args.output)
     return 0
+
+
+def watched_line(
+    view: WorkloadView, wakes: Mapping[str, str], now: datetime, output: str, all_ns: bool
+) -> str:
+    """One workload that changed, as `--watch` prints it: a table row without its header, or
+    one JSON document a line, or a YAML document."""
+    row = status_row(view, wakes, now)
+    if output == "json":
+        return json.dumps(status_item(view, row, now))
+    if output == "yaml":
+        return "---\n" + yaml.safe_dump(status_item(view, row, now), sort_keys=False).rstrip()
+    return format_table([row], wide=output == "wide", namespaces=all_ns).splitlines()[-1]
+
+
+async def watch(session: Session, namespace: str | None, output: str) -> None:
+    """Print each shown workload again whenever it changes, until interrupted."""
+    changes: asyncio.Queue[Obj] = asyncio.Queue()
+    followers = [
+        asyncio.create_task(_follow(session, kind, namespace, changes))
+        for kind in WORKLOAD_RESOURCES
+    ]
+    labels = await namespace_labels(session, namespace)
+    try:
+        while True:
+            obj = await changes.get()
+            ns = str(obj["metadata"].get("namespace", ""))
+            view = read_view(obj, labels(ns), await session.now())
+            if not is_shown(view):
+                continue
+            inspector = WakeInspector(session)  # afresh: what counts may have changed too
+            if not view.unmanaged and view.is_awake:
+                await inspector.inspect(view, activity=True)
+            if not view.unmanaged:
+                await inspector.inspect_serving(view)
+            wakes = await _wakes_of(session, ns, str(obj["metadata"].get("uid", "")))
+            line = watched_line(view, wakes, await session.now(), output, namespace is None)
+            print(line, flush=True)
+    finally:
+        for task in followers:
+            task.cancel()
+        await asyncio.gather(*followers, return_exceptions=True)
+
+
+async def _follow(
+    session: Session, kind: str, namespace: str | None, changes: asyncio.Queue[Obj]
+) -> None:
+    """Put every changed Deployment (or StatefulSet) on `changes`; listed again after a 410."""
+    path = (
+        workload_path(kind, namespace) if namespace else f"/apis/apps/v1/{WORKLOAD_RESOURCES[kind]}"
+    )
+    version = ""
+    while True:
+        if not version:
+            _, version = await session.call(
+                "GET", path, session.kube.list_all(path, metadata_only=True)
+            )
+        try:
+            async for event in session.kube.watch(path, resource_version=version):
+                obj = event.get("object") or {}
+                found = str((obj.get("metadata") or {}).get("resourceVersion", ""))
+                version = found or version
+                if event.get("type") in ("ADDED", "MODIFIED"):
+                    await changes.put({**obj, "kind": kind})
+        except Gone:
+            version = ""
+
+
+async def _wakes_of(session: Session, namespace: str, uid: str) -> dict[str, str]:
+    """The newest wake Event's words for one workload."""
+    try:
+        events = await session.list(
+            f"/api/v1/namespaces/{namespace}/events",
+            params={"fieldSelector": f"involvedObject.uid={uid}"},
+        )
+    except Failure:
+        return {}
+    return last_wakes(e for e in events if e.get("reason") in WAKE_REASONS)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -401,6 +546,13 @@ def add_status(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.add_argument(
         "--savings",
         action="store_true",
-        help="per namespace (and in all, with -A): how many sleep, and the replica time saved",
+        help="per namespace (and in all, with -A): how many sleep, the replica time saved, and "
+        "the CPU and memory their pods would request",
+    )
+    parser.add_argument(
+        "-w",
+        "--watch",
+        action="store_true",
+        help="after the table, print a workload's row again each time it changes (Ctrl-C ends)",
     )
     parser.set_defaults(func=cmd_status)

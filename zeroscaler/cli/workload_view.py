@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from zeroscaler.api import Forbidden, KubeError, Obj
@@ -23,10 +23,13 @@ from zeroscaler.controller.registrations import REGISTRATION_PATHS, SERVICES_PAT
 from zeroscaler.core.activity import Scope
 from zeroscaler.core.annotations import (
     FLAPPING,
+    Pause,
     Problem,
     WorkloadConfig,
     WorkloadStatus,
     kind_list_keys,
+    pause_in_force,
+    paused_until_set_at,
     read_config,
     read_status,
 )
@@ -50,7 +53,8 @@ from zeroscaler.core.links import (
     find_serving,
     links_of,
 )
-from zeroscaler.core.manual import is_paused, unmanaged_reason
+from zeroscaler.core.manual import unmanaged_reason
+from zeroscaler.core.schedules import NO_SCHEDULE, ScheduleState, schedule_state
 from zeroscaler.core.scope import ResolvedScope, ReviewNeeded, resolve_scope
 
 ACCESS_TTL = 300.0  # one command's run: each question is asked once
@@ -93,6 +97,8 @@ class WorkloadView:
     unlisted: list[str] = field(default_factory=list)  # the ones that could not
     serving: Serving | None = None  # None: not looked at
     serving_unread: list[str] = field(default_factory=list)  # what could not be listed for it
+    pause: Pause = field(default_factory=Pause)  # held by a person, at the time it was read
+    schedule: ScheduleState = NO_SCHEDULE  # the windows in force when it was read
 
     @property
     def meta(self) -> Mapping[str, Any]:
@@ -130,7 +136,7 @@ class WorkloadView:
 
     @property
     def paused(self) -> bool:
-        return is_paused(self.annotations)
+        return self.pause.held
 
     @property
     def flapping(self) -> str:
@@ -151,14 +157,26 @@ class WorkloadView:
         )
 
 
-def read_view(obj: Obj, namespace_labels: Mapping[str, str] | None) -> WorkloadView:
-    """The workload's annotations read, and whether it is managed."""
+def read_view(
+    obj: Obj, namespace_labels: Mapping[str, str] | None, now: datetime | None = None
+) -> WorkloadView:
+    """The workload's annotations read, and whether it is managed (and paused, at `now`)."""
     config, problems = read_config(obj["metadata"].get("annotations") or {})
     status, status_problems = read_status(obj["metadata"].get("annotations") or {})
     namespace = str(obj["metadata"].get("namespace", ""))
     unmanaged = unmanaged_reason(config, namespace, namespace_labels)
+    set_at = paused_until_set_at(obj["metadata"].get("managedFields"))
+    now = now or datetime.now(UTC)
+    pause = pause_in_force(config, set_at, now)
     return WorkloadView(
-        obj, namespace_labels, config, status, problems + status_problems, unmanaged
+        obj,
+        namespace_labels,
+        config,
+        status,
+        problems + status_problems,
+        unmanaged,
+        pause=pause,
+        schedule=schedule_state(config.windows, now),
     )
 
 

@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from zeroscaler.core.annotations import FIELD_MANAGER, LEADER_ANNOTATION
+from zeroscaler.core.disclosure import object_words
 from zeroscaler.core.durations import parse_time
 from zeroscaler.core.kinds import APIResource
 from zeroscaler.core.sharing import shared
@@ -70,8 +71,7 @@ def find_activity(change: Change, resource: APIResource, interest: Interest) -> 
     if not is_news(change, resource.has_status, interest.since):
         return None
     namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
-    where = f"{namespace}/{name}" if namespace else name
-    what = f"{resource.kind} {where}"
+    what = object_words(resource.kind, namespace, name, interest.self_ref[2])
     owner = (
         controller_owner(meta) if (resource.group, resource.kind) not in interest.watched else None
     )

@@ -12,7 +12,14 @@ from zeroscaler.core import annotations as a
 from zeroscaler.core.durations import format_duration
 from zeroscaler.core.inference import Inferred, RBACSnapshot, infer_kinds
 from zeroscaler.core.kinds import Discovery, KindRefError, parse_kind_ref
-from zeroscaler.core.policy import Effective, Policy, clamp_idle_timeout, evaluate_policy
+from zeroscaler.core.policy import (
+    Effective,
+    Policy,
+    clamp_idle_timeout,
+    dry_run_reason,
+    evaluate_policy,
+)
+from zeroscaler.core.schedules import format_windows
 
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
 WORKLOAD_KINDS = frozenset({"Deployment", "StatefulSet"})
@@ -110,6 +117,13 @@ def decide_patch(
     obj = request.get("object")
     if not isinstance(obj, dict):
         return PatchDecision(reason="no object in the request")
+    meta = obj.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, dict) else None
+    dry_run = dry_run_reason(
+        policy, namespace_labels or {}, labels if isinstance(labels, dict) else {}
+    )
+    if dry_run is not None:  # the controller says what it would write; nothing is written
+        return PatchDecision(reason=f"dry run ({dry_run})")
     taken = taken_over(request) if request.get("operation") == "UPDATE" else frozenset()
     result = annotate_from_policy(
         obj,
@@ -188,6 +202,7 @@ def annotate_from_policy(
                 warnings,
             )
         )  # fmt: skip
+        updates.update(_window_updates(current, effective))
         reason = "nothing to add"
     changes: dict[str, str | None] = {
         k: v for k, v in sorted(updates.items()) if written.get(k) != v
@@ -242,6 +257,18 @@ def _timeout_updates(
     if moved:
         warnings.append(_cut(f"policy {a.IDLE_TIMEOUT}: {moved}"))
     return {a.IDLE_TIMEOUT: format_duration(seconds)}
+
+
+def _window_updates(current: Mapping[str, str], effective: Effective) -> dict[str, str]:
+    """The policy's windows of each kind where the workload has none of its own."""
+    updates: dict[str, str] = {}
+    for key, windows in (
+        (a.KEEP_AWAKE, effective.keep_awake),
+        (a.FORCED_SLEEP, effective.forced_sleep),
+    ):
+        if windows and key not in current:
+            updates[key] = format_windows(windows)
+    return updates
 
 
 def _kind_updates(

@@ -22,6 +22,16 @@ from zeroscaler.core.kinds import (
     kind_ref_from_api_version,
     parse_kind_refs,
 )
+from zeroscaler.core.schedules import (
+    PAUSE_FORM,
+    PauseUntil,
+    Window,
+    WindowError,
+    WindowKind,
+    parse_pause_until,
+    parse_windows,
+    pause_end,
+)
 
 PREFIX = "zeroscaler.io/"
 
@@ -33,6 +43,9 @@ WATCH_NAMESPACES = PREFIX + "watch-namespaces"
 WAKE_REPLICAS = PREFIX + "wake-replicas"
 ENABLED = PREFIX + "enabled"
 PAUSED = PREFIX + "paused"  # "true" holds a workload as it is
+PAUSED_UNTIL = PREFIX + "paused-until"  # holds it until a time, or for a duration once written
+KEEP_AWAKE = PREFIX + "keep-awake"  # windows in which it is never put to sleep
+FORCED_SLEEP = PREFIX + "forced-sleep"  # windows in which it is put to sleep
 # Written by the controller only.
 STATE = PREFIX + "state"
 RESTORE_REPLICAS = PREFIX + "restore-replicas"
@@ -45,12 +58,17 @@ CENSUS = PREFIX + "census"  # per kind: objects in scope at the last sleep, and 
 STATUS_KEYS = (STATE, RESTORE_REPLICAS, ASLEEP_SINCE, LAST_ACTIVITY, CENSUS, FLAPPING)
 INJECTED = PREFIX + "injected"
 # The keys policy gives; listed in INJECTED they follow the policy in force.
-POLICY_KEYS = frozenset({IDLE_TIMEOUT, WATCHED_KINDS, OWNED_KINDS, WATCH_NAMESPACES})
+POLICY_KEYS = frozenset(
+    {IDLE_TIMEOUT, WATCHED_KINDS, OWNED_KINDS, WATCH_NAMESPACES, KEEP_AWAKE, FORCED_SLEEP}
+)
+WINDOW_KEYS: dict[WindowKind, str] = {"keep-awake": KEEP_AWAKE, "forced-sleep": FORCED_SLEEP}
 # The field manager of every write the controller makes (GitOps tools are told to leave its fields).
 FIELD_MANAGER = "zeroscaler"
 
 # Labels.
 NAMESPACE_ENABLED_LABEL = PREFIX + "enabled"
+NAMESPACE_DRY_RUN_LABEL = PREFIX + "dry-run"  # "true": decided and reported there, nothing done
+STATE_LABEL = STATE  # the state again, as a label people can select on
 POLICY_LABEL = PREFIX + "policy"
 POLICY_KEY = "policy.yaml"
 
@@ -96,10 +114,18 @@ class WorkloadConfig:
     owned: tuple[KindRef, ...] = ()
     watch_namespaces: tuple[str, ...] | None = None  # None: from RBAC; ("*",): all namespaces
     wake_replicas: int | None = None
+    windows: tuple[Window, ...] = ()  # keep-awake and forced-sleep
+    pause_until: PauseUntil | None = None
+    from_policy: frozenset[str] = frozenset()  # the policy keys listed as injected
 
     @property
     def has_kinds(self) -> bool:
         return bool(self.watched or self.owned)
+
+    def window_source(self, kind: WindowKind) -> str:
+        """Where a kind of window came from, for messages."""
+        key = WINDOW_KEYS[kind]
+        return f"policy, {key}" if key in self.from_policy else f"annotation {key}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,8 +160,64 @@ def read_config(annotations: Mapping[str, str]) -> tuple[WorkloadConfig, list[Pr
         owned=owned,
         watch_namespaces=namespaces,
         wake_replicas=wake,
+        windows=_read_windows(annotations, problems),
+        pause_until=_read_pause_until(annotations, problems),
+        from_policy=frozenset(read_injected(annotations)) & POLICY_KEYS
+        if INJECTED in annotations
+        else frozenset(),
     )
     return config, problems
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """Whether a person holds the workload as it is now, why, and until when."""
+
+    why: str = ""  # empty: not held
+    until: datetime | None = None  # the end of a pause by paused-until, passed or not
+    problem: str = ""  # a duration whose writing the API server kept no time of
+
+    @property
+    def held(self) -> bool:
+        return bool(self.why)
+
+
+def pause_in_force(config: WorkloadConfig, set_at: datetime | None, now: datetime) -> Pause:
+    """`paused: "true"` holds until removed; `paused-until` until its time, or its duration
+    after the API server recorded the annotation being written (`paused_until_set_at`)."""
+    if config.paused:
+        return Pause(f'{PAUSED} is "true"')
+    if config.pause_until is None:
+        return Pause()
+    end = pause_end(config.pause_until, set_at)
+    if end is None:
+        return Pause(
+            problem=f"{PAUSED_UNTIL}: a duration, but the API server recorded no time it was "
+            f"written (managedFields); write {PAUSE_FORM.split(' or ')[0]}; ignored"
+        )
+    return Pause(f"{PAUSED_UNTIL} {format_time(end)}" if now < end else "", end)
+
+
+def paused_until_set_at(managed_fields: object) -> datetime | None:
+    """When the API server recorded `paused-until` being written: the newest time of a
+    managedFields entry that owns it (a manager's entry moves when it changes any of its
+    fields)."""
+    if not isinstance(managed_fields, list):
+        return None
+    field = "f:" + PAUSED_UNTIL
+    found: datetime | None = None
+    for entry in managed_fields:
+        fields = entry.get("fieldsV1") if isinstance(entry, dict) else None
+        meta = fields.get("f:metadata") if isinstance(fields, dict) else None
+        owned = meta.get("f:annotations") if isinstance(meta, dict) else None
+        if not isinstance(owned, dict) or field not in owned:
+            continue
+        try:
+            when = parse_time(str(entry.get("time", "")))
+        except ValueError:
+            continue
+        found = when if found is None else max(found, when)
+    return found
 
 
 def read_status(annotations: Mapping[str, str]) -> tuple[WorkloadStatus, list[Problem]]:
@@ -233,6 +315,14 @@ def injected_keys(annotations: Mapping[str, str]) -> list[str]:
     return [*keys, INJECTED] if INJECTED in annotations else keys
 
 
+def state_label(state: State | None, labels: Mapping[str, str]) -> dict[str, str | None]:
+    """The label change (merge patch) that mirrors `state`, or nothing when it already does;
+    None removes it."""
+    if labels.get(STATE_LABEL) == state:
+        return {}
+    return {STATE_LABEL: state}
+
+
 def awake_annotations(last_activity: datetime) -> dict[str, str]:
     """The status a wake records, after the scale write."""
     return {STATE: "awake", LAST_ACTIVITY: format_time(last_activity)}
@@ -301,6 +391,31 @@ def _read_ibm_kinds(key: str, value: str, problems: list[Problem]) -> list[KindR
             continue
         refs.append(kind_ref_from_api_version(api_version, kind))
     return refs
+
+
+def _read_windows(annotations: Mapping[str, str], problems: list[Problem]) -> tuple[Window, ...]:
+    """Both kinds of window; a key with one bad window is ignored whole, never half read."""
+    windows: list[Window] = []
+    for kind, key in WINDOW_KEYS.items():
+        value = annotations.get(key)
+        if value is None or _too_long(key, value, problems):
+            continue
+        try:
+            windows.extend(parse_windows(value, kind))
+        except WindowError as e:
+            problems.append(Problem(key, str(e)))
+    return tuple(windows)
+
+
+def _read_pause_until(annotations: Mapping[str, str], problems: list[Problem]) -> PauseUntil | None:
+    value = annotations.get(PAUSED_UNTIL)
+    if value is None or _too_long(PAUSED_UNTIL, value, problems):
+        return None
+    try:
+        return parse_pause_until(value)
+    except WindowError as e:
+        problems.append(Problem(PAUSED_UNTIL, str(e)))
+        return None
 
 
 def _read_namespaces(value: str | None, problems: list[Problem]) -> tuple[str, ...] | None:

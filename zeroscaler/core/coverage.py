@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from zeroscaler.core.disclosure import place_words, safe_word
 
 Obj = Mapping[str, Any]
 ServiceRef = tuple[str, str]  # namespace, name
@@ -42,6 +45,17 @@ class Hook:
     name: str  # the webhook's own name within it
     service: ServiceRef
     match: str  # its MATCH_FIELDS as canonical JSON, so a Hook is hashable and cheap to compare
+    fails: bool = True  # failurePolicy Fail (the default): unreachable, it refuses what it covers
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        """Its matching fields, as the API server reads them."""
+        result: dict[str, Any] = json.loads(self.match)
+        return result
+
+    def __str__(self) -> str:
+        kind = "Mutating" if self.mutating else "Validating"
+        return f"{kind}WebhookConfiguration {self.configuration}, webhook {self.name}"
 
 
 def hooks_of(mutating: bool, obj: Obj) -> tuple[Hook, ...]:
@@ -63,6 +77,7 @@ def hooks_of(mutating: bool, obj: Obj) -> tuple[Hook, ...]:
                 str(webhook.get("name", "")),
                 ref,
                 json.dumps(match, sort_keys=True, separators=(",", ":")),
+                webhook.get("failurePolicy") != "Ignore",
             )
         )
     return tuple(sorted(found))
@@ -105,6 +120,11 @@ def activation_block(hooks: Iterable[Hook], activator: ActivatorState) -> str | 
     return None
 
 
+def bounded_timeout(timeout: int) -> int:
+    """The activator's timeout as the API server allows it."""
+    return min(max(timeout, MIN_TIMEOUT), MAX_TIMEOUT)
+
+
 def needs_cover(*, asleep: bool, starting: bool, going_to_sleep: bool) -> bool:
     """Whether a backend's webhooks must be covered: from before its sleep until it is Ready."""
     return asleep or starting or going_to_sleep
@@ -120,24 +140,103 @@ class Covered:
     hooks: tuple[Hook, ...]
 
 
-def activate_path(backend: Covered, hook: Hook, wait: int) -> str:
-    """Where the activator is called for one covered webhook: what to wake and what to wait for.
+# A path's secret part: only those who may read the activator's configuration know it.
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}")
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # a namespace or Service name
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
-    The names are DNS labels or subdomains, so they need no escaping in a path.
-    """
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What an activate path asks for: wake this workload, wait at most `wait` seconds for its
+    Service."""
+
+    token: str
+    wait: int
+    kind: str  # Deployment or StatefulSet
+    namespace: str
+    name: str
+    service: str
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return self.kind, self.namespace, self.name
+
+
+def activate_path(backend: Covered, hook: Hook, wait: int, token: str) -> str:
+    """Where the activator is called for one covered webhook: a token only the configuration's
+    readers know, then what to wake and what to wait for (names are DNS labels or subdomains, so
+    they need no escaping)."""
     kind = backend.kind.lower()
-    return f"{ACTIVATE_PATH}/{wait}/{kind}/{backend.namespace}/{backend.name}/{hook.service[1]}"
+    return (
+        f"{ACTIVATE_PATH}/{token}/{wait}/{kind}/{backend.namespace}/{backend.name}/"
+        f"{hook.service[1]}"
+    )
 
 
-def parse_activate_path(path: str) -> tuple[int, str, str, str, str] | None:
-    """(wait, kind, namespace, name, service) of an activate path, or None if it is not one."""
+def parse_activate_path(path: str) -> Target | None:
+    """The target of an activate path, or None if it is not one (every part checked)."""
+    if not path.startswith(ACTIVATE_PATH + "/") or len(path) > 600:
+        return None
     parts = path.removeprefix(ACTIVATE_PATH + "/").split("/")
-    if not path.startswith(ACTIVATE_PATH + "/") or len(parts) != 5 or not parts[0].isdigit():
+    if len(parts) != 6:
         return None
-    wait, kind, namespace, name, service = parts
-    if kind not in _KINDS or not (namespace and name and service):
+    token, wait, kind, namespace, name, service = parts
+    if not (_TOKEN.fullmatch(token) and wait.isdigit() and len(wait) <= 2 and kind in _KINDS):
         return None
-    return int(wait), _KINDS[kind], namespace, name, service
+    if not (_LABEL.fullmatch(namespace) and _LABEL.fullmatch(service)):
+        return None
+    if len(name) > 253 or not _SUBDOMAIN.fullmatch(name):
+        return None
+    return Target(token, int(wait), _KINDS[kind], namespace, name, service)
+
+
+@dataclass(frozen=True, slots=True)
+class CoveredEntry:
+    """One webhook of the activator's configuration: what it wakes, and the matching fields it
+    was copied from (which requests the API server sends it)."""
+
+    target: Target
+    match: Mapping[str, Any]
+
+
+def covered_entries(configuration: Obj) -> dict[str, CoveredEntry]:
+    """The activator configuration's webhooks by the path each is called at (the probe left
+    out); a webhook whose path is not an activate path is left out too."""
+    found: dict[str, CoveredEntry] = {}
+    for webhook in configuration.get("webhooks") or []:
+        if not isinstance(webhook, Mapping) or webhook.get("name") == PROBE_WEBHOOK:
+            continue
+        path = _path_of(webhook.get("clientConfig"))
+        target = parse_activate_path(path) if path else None
+        if target is not None:
+            found[path] = CoveredEntry(
+                target, {k: webhook[k] for k in MATCH_FIELDS if k in webhook}
+            )
+    return found
+
+
+def tokens_of(configuration: Obj) -> dict[str, str]:
+    """Each covered webhook's token, by the webhook's name: a rewrite keeps the paths it had."""
+    tokens: dict[str, str] = {}
+    for webhook in configuration.get("webhooks") or []:
+        if not isinstance(webhook, Mapping):
+            continue
+        target = parse_activate_path(_path_of(webhook.get("clientConfig")))
+        if target is not None:
+            tokens[str(webhook.get("name", ""))] = target.token
+    return tokens
+
+
+def _path_of(client: object) -> str:
+    """The path of a clientConfig's service or url."""
+    if not isinstance(client, Mapping):
+        return ""
+    if isinstance(client.get("service"), Mapping):
+        return str(client["service"].get("path") or "")
+    url = str(client.get("url") or "")
+    rest = url.partition("://")[2]
+    return "/" + rest.split("/", 1)[1] if "/" in rest else ""
 
 
 def _client(base: Obj, path: str) -> dict[str, Any]:
@@ -161,30 +260,38 @@ def probe_token(webhooks: list[dict[str, Any]]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _webhook_name(backend: Covered, hook: Hook) -> str:
+def webhook_name(backend: Covered, hook: Hook) -> str:
+    """The activator's name for its copy of one covered webhook (the same at every render)."""
     what = f"{backend.kind}/{backend.namespace}/{backend.name}/{hook.configuration}/{hook.name}"
     return "h" + hashlib.sha256(what.encode()).hexdigest()[:12] + WEBHOOK_SUFFIX
 
 
 def render(
-    covered: Iterable[Covered], base: Obj, timeout: int, probe_namespace: str
+    covered: Iterable[Covered],
+    base: Obj,
+    timeout: int,
+    probe_namespace: str,
+    token_for: Callable[[str], str],
 ) -> tuple[list[dict[str, Any]], str]:
     """The activator configuration's `webhooks` and the probe token they carry.
 
-    One copy of each covered webhook's matching rules, then the probe: a webhook for dry-run
-    Lease creates labelled with the token, so that seeing the probe answered proves the API
-    server calls this very content.
+    One copy of each covered webhook's matching rules, at a path holding `token_for(its name)`,
+    then the probe: a webhook for dry-run Lease creates labelled with the token, so that seeing
+    the probe answered proves the API server calls this very content. Dry runs are declared
+    free of side effects, and the activator wakes nothing for them.
     """
-    timeout = min(max(timeout, MIN_TIMEOUT), MAX_TIMEOUT)
+    timeout = bounded_timeout(timeout)
     webhooks: list[dict[str, Any]] = []
     for backend in sorted(covered, key=lambda b: (b.namespace, b.name, b.kind)):
         for hook in backend.hooks:
-            entry: dict[str, Any] = dict(json.loads(hook.match))
+            entry: dict[str, Any] = hook.fields
+            name = webhook_name(backend, hook)
+            path = activate_path(backend, hook, timeout - 1, token_for(name))
             entry.update(
-                name=_webhook_name(backend, hook),
-                clientConfig=_client(base, activate_path(backend, hook, timeout - 1)),
+                name=name,
+                clientConfig=_client(base, path),
                 failurePolicy="Ignore",
-                sideEffects="None",
+                sideEffects="NoneOnDryRun",
                 admissionReviewVersions=["v1"],
                 timeoutSeconds=timeout,
                 reinvocationPolicy="Never",
@@ -262,13 +369,17 @@ def has_ready_endpoint(slices: Iterable[Obj]) -> bool:
     return bool(ready_endpoints(slices))
 
 
-def describe_request(request: Obj) -> str:
-    """An admission request in an Event's words: operation, resource, object and who asked."""
+def describe_request(request: Obj, home: str) -> str:
+    """An admission request in an Event's words: operation, resource and object, and who asked
+    when it was asked in `home` (the backend's namespace); see `zeroscaler.core.disclosure`."""
     resource = request.get("resource") or {}
     group = str(resource.get("group") or "")
-    what = str(resource.get("resource") or "?") + (f".{group}" if group else "")
-    name = str(request.get("name") or "")
+    plural = str(resource.get("resource") or "?")
+    sub = str(request.get("subResource") or "")
+    what = safe_word(plural + (f".{group}" if group else "") + (f"/{sub}" if sub else ""))
     namespace = str(request.get("namespace") or "")
-    target = f"{namespace}/{name}" if namespace and name else (name or namespace or "(new)")
+    name = str(request.get("name") or "")
+    target = place_words(plural, namespace, name, home, sub) or "(new)"
     user = str((request.get("userInfo") or {}).get("username") or "")
-    return f"{request.get('operation', '?')} {what} {target}" + (f" by {user}" if user else "")
+    said = f"{safe_word(request.get('operation', '?'))} {what} {target}"
+    return said + (f" by {safe_word(user)}" if user and namespace == home else "")

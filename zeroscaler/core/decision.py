@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -19,6 +20,7 @@ from zeroscaler.core.annotations import (
 from zeroscaler.core.durations import format_duration, format_time
 from zeroscaler.core.links import NOTHING_SERVED, Serving
 from zeroscaler.core.readiness import start_bound
+from zeroscaler.core.schedules import ScheduleState, describe_phase, schedule_state
 
 Action = Literal["sleep", "wake", "record-wake", "mark-awake", "none"]
 
@@ -43,6 +45,7 @@ class Observed:
     # Woken (or first seen) and not Ready since: its idle clock waits for Ready, up to a bound.
     starting: bool = False
     ready_replicas: int = 0
+    jitter: float = 0.0  # seconds after a keep-awake window's start that it is woken
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +56,8 @@ class Decision:
     replicas: int | None = None
     next_check: datetime | None = None
     reason: str = ""
+    held: bool = False  # activity seen, its wake held by a forced-sleep window
+    rule: str = ""  # the window that decided ("keep-awake", "forced-sleep", "hold"), if one did
 
 
 def decide(
@@ -61,31 +66,80 @@ def decide(
     """Sleep, wake, record a wake (ours or someone else's), or nothing (with when to look again)."""
     if config.paused:
         return Decision("none", reason=f"{PAUSED} is true; held as it is")
+    schedule = schedule_state(config.windows, now)
     if status.state == "asleep":
-        return _decide_asleep(observed, config, status)
+        decision = _decide_asleep(observed, config, status, now, schedule)
+    else:
+        decision = _decide_awake(observed, config, status, now, schedule)
+    # A window's start or end may change what is decided: looked at again then.
+    boundary = schedule.next_boundary
+    if decision.action != "none" or boundary is None:
+        return decision
+    if decision.next_check is not None and decision.next_check <= boundary:
+        return decision
+    return dataclasses.replace(decision, next_check=boundary)
+
+
+def kept_awake(observed: Observed) -> str | None:
+    """Why zeroscaler keeps an awake workload awake for reasons of its own, whatever the windows
+    say; None when nothing does."""
+    if observed.serving is None:
+        return "what it serves is not known yet; not put to sleep"
+    if observed.serving.keeps_awake:
+        return observed.serving.reason()
+    if observed.hpa_targeted:
+        return "targeted by a HorizontalPodAutoscaler; never put to sleep"
+    if not observed.can_wake:
+        return "no watched or owned kind to wake on; never put to sleep"
+    return None
+
+
+def _decide_awake(
+    observed: Observed,
+    config: WorkloadConfig,
+    status: WorkloadStatus,
+    now: datetime,
+    schedule: ScheduleState,
+) -> Decision:
     if observed.replicas == 0:
         return Decision("none", reason="scaled to zero by someone else; left alone")
-    if observed.serving is None:
-        return Decision("none", reason="what it serves is not known yet; not put to sleep")
-    if observed.serving.keeps_awake:
-        return Decision("none", reason=observed.serving.reason())
-    if observed.hpa_targeted:
-        return Decision("none", reason="targeted by a HorizontalPodAutoscaler; never put to sleep")
-    if not observed.can_wake:
-        return Decision("none", reason="no watched or owned kind to wake on; never put to sleep")
+    kept = kept_awake(observed)
+    if kept is not None:
+        forced = schedule.forced_sleep
+        if forced is not None:  # safety first: the window is said to lose
+            source = config.window_source("forced-sleep")
+            kept += f"; {describe_phase(forced, 'forced-sleep', source)} does not apply"
+        return Decision("none", reason=kept)
     if config.idle_timeout is None:
         return Decision("none", reason="no idle timeout")
+    forced = schedule.forced_sleep
+    # At the window's start, whatever its activity; a wake inside it (by activity, a person or
+    # someone else) records a later last-activity, and the usual idle timeout applies again.
+    if forced is not None and (status.last_activity is None or status.last_activity < forced.start):
+        reason = describe_phase(forced, "forced-sleep", config.window_source("forced-sleep"))
+        return Decision("sleep", replicas=observed.replicas, reason=reason, rule="forced-sleep")
     timeout = max(config.idle_timeout, MIN_IDLE_TIMEOUT)
     deadline = observed.last_activity + timedelta(seconds=timeout)
     if observed.starting:
-        return _decide_starting(observed, timeout, deadline, now)
-    if now < deadline:
-        return Decision("none", next_check=deadline)
+        decision = _decide_starting(observed, timeout, deadline, now)
+    elif now < deadline:
+        decision = Decision("none", next_check=deadline)
+    else:
+        decision = Decision(
+            "sleep",
+            replicas=observed.replicas,
+            reason=f"idle for {format_duration((now - observed.last_activity).total_seconds())} "
+            f"(timeout {format_duration(timeout)})",
+        )
+    keep = schedule.keep_awake
+    if keep is None or decision.action != "sleep":
+        return decision
+    source = config.window_source("keep-awake")
     return Decision(
-        "sleep",
-        replicas=observed.replicas,
-        reason=f"idle for {format_duration((now - observed.last_activity).total_seconds())} "
-        f"(timeout {format_duration(timeout)})",
+        "none",
+        next_check=keep.end,
+        reason=f"{decision.reason}, but {describe_phase(keep, 'keep-awake', source)}",
+        rule="keep-awake",
     )
 
 
@@ -158,7 +212,30 @@ def plan_release(annotations: Mapping[str, str], replicas: int, *, injected: boo
     return Release(wake_replicas(config, status) if asleep_at_zero else None, tuple(remove))
 
 
-def _decide_asleep(observed: Observed, config: WorkloadConfig, status: WorkloadStatus) -> Decision:
+def schedule_notice(
+    observed: Observed, config: WorkloadConfig, status: WorkloadStatus, now: datetime
+) -> tuple[str, str] | None:
+    """The Warning for an awake workload that a forced-sleep window would put to sleep, were it
+    not kept awake for a reason of zeroscaler's own (that reason wins), or None."""
+    if config.paused or status.state == "asleep" or observed.replicas == 0:
+        return None
+    kept = kept_awake(observed)
+    if kept is None or observed.serving is None:  # not known yet: decided once it is
+        return None
+    forced = schedule_state(config.windows, now).forced_sleep
+    if forced is None:
+        return None
+    window = describe_phase(forced, "forced-sleep", config.window_source("forced-sleep"))
+    return "ForcedSleepOverridden", f"{window} is in force, but {kept}: safety comes first"
+
+
+def _decide_asleep(
+    observed: Observed,
+    config: WorkloadConfig,
+    status: WorkloadStatus,
+    now: datetime,
+    schedule: ScheduleState,
+) -> Decision:
     if observed.replicas > 0:
         if observed.woken_to is not None:  # our own wake, not someone else's: record it again
             return Decision(
@@ -171,6 +248,30 @@ def _decide_asleep(observed: Observed, config: WorkloadConfig, status: WorkloadS
         why = observed.serving.reason().rsplit("; ", 1)[0]  # without "(never) put to sleep"
         return Decision("wake", replicas=wake_replicas(config, status), reason=why)
     since = status.asleep_since
+    forced, keep = schedule.forced_sleep, schedule.keep_awake
     if since is None or observed.last_activity > since:
+        if forced is not None and forced.hold and schedule.next_boundary is not None:
+            window = describe_phase(forced, "forced-sleep", config.window_source("forced-sleep"))
+            return Decision(
+                "none",
+                next_check=schedule.next_boundary,
+                reason=f"{window} holds activity until {format_time(schedule.next_boundary)}",
+                held=True,
+                rule="hold",
+            )
         return Decision("wake", replicas=wake_replicas(config, status), reason=observed.wake_reason)
+    # Asleep when the window began (not put to sleep inside it by a person): woken at its start,
+    # each workload a moment of its own later so that thousands do not wake in one instant.
+    if keep is not None and since < keep.start:
+        longest = (keep.end - keep.start).total_seconds() / 2
+        at = keep.start + timedelta(seconds=min(observed.jitter, longest))
+        if now < at:
+            return Decision("none", next_check=at)
+        source = config.window_source("keep-awake")
+        return Decision(
+            "wake",
+            replicas=wake_replicas(config, status),
+            reason=describe_phase(keep, "keep-awake", source),
+            rule="keep-awake",
+        )
     return Decision("none")

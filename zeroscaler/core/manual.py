@@ -17,12 +17,14 @@ from zeroscaler.core.annotations import (
     IDLE_TIMEOUT,
     NAMESPACE_ENABLED_LABEL,
     PAUSED,
+    PAUSED_UNTIL,
     WorkloadConfig,
     WorkloadStatus,
     asleep_annotations,
     awake_annotations,
 )
 from zeroscaler.core.decision import wake_replicas
+from zeroscaler.core.durations import format_time
 
 ManualAction = Literal["sleep", "wake", "restart-clock", "none"]
 
@@ -39,6 +41,23 @@ class Manual:
 
 class Refused(Exception):
     """A request that would do harm or be undone at once; the message says why and what to do."""
+
+
+def plan_pause(annotations: Mapping[str, str], until: datetime | None) -> dict[str, str | None]:
+    """The annotation changes that hold a workload: until resumed (`paused: "true"`), or until a
+    time (`paused-until`, always written as a time, so nobody need know when it was written).
+    A pause replaces the one before. Empty: paused so already."""
+    wanted: dict[str, str | None] = (
+        {PAUSED: "true", PAUSED_UNTIL: None}
+        if until is None
+        else {PAUSED: None, PAUSED_UNTIL: format_time(until)}
+    )
+    return {k: v for k, v in wanted.items() if annotations.get(k) != v}
+
+
+def plan_resume(annotations: Mapping[str, str]) -> dict[str, str | None]:
+    """The annotation changes that end a pause of either kind; empty when not paused."""
+    return {k: None for k in (PAUSED, PAUSED_UNTIL) if k in annotations}
 
 
 def is_paused(annotations: Mapping[str, str]) -> bool:
@@ -61,7 +80,7 @@ def unmanaged_reason(
 
 def _refuse_if_paused(annotations: Mapping[str, str]) -> None:
     if is_paused(annotations):
-        raise Refused(f'it is paused ({PAUSED}: "true"); remove the annotation first')
+        raise Refused(f'it is paused ({PAUSED}: "true"); zeroscaler resume it first')
 
 
 def plan_sleep(

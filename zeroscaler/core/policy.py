@@ -4,12 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Any
 
 import yaml
 
+from zeroscaler.core.annotations import NAMESPACE_DRY_RUN_LABEL
 from zeroscaler.core.durations import DURATION_FORM, DurationError, format_duration, parse_duration
 from zeroscaler.core.kinds import KIND_REF_FORM, parse_kind_refs
+from zeroscaler.core.schedules import (
+    MAX_WINDOWS,
+    WINDOW_FORM,
+    Window,
+    WindowError,
+    WindowKind,
+    make_window,
+    parse_windows,
+)
 from zeroscaler.core.selectors import EVERYTHING, Selector, SelectorError, parse_selector
 
 DEFAULT_IDLE_TIMEOUT = 15 * 60.0
@@ -22,7 +33,12 @@ DEFAULT_IGNORE = (
     "subjectaccessreviews.authorization.k8s.io",
 )
 _TOP_FIELDS = ("defaults", "bounds", "rules", "inference")
-_DEFAULT_FIELDS = ("idleTimeout",)
+_DEFAULT_FIELDS = ("idleTimeout", "failOpenWebhooks", "keepAwake", "forcedSleep", "dryRun")
+_WINDOW_FIELDS = ("days", "start", "end", "timeZone", "except", "activity")
+_WINDOW_MAP_FORM = (
+    "a map with days, start, end, timeZone and optionally except and activity "
+    "(e.g. {days: Mon-Fri, start: '20:00', end: '07:00', timeZone: Europe/Berlin})"
+)
 _BOUND_FIELDS = ("minIdleTimeout", "maxIdleTimeout")
 _INFERENCE_FIELDS = ("fromRBAC", "ignore", "maxKinds")
 _RULE_FIELDS = (
@@ -33,7 +49,16 @@ _RULE_FIELDS = (
     "enabled",
     "watchedKinds",
     "ownedKinds",
+    "keepAwake",
+    "forcedSleep",
+    "dryRun",
+    "failOpenWebhooks",
 )
+# What a backend whose admission webhook has `failurePolicy: Ignore` does: a request it covers
+# that comes before it is Ready again after a wake is admitted unreviewed, so by default it stays
+# awake; an administrator may let it sleep.
+FAIL_OPEN_CHOICES = ("stayAwake", "sleep")
+FAIL_OPEN_DEFAULT = "stayAwake"
 _MAX_TEXT = 1_000_000
 
 
@@ -57,6 +82,10 @@ class Rule:
     enabled: bool | None = None
     watched_kinds: tuple[str, ...] | None = None
     owned_kinds: tuple[str, ...] | None = None
+    keep_awake: tuple[Window, ...] | None = None
+    forced_sleep: tuple[Window, ...] | None = None
+    dry_run: bool | None = None
+    fail_open_webhooks: str | None = None
 
     def matches(
         self, namespace_labels: Mapping[str, str], workload_labels: Mapping[str, str]
@@ -72,12 +101,16 @@ class PolicyDocument:
 
     source: str
     idle_timeout: float | None = None
+    keep_awake: tuple[Window, ...] | None = None
+    forced_sleep: tuple[Window, ...] | None = None
+    dry_run: bool | None = None
     min_idle_timeout: float | None = None
     max_idle_timeout: float | None = None
     rules: tuple[Rule, ...] = ()
     from_rbac: bool | None = None
     ignore: tuple[str, ...] | None = None
     max_kinds: int | None = None
+    fail_open_webhooks: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +132,10 @@ class Policy:
     rules: tuple[Rule, ...] = ()
     inference: Inference = field(default_factory=Inference)
     sources: tuple[str, ...] = ()
+    keep_awake: tuple[Window, ...] = ()
+    forced_sleep: tuple[Window, ...] = ()
+    dry_run: bool = False
+    fail_open_webhooks: str = FAIL_OPEN_DEFAULT
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +147,10 @@ class Effective:
     rule: str | None = None
     watched_kinds: tuple[str, ...] | None = None
     owned_kinds: tuple[str, ...] | None = None
+    keep_awake: tuple[Window, ...] = ()
+    forced_sleep: tuple[Window, ...] = ()
+    dry_run: bool = False
+    fail_open_webhooks: str = FAIL_OPEN_DEFAULT
 
 
 DEFAULT_POLICY = Policy()
@@ -141,6 +182,13 @@ def parse_policy(text: str, source: str) -> PolicyDocument:
         idle_timeout=_timeout(
             defaults.get("idleTimeout"), "defaults.idleTimeout", source, problems
         ),
+        keep_awake=_windows(
+            defaults.get("keepAwake"), "keep-awake", "defaults.keepAwake", source, problems
+        ),
+        forced_sleep=_windows(
+            defaults.get("forcedSleep"), "forced-sleep", "defaults.forcedSleep", source, problems
+        ),
+        dry_run=_bool(defaults.get("dryRun"), "defaults.dryRun", source, problems),
         min_idle_timeout=_timeout(
             bounds.get("minIdleTimeout"), "bounds.minIdleTimeout", source, problems
         ),
@@ -151,6 +199,9 @@ def parse_policy(text: str, source: str) -> PolicyDocument:
         from_rbac=_bool(inference.get("fromRBAC"), "inference.fromRBAC", source, problems),
         ignore=_ignore(inference.get("ignore"), source, problems),
         max_kinds=_max_kinds(inference.get("maxKinds"), source, problems),
+        fail_open_webhooks=_fail_open(
+            defaults.get("failOpenWebhooks"), "defaults.failOpenWebhooks", source, problems
+        ),
     )
     if problems:
         raise PolicyError(problems)
@@ -162,17 +213,25 @@ def merge_policies(documents: Iterable[PolicyDocument]) -> Policy:
     """Merge documents in source-name order: later values win; rules are appended in that order."""
     docs = sorted(documents, key=lambda d: d.source)
     idle, low, high = DEFAULT_POLICY.idle_timeout, None, None
+    keep: tuple[Window, ...] = ()
+    forced: tuple[Window, ...] = ()
+    dry_run = False
     from_rbac, ignore, max_kinds = True, frozenset(DEFAULT_IGNORE), DEFAULT_MAX_KINDS
+    fail_open = FAIL_OPEN_DEFAULT
     rules: list[Rule] = []
     seen: dict[str, str] = {}
     problems: list[str] = []
     for d in docs:
         idle = d.idle_timeout if d.idle_timeout is not None else idle
+        keep = d.keep_awake if d.keep_awake is not None else keep
+        forced = d.forced_sleep if d.forced_sleep is not None else forced
+        dry_run = d.dry_run if d.dry_run is not None else dry_run
         low = d.min_idle_timeout if d.min_idle_timeout is not None else low
         high = d.max_idle_timeout if d.max_idle_timeout is not None else high
         from_rbac = d.from_rbac if d.from_rbac is not None else from_rbac
         ignore = frozenset(d.ignore) if d.ignore is not None else ignore
         max_kinds = d.max_kinds if d.max_kinds is not None else max_kinds
+        fail_open = d.fail_open_webhooks if d.fail_open_webhooks is not None else fail_open
         for rule in d.rules:
             if rule.name in seen:
                 problems.append(
@@ -191,6 +250,10 @@ def merge_policies(documents: Iterable[PolicyDocument]) -> Policy:
         rules=tuple(rules),
         inference=Inference(from_rbac=from_rbac, ignore=ignore, max_kinds=max_kinds),
         sources=tuple(d.source for d in docs),
+        keep_awake=keep,
+        forced_sleep=forced,
+        dry_run=dry_run,
+        fail_open_webhooks=fail_open,
     )
 
 
@@ -208,8 +271,36 @@ def evaluate_policy(
                 rule=rule.name,
                 watched_kinds=rule.watched_kinds,
                 owned_kinds=rule.owned_kinds,
+                keep_awake=rule.keep_awake if rule.keep_awake is not None else policy.keep_awake,
+                forced_sleep=rule.forced_sleep
+                if rule.forced_sleep is not None
+                else policy.forced_sleep,
+                dry_run=rule.dry_run if rule.dry_run is not None else policy.dry_run,
+                fail_open_webhooks=rule.fail_open_webhooks or policy.fail_open_webhooks,
             )
-    return Effective(enabled=True, idle_timeout=policy.idle_timeout)
+    return Effective(
+        enabled=True,
+        idle_timeout=policy.idle_timeout,
+        fail_open_webhooks=policy.fail_open_webhooks,
+        keep_awake=policy.keep_awake,
+        forced_sleep=policy.forced_sleep,
+        dry_run=policy.dry_run,
+    )
+
+
+def dry_run_reason(
+    policy: Policy | None, namespace_labels: Mapping[str, str], workload_labels: Mapping[str, str]
+) -> str | None:
+    """Why zeroscaler only says what it would do for a workload (its namespace's label, or the
+    policy), or None when it acts."""
+    if namespace_labels.get(NAMESPACE_DRY_RUN_LABEL) == "true":
+        return f'namespace labelled {NAMESPACE_DRY_RUN_LABEL}: "true"'
+    if policy is None:
+        return None
+    effective = evaluate_policy(policy, namespace_labels, workload_labels)
+    if not effective.dry_run:
+        return None
+    return f"policy rule {effective.rule!r}" if effective.rule else "policy defaults.dryRun"
 
 
 def clamp_idle_timeout(policy: Policy, seconds: float) -> tuple[float, str | None]:
@@ -371,6 +462,95 @@ def _rules(value: object, source: str, problems: list[str]) -> tuple[Rule, ...]:
                     item.get("watchedKinds"), f"{where}.watchedKinds", source, problems
                 ),
                 owned_kinds=_kinds(item.get("ownedKinds"), f"{where}.ownedKinds", source, problems),
+                keep_awake=_windows(
+                    item.get("keepAwake"), "keep-awake", f"{where}.keepAwake", source, problems
+                ),
+                forced_sleep=_windows(
+                    item.get("forcedSleep"),
+                    "forced-sleep",
+                    f"{where}.forcedSleep",
+                    source,
+                    problems,
+                ),
+                dry_run=_bool(item.get("dryRun"), f"{where}.dryRun", source, problems),
+                fail_open_webhooks=_fail_open(
+                    item.get("failOpenWebhooks"), f"{where}.failOpenWebhooks", source, problems
+                ),
             )
         )
     return tuple(rules)
+
+
+def _windows(
+    value: object, kind: WindowKind, where: str, source: str, problems: list[str]
+) -> tuple[Window, ...] | None:
+    """A list of windows, each the annotation's text or a map; an empty list means none."""
+    if value is None:
+        return None
+    items: list[object] = [value] if isinstance(value, str | Mapping) else value  # type: ignore[assignment]
+    if not isinstance(items, list):
+        expected = f"each {WINDOW_FORM} or {_WINDOW_MAP_FORM}"
+        problems.append(f"{source}: {where}: expected a list of windows, {expected}")
+        return None
+    windows: list[Window] = []
+    for i, item in enumerate(items):
+        at = f"{where}[{i}]"
+        try:
+            if isinstance(item, str):
+                windows.extend(parse_windows(item, kind))
+            elif isinstance(item, Mapping):
+                windows.append(_window_map(item, kind, at, source, problems))
+            else:
+                problems.append(f"{source}: {at}: expected {WINDOW_FORM} or {_WINDOW_MAP_FORM}")
+        except WindowError as e:
+            problems.append(f"{source}: {at}: {e}")
+    if len(windows) > MAX_WINDOWS:
+        problems.append(f"{source}: {where}: {len(windows)} windows, over {MAX_WINDOWS}")
+    return tuple(windows)
+
+
+def _window_map(
+    item: Mapping[Any, Any], kind: WindowKind, where: str, source: str, problems: list[str]
+) -> Window:
+    _unknown(item, _WINDOW_FIELDS, f"{where}.", source, problems)
+    texts: dict[str, str] = {}
+    for key in ("days", "start", "end", "timeZone"):
+        value = item.get(key)
+        if key in ("start", "end") and isinstance(value, int) and not isinstance(value, bool):
+            # YAML 1.1 reads an unquoted 20:00 as sixty-based 1200: read back as the time.
+            value = f"{value // 60:02d}:{value % 60:02d}"
+        if not isinstance(value, str) or not value.strip():
+            raise WindowError(
+                f"{key}: {value!r} is missing or not text; expected {_WINDOW_MAP_FORM}"
+            )
+        texts[key] = value.strip()
+    dates = item.get("except") or []
+    dates = [dates] if isinstance(dates, str) else dates
+    # YAML reads an unquoted 2026-12-24 as a date: taken as written.
+    if not isinstance(dates, list) or not all(isinstance(d, str | date) for d in dates):
+        raise WindowError(f"except: expected a list of dates YYYY-MM-DD, not {dates!r}")
+    activity = item.get("activity", "wake")
+    if not isinstance(activity, str):
+        raise WindowError(f"activity: {activity!r} is not wake or hold")
+    try:
+        return make_window(
+            kind,
+            days=texts["days"],
+            start=texts["start"],
+            end=texts["end"],
+            zone=texts["timeZone"],
+            exceptions=[str(d) for d in dates],
+            activity=activity,
+        )
+    except WindowError as e:
+        raise WindowError(f"{e}; expected {_WINDOW_MAP_FORM}") from None
+
+
+def _fail_open(value: object, where: str, source: str, problems: list[str]) -> str | None:
+    if value is None or value in FAIL_OPEN_CHOICES:
+        return None if value is None else str(value)
+    problems.append(
+        f"{source}: {where}: {value!r} is not one of {', '.join(FAIL_OPEN_CHOICES)} (stayAwake: "
+        "a backend of a failurePolicy Ignore webhook is never put to sleep; sleep: it may be)"
+    )
+    return None

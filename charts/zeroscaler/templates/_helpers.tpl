@@ -323,13 +323,16 @@ check against the programs' --help.
 - --id=$(POD_NAME)
 - --metrics-host=0.0.0.0
 - --metrics-port={{ .Values.controller.metricsPort }}
+{{- if .Values.controller.metricsAuthorization }}
+- --metrics-auth
+{{- end }}
 - --log-level={{ .Values.logLevel }}
 - --log-format={{ .Values.logFormat }}
+- --webhook-configuration={{ include "zeroscaler.webhook.configurationName" . }}
 {{- if .Values.activator.enabled }}
 - --activator-configuration={{ include "zeroscaler.activator.configurationName" . }}
 - --activator-requests={{ include "zeroscaler.activator.requestsName" . }}
 - --activator-timeout={{ .Values.activator.timeoutSeconds }}
-- --webhook-configuration={{ include "zeroscaler.webhook.configurationName" . }}
 {{- end }}
 {{- if .Values.controller.dryRun }}
 - --dry-run
@@ -351,6 +354,7 @@ check against the programs' --help.
 - --namespace={{ .Release.Namespace }}
 - --host=0.0.0.0
 - --port={{ .Values.webhook.port }}
+- --webhook-configuration={{ include "zeroscaler.webhook.configurationName" . }}
 {{- if include "zeroscaler.webhook.renews" . }}
 {{- $r := .Values.certificates.job.renewal }}
 {{- if lt (float64 $r.settle) (mulf 2 $r.syncInterval) }}
@@ -370,7 +374,10 @@ check against the programs' --help.
 - --key-file=/etc/zeroscaler/tls/tls.key
 {{- end }}
 - --exclude-namespaces={{ .Values.webhook.excludeNamespaces | toJson }}
+{{- if .Values.activator.enabled }}
+- --activator-configuration={{ include "zeroscaler.activator.configurationName" . }}
 - --activator-requests={{ include "zeroscaler.activator.requestsName" . }}
+{{- end }}
 - --log-level={{ .Values.logLevel }}
 - --log-format={{ .Values.logFormat }}
 {{- range .Values.webhook.extraArgs }}
