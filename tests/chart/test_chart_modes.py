@@ -60,6 +60,7 @@ OWN: dict[str, dict[str, list[str]]] = {
         "dryRun": ["--set", "controller.dryRun=true"],
         "leaderElection": ["--set", "controller.leaderElection.leaseDuration=20"],
         "metricsPort": ["--set", "controller.metricsPort=9100"],
+        "metricsAuthorization": ["--set", "controller.metricsAuthorization=false"],
         "workloadMetrics": ["--set", "controller.workloadMetrics=false"],
     },
     "webhook": {
