@@ -1,7 +1,8 @@
 """Controller configuration: command-line flags over `ZEROSCALER_*` environment variables.
 
 Plain dataclasses and argparse rather than pydantic-settings: the controller runs all day, and that
-import and the `kubernetes` package's together hold 17 MB (`bench/bench_memory.py`).
+import and the `kubernetes` package's together hold megabytes it never needs
+(`bench/bench_memory.py` measures them).
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ from tests.system.webhook_kit import Webhook
 from zeroscaler.core.coverage import has_ready_endpoint
 
 REQUESTS = "zeroscaler-activator-requests"
+CONTROLLER_COULD_ACT = 12.0  # three of the backend's 4 s idle timeouts: a sleep would have come
 
 
 @dataclass

@@ -13,11 +13,14 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from image import build as image_build
 from localcluster import build, netns
 from localcluster.cluster import Cluster, start
 from localcluster.realnode import RealNode
+from tests.support.admission_backend import Guard
 from tests.support.crds import create_crd
 from tests.support.namespaces import publish_root_ca
+from tests.system.activator_kit import deployed_guard
 from tests.system.controller_kit import WIDGET_GROUP, ControllerProcess, start_controller
 
 ENABLED_LABEL = "zeroscaler.io/enabled"
@@ -123,3 +126,24 @@ def controller(
     yield ctl
     ctl.stop()
     print(ctl.log_tail(80))  # shown by pytest when the test failed
+
+
+@pytest.fixture
+def guard_image(cluster: Cluster, real_node: RealNode) -> str:
+    """zeroscaler's image, which holds the webhook backends' server, on the real node."""
+    archive = Path(
+        os.environ.get("ZEROSCALER_IMAGE", image_build.REPO / "dist/zeroscaler-image.tar")
+    )
+    assert archive.exists(), f"{archive} is missing: `make image` builds it (`make test` does)"
+    cluster.import_image(archive)
+    return image_build.default_name()
+
+
+@pytest.fixture
+def guard(
+    api: k8s.ApiClient, opted_ns: str, tmp_path: Path, guard_image: str, widgets: None
+) -> Iterator[Guard]:
+    """A webhook backend, awake and Ready, its webhooks registered for Widgets in its namespace
+    (`tests.system.activator_kit.deployed_guard`)."""
+    with deployed_guard(api, opted_ns, tmp_path, guard_image) as backend:
+        yield backend

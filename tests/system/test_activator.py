@@ -17,14 +17,12 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from image import build as image_build
-from localcluster import realnode
 from localcluster.cluster import Cluster
 from tests.support.admission_backend import Guard
 from tests.support.waiting import wait_for
 from tests.system.activator_kit import (
+    CONTROLLER_COULD_ACT,
     Zeroscaler,
-    deployed_guard,
     serving,
     start_zeroscaler,
     stop_zeroscaler,
@@ -37,19 +35,9 @@ from tests.system.controller_kit import (
     wait_asleep,
     wait_event,
 )
-from tests.system.test_chart_real_node import ARCHIVE
 from zeroscaler.core.coverage import PROBE_WEBHOOK
 
 pytestmark = pytest.mark.cluster
-
-CONTROLLER_COULD_ACT = 12.0  # three of the backend's 4 s idle timeouts: a sleep would have come
-
-
-@pytest.fixture
-def guard_image(cluster: Cluster, real_node: realnode.RealNode) -> str:
-    assert ARCHIVE.exists(), f"{ARCHIVE} is missing: `make image` builds it (`make test` does)"
-    cluster.import_image(ARCHIVE)
-    return image_build.default_name()
 
 
 @pytest.fixture
@@ -68,15 +56,6 @@ def zeroscaler_without_activator(
     zs = start_zeroscaler(cluster, api, policy_ns, tmp_path, activator=False)
     yield zs
     stop_zeroscaler(api, zs)
-
-
-@pytest.fixture
-def guard(
-    api: k8s.ApiClient, opted_ns: str, tmp_path: Path, guard_image: str, widgets: None
-) -> Iterator[Guard]:
-    """The backend, awake and Ready, its webhooks registered for Widgets in its namespace."""
-    with deployed_guard(api, opted_ns, tmp_path, guard_image) as backend:
-        yield backend
 
 
 def _refused(api: k8s.ApiClient, ns: str, name: str) -> str:

@@ -26,9 +26,9 @@ from kubernetes.client.exceptions import ApiException
 from localcluster.cluster import Cluster
 from tests.support.admission_backend import Guard
 from tests.system.activator_kit import (
+    CONTROLLER_COULD_ACT,
     REQUESTS,
     Zeroscaler,
-    deployed_guard,
     start_zeroscaler,
     stop_zeroscaler,
 )
@@ -40,7 +40,6 @@ from tests.system.controller_kit import (
     wait_asleep,
     wait_event,
 )
-from tests.system.test_activator import CONTROLLER_COULD_ACT, guard_image  # noqa: F401
 
 pytestmark = pytest.mark.cluster
 
@@ -52,18 +51,6 @@ def zeroscaler(
     zs = start_zeroscaler(cluster, api, policy_ns, tmp_path)
     yield zs
     stop_zeroscaler(api, zs)
-
-
-@pytest.fixture
-def guard(
-    api: k8s.ApiClient,
-    opted_ns: str,
-    tmp_path: Path,
-    guard_image: str,
-    widgets: None,
-) -> Iterator[Guard]:
-    with deployed_guard(api, opted_ns, tmp_path, guard_image) as backend:
-        yield backend
 
 
 @contextlib.contextmanager
