@@ -47,7 +47,7 @@ class ControllerSettings:
     access_review_ttl: float = 60.0
     access_from_rbac: bool = True  # off where an authorizer before RBAC (a webhook) may deny
     # Watched types listed as watch-list streams where served; off: in pages a start at 10,000
-    # workloads costs less CPU (docs/figures.md, "Pages or streams").
+    # workloads costs less CPU (docs/figures.md at 89e3618, "Pages or streams").
     streaming_lists: bool = False
     warm_watches: bool = True  # on a start, list the types workloads name before reconciling them
     workers: int = 64  # coroutines; requests queue for the request connections
