@@ -11,6 +11,7 @@ BENCHMARKS = (
     "bench.bench_webhook",
     "bench.bench_activator",
     "bench.bench_endpoints",
+    "bench.bench_starvation",
     "bench.bench_controller",
     "bench.bench_masswake",
     "bench.bench_maxsleep",

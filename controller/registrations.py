@@ -146,18 +146,21 @@ class ServingIndex:
     def on_registration(self, event: WatchEvent) -> None:
         old_hooks: set[Hook] = set((event.old or {}).get("hooks") or ())
         new_hooks: set[Hook] = set(() if event.type == "DELETED" else event.obj.get("hooks") or ())
+        changed: set[ServiceRef] = set()
         if old_hooks != new_hooks:
             _move(self._hooks, old_hooks - new_hooks, new_hooks - old_hooks)
             self._on_hooks()
+            # Whether its backend may sleep turns on what its hooks match, as much as on links.
+            changed |= {hook.service for hook in old_hooks ^ new_hooks}
         old: Iterable[Link] = (event.old or {}).get("links") or ()
         new: Iterable[Link] = () if event.type == "DELETED" else event.obj.get("links") or ()
         old, new = set(old), set(new)
-        if old == new:
-            return
-        _move(self._links, old - new, new - old)
+        if old != new:
+            _move(self._links, old - new, new - old)
+            changed |= {link.service for link in old ^ new}
         if event.initial:
             return
-        for namespace, name in {link.service for link in old ^ new}:
+        for namespace, name in changed:
             selector = self._services.get(namespace, {}).get(name)
             if selector:
                 self._enqueue_selected(namespace, [selector])

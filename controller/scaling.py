@@ -55,8 +55,7 @@ FollowUp = Coroutine[Any, Any, None]
 
 # Seconds a wake's record waits after its scale write was answered. The API server is telling its
 # watchers of the scale-up then (the controller-manager, which starts the pods); a record written at
-# once competes with that for its CPU. A lab at 1,000 workloads: the 20 slowest of 150 wakes took
-# 1.1 ms from the scale write's answer until a watcher saw it, against 2.1 ms without the pause.
+# once competes with that for its CPU and delays the slowest wakes (docs/figures.md).
 RECORD_PAUSE = 0.02
 GIVE_UP_ATTEMPTS = 5  # reads and writes giving up spec.replicas, racing the status writes
 

@@ -372,8 +372,7 @@ class Workload:
         """Adopt the API server's answer about it (a write's, a read's), and the status its
         annotations record. An answer no newer than the copy held is dropped: the watch brought
         that version or a later one first, and its copy, which the informer holds too, is kept
-        rather than a second one (a lab found 10,000 workloads asleep each holding two) or an
-        older one."""
+        rather than a second one or an older one."""
         if not is_stale(obj, self.obj):
             self.obj = obj
         self.status, _ = read_status(self.annotations)

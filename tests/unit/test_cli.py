@@ -345,7 +345,7 @@ def test_version_and_exit_codes_are_in_the_help(capsys: pytest.CaptureFixture[st
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])
     assert exit_.value.code == 0
-    assert capsys.readouterr().out == f"zeroscaler {metadata.version('zeroscaler')}\n"
+    assert capsys.readouterr().out == f"zeroscaler {metadata.version('kube-zeroscaler')}\n"
     with pytest.raises(SystemExit):
         main(["--help"])
     help_text = capsys.readouterr().out
@@ -386,7 +386,7 @@ def test_without_the_server_extra_what_needs_it_says_so() -> None:
     block = "import sys; [sys.modules.__setitem__(m, None) for m in ('cryptography', 'fastapi')]; "
     certs = run_python(block + "from zeroscaler.cli import main; sys.exit(main(['certs']))")
     assert certs.returncode == 1
-    assert "pip install 'zeroscaler[server]'" in certs.stderr
+    assert "pip install 'kube-zeroscaler[server]'" in certs.stderr
     webhook = run_python(block + "from zeroscaler.cli.servers import webhook; sys.exit(webhook())")
     assert webhook.returncode == 1
     assert webhook.stderr.startswith("zeroscaler-webhook: ")

@@ -147,3 +147,25 @@ def test_every_workload_is_looked_at_again_once_all_have_listed() -> None:
     found._on_synced()
     found._on_synced()  # a later re-list changes nothing
     assert sorted(queued) == sorted(WORKLOADS)
+
+
+def test_a_webhook_whose_rules_change_enqueues_the_workload_behind_it() -> None:
+    # Its links stay the same, but whether its backend may sleep turns on what the rules match.
+    found, queued = index()
+    found.on_service(WatchEvent("ADDED", service("op-webhook", {"app": "op"}), initial=True))
+    before = hooks("op-webhook")
+    found.on_registration(WatchEvent("ADDED", before, initial=True))
+    assert queued == []
+    raw = {
+        "metadata": {"name": "op-hooks"},
+        "webhooks": [
+            {
+                "name": "op-webhook.example.com",
+                "clientConfig": {"service": {"namespace": "ops", "name": "op-webhook"}},
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "elsewhere"}},
+            }
+        ],
+    }
+    after = trim_registration("ValidatingWebhookConfiguration")(raw)
+    found.on_registration(WatchEvent("MODIFIED", after, old=before))
+    assert queued == [KEY]
