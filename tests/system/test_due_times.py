@@ -68,8 +68,16 @@ def test_a_certificate_due_while_cert_manager_sleeps_is_renewed_on_time(
         cert_manager.self_signed_issuer(api, opted_ns)
         # Due 90 s after it is issued: 1h certificates, renewed 58m30s before they expire.
         cert_manager.certificate(api, opted_ns, "web", duration="1h", renew_before="58m30s")
-        wait_for(lambda: status(api, opted_ns, "web").get("revision") == 1, "issued", timeout=120)
-        due = parse_time(status(api, opted_ns, "web")["renewalTime"])
+        # Issued (revision 1), and its renewal time published (the readiness controller's, a
+        # status write of its own).
+        issued = wait_for(
+            lambda: (
+                (s := status(api, opted_ns, "web")).get("revision") == 1 and s.get("renewalTime")
+            ),
+            "issued",
+            timeout=120,
+        )
+        due = parse_time(str(issued))
         # cert-manager sleeps (its idle timeout is 5 s) well before the due time's lead.
         wait_asleep(api, ref, 1, timeout=60)
         slept = parse_time(state_of(api, ref)[1]["zeroscaler.io/asleep-since"])
