@@ -15,7 +15,7 @@ ifdef KUBERNETES
 export ZEROSCALER_KUBERNETES := $(KUBERNETES)
 endif
 
-.PHONY: help install controlplane promtool image release push release-tools lint format test unit chart compat demo bench chaos cluster cluster-down clean package-check
+.PHONY: help install controlplane promtool flux-apply image release push release-tools lint format test unit chart compat demo bench chaos cluster cluster-down clean package-check
 
 help:
 	@echo "make demo          a kopf operator on a local Kubernetes: sleeps, wakes on a Backup, reconciles"
@@ -51,6 +51,11 @@ controlplane: install
 promtool: install
 	@$(PY) -m localcluster promtool >/dev/null
 
+# Flux's drift correction for the tests: Flux's own server-side apply library (fluxcd/pkg/ssa) in
+# a command of ours, built from its committed go.mod/go.sum and cached like the examples.
+flux-apply: install
+	@$(PY) -m localcluster flux-apply >/dev/null
+
 # Debian packages and PyPI: outside the loopback-only namespace too. No Docker daemon needed.
 # Rebuilt when the pins or the code in it change.
 IMAGE_TAR := dist/zeroscaler-image.tar
@@ -76,6 +81,15 @@ GO_OPERATOR_INPUTS := $(wildcard examples/widget-operator/*.go examples/widget-o
 
 $(GO_OPERATOR_TAR): $(STAMP) $(GO_OPERATOR_INPUTS)
 	@$(PY) -m image build --image widget-operator --out $@ >/dev/null
+
+# cert-manager's own certificate controllers under a main of ours (examples/cert-manager): the
+# proof that a due time wakes an operator with a timer. Its CRDs are cached beside the binary.
+CERT_MANAGER_TAR := dist/cert-manager-controllers-image.tar
+CERT_MANAGER_INPUTS := $(wildcard examples/cert-manager/*.go examples/cert-manager/go.*) \
+	image/static.py image/archive.py localcluster/build.py
+
+$(CERT_MANAGER_TAR): $(STAMP) $(CERT_MANAGER_INPUTS)
+	@$(PY) -m image build --image cert-manager --out $@ >/dev/null
 
 image: $(IMAGE_TAR)
 
@@ -118,8 +132,8 @@ format: install
 # Every marker runs by default, the short fault scenarios (chaos) too; `make chaos` runs them in
 # full. TEST_MARKERS="not chaos" leaves them out.
 TEST_MARKERS ?=
-test: install controlplane promtool release-tools $(IMAGE_TAR) $(OPERATOR_TAR) $(GO_OPERATOR_TAR) \
-	$(RELEASE_SUMS) $(PACKAGE_STAMP)
+test: install controlplane promtool flux-apply release-tools $(IMAGE_TAR) $(OPERATOR_TAR) \
+	$(GO_OPERATOR_TAR) $(CERT_MANAGER_TAR) $(RELEASE_SUMS) $(PACKAGE_STAMP)
 	$(ISOLATE) $(PY) -m pytest -m "$(TEST_MARKERS)" $(PYTEST_ARGS)
 
 # The compatibility run: what a Kubernetes release can break for a user, on that release. The

@@ -14,6 +14,7 @@ BENCHMARKS = (
     "bench.bench_starvation",
     "bench.bench_controller",
     "bench.bench_masswake",
+    "bench.bench_maxsleep",
     "bench.bench_scale",
     "bench.bench_memory",
     "bench.bench_chart",

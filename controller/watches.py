@@ -11,11 +11,12 @@ from typing import Generic, TypeVar, cast
 
 from zeroscaler.api import Kube, Obj
 from zeroscaler.cluster.informer import Informer, Store, WatchEvent
-from zeroscaler.core.activity import Scope, shrink
+from zeroscaler.core.activity import Scope, shrink, shrink_with_due
 from zeroscaler.core.kinds import APIResource
 
 log = logging.getLogger(__name__)
 
+Path = tuple[str, ...]  # a due-time field, e.g. ("status", "renewalTime")
 Listener = Callable[[APIResource, WatchEvent], None]
 SyncListener = Callable[[APIResource], None]
 FirstListListener = Callable[[APIResource, Store], None]
@@ -74,6 +75,10 @@ class WatchHub(Generic[U]):
         self._everywhere: dict[APIResource, set[U]] = {}
         # Tuples, not sets: most namespaces have one user a type, and a set of one is 216 bytes.
         self._by_namespace: dict[APIResource, dict[str, tuple[U, ...]]] = {}
+        # Due-time fields each user reads of a type, and those its running watch keeps: a type
+        # anyone reads due times of is watched whole (trimmed to those fields), else metadata only.
+        self._due_wanted: dict[APIResource, dict[U, frozenset[Path]]] = {}
+        self._due_kept: dict[APIResource, frozenset[Path]] = {}
 
     @property
     def resources(self) -> list[APIResource]:
@@ -119,6 +124,32 @@ class WatchHub(Generic[U]):
             else:
                 del by_namespace[namespace]
 
+    def due_paths(self, resource: APIResource) -> frozenset[Path]:
+        """The due-time fields the watch of `resource` keeps (none: a metadata-only watch)."""
+        return self._due_kept.get(resource, frozenset())
+
+    def set_due(self, resource: APIResource, user: U, paths: frozenset[Path]) -> None:
+        """Let `user` read the due times at `paths` of `resource`; a running watch whose fields
+        change is started again (listed once more) with the new ones."""
+        wanted = self._due_wanted.setdefault(resource, {})
+        if paths:
+            wanted[user] = paths
+        else:
+            wanted.pop(user, None)
+        if not wanted:
+            del self._due_wanted[resource]
+        if resource in self._informers and self._wanted_paths(resource) != self.due_paths(resource):
+            _, task = self._informers.pop(resource)
+            task.cancel()
+            log.info(
+                "watch restarted for its due times", extra={"resource": resource.group_resource}
+            )
+            self._start(resource)
+
+    def _wanted_paths(self, resource: APIResource) -> frozenset[Path]:
+        wanted = self._due_wanted.get(resource)
+        return frozenset().union(*wanted.values()) if wanted else frozenset()
+
     def informer(self, resource: APIResource) -> Informer | None:
         entry = self._informers.get(resource)
         return entry[0] if entry else None
@@ -144,17 +175,23 @@ class WatchHub(Generic[U]):
         """Stop the watches warmed that nobody came to use; returns their types."""
         unused = [r for r in self._informers if not self._users.get(r)]
         for resource in unused:
+            self._due_kept.pop(resource, None)
             _, task = self._informers.pop(resource)
             task.cancel()
             log.info("warm watch unused, stopped", extra={"resource": resource.group_resource})
         return unused
 
     def _start(self, resource: APIResource, *, warm: bool = False) -> None:
+        due = self._wanted_paths(resource)
+        if due:
+            self._due_kept[resource] = due
+        else:
+            self._due_kept.pop(resource, None)
         informer = Informer(
             self._kube,
             resource.api_path(),
-            metadata_only=True,
-            transform=_shrink,
+            metadata_only=not due,
+            transform=cast(Callable[[Obj], Obj], shrink_with_due(due)) if due else _shrink,
             streaming=self._streaming,
             initial_events=self._on_first_list is None,
         )
@@ -183,10 +220,13 @@ class WatchHub(Generic[U]):
         users.discard(user)
         self._unindex(resource, user)
         if users:
+            self.set_due(resource, user, frozenset())
             return
         del self._users[resource]
         for index in (self._scopes, self._everywhere, self._by_namespace):
             index.pop(resource, None)
+        self._due_wanted.pop(resource, None)
+        self._due_kept.pop(resource, None)
         entry = self._informers.pop(resource, None)
         if entry is not None:
             entry[1].cancel()
@@ -200,3 +240,5 @@ class WatchHub(Generic[U]):
         self._informers.clear()
         for index in (self._users, self._scopes, self._everywhere, self._by_namespace):
             index.clear()
+        self._due_wanted.clear()
+        self._due_kept.clear()
