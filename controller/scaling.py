@@ -216,9 +216,8 @@ class Scaling:
             self._enqueue(w.key)
             return
         # One write, status and scale together: a crash never leaves a workload at zero without
-        # the count to restore. On the workload itself rather than its `scale` subresource, so
-        # managedFields name zeroscaler as the owner of spec.replicas while it sleeps (a scale
-        # write records no owner), and the managers above can be told to leave it (docs/gitops.md).
+        # the count to restore, and the managers above can be told to leave the field its
+        # managedFields entry names (docs/gitops.md).
         status: dict[str, str | None] = dict(asleep_annotations(replicas, now, decided_on))
         # What is in scope now, so a restart can tell what was deleted while nobody watched.
         status[CENSUS] = format_census(self._census(w))
