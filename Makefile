@@ -15,7 +15,7 @@ ifdef KUBERNETES
 export ZEROSCALER_KUBERNETES := $(KUBERNETES)
 endif
 
-.PHONY: help install controlplane promtool image release push release-tools lint format test unit chart compat demo bench chaos cluster cluster-down clean package-check
+.PHONY: help install controlplane promtool flux-apply image release push release-tools lint format test unit chart compat demo bench chaos cluster cluster-down clean package-check
 
 help:
 	@echo "make demo          a kopf operator on a local Kubernetes: sleeps, wakes on a Backup, reconciles"
@@ -30,7 +30,7 @@ help:
 	@echo "make cluster-down  stop it"
 	@echo "make controlplane  build (or reuse) the control-plane binaries"
 	@echo "make image         build zeroscaler's container image archive (dist/zeroscaler-image.tar)"
-	@echo "make package-check pip install . (with and without the server extra) into fresh virtualenvs"
+	@echo "make package-check the wheel and sdist built, each installed (with and without the server extra) into fresh virtualenvs"
 	@echo "make release       dist/release: amd64+arm64 image index, chart, manifest, SBOM, SHA256SUMS"
 	@echo "make push REGISTRY=host[:port]/path  push the release's image index and chart (OCI)"
 
@@ -50,6 +50,11 @@ controlplane: install
 # promtool from the Prometheus module (cached like helm): the chart tests check PromQL with it.
 promtool: install
 	@$(PY) -m localcluster promtool >/dev/null
+
+# Flux's drift correction for the tests: Flux's own server-side apply library (fluxcd/pkg/ssa) in
+# a command of ours, built from its committed go.mod/go.sum and cached like the examples.
+flux-apply: install
+	@$(PY) -m localcluster flux-apply >/dev/null
 
 # Debian packages and PyPI: outside the loopback-only namespace too. No Docker daemon needed.
 # Rebuilt when the pins or the code in it change.
@@ -76,6 +81,15 @@ GO_OPERATOR_INPUTS := $(wildcard examples/widget-operator/*.go examples/widget-o
 
 $(GO_OPERATOR_TAR): $(STAMP) $(GO_OPERATOR_INPUTS)
 	@$(PY) -m image build --image widget-operator --out $@ >/dev/null
+
+# cert-manager's own certificate controllers under a main of ours (examples/cert-manager): the
+# proof that a due time wakes an operator with a timer. Its CRDs are cached beside the binary.
+CERT_MANAGER_TAR := dist/cert-manager-controllers-image.tar
+CERT_MANAGER_INPUTS := $(wildcard examples/cert-manager/*.go examples/cert-manager/go.*) \
+	image/static.py image/archive.py localcluster/build.py
+
+$(CERT_MANAGER_TAR): $(STAMP) $(CERT_MANAGER_INPUTS)
+	@$(PY) -m image build --image cert-manager --out $@ >/dev/null
 
 image: $(IMAGE_TAR)
 
@@ -118,8 +132,8 @@ format: install
 # Every marker runs by default, the short fault scenarios (chaos) too; `make chaos` runs them in
 # full. TEST_MARKERS="not chaos" leaves them out.
 TEST_MARKERS ?=
-test: install controlplane promtool release-tools $(IMAGE_TAR) $(OPERATOR_TAR) $(GO_OPERATOR_TAR) \
-	$(RELEASE_SUMS)
+test: install controlplane promtool flux-apply release-tools $(IMAGE_TAR) $(OPERATOR_TAR) \
+	$(GO_OPERATOR_TAR) $(CERT_MANAGER_TAR) $(RELEASE_SUMS) $(PACKAGE_STAMP)
 	$(ISOLATE) $(PY) -m pytest -m "$(TEST_MARKERS)" $(PYTEST_ARGS)
 
 # The compatibility run: what a Kubernetes release can break for a user, on that release. The
@@ -153,18 +167,32 @@ bench: install controlplane $(IMAGE_TAR)
 chaos: install controlplane
 	$(ISOLATE) $(PY) -m tests.support.chaos $(CHAOS_ARGS)
 
-# As a user installs it: `pip install .` into a fresh virtualenv (PyPI, so outside the loopback-only
-# namespace); the wheel must hold one import package and every console script must start.
-# Twice: with the server extra (what the image runs), and the command alone (`pipx install`).
-PACKAGE_VENV := dist/package-check
-package-check:
-	@rm -rf $(PACKAGE_VENV) && $(PYTHON) -m venv $(PACKAGE_VENV)
-	$(PACKAGE_VENV)/bin/python -m pip install --quiet '.[server]'
-	$(PACKAGE_VENV)/bin/python tests/support/package_check.py server
-	@rm -rf $(PACKAGE_VENV) build && $(PYTHON) -m venv $(PACKAGE_VENV)
-	$(PACKAGE_VENV)/bin/python -m pip install --quiet .
-	$(PACKAGE_VENV)/bin/python tests/support/package_check.py cli
-	@rm -rf $(PACKAGE_VENV) build
+# As a user installs it: the wheel and the sdist built (`python -m build`), each installed into
+# fresh virtualenvs (PyPI, so outside the loopback-only namespace): with the server extra (what the
+# image runs: every console script must start) and the command alone (`pipx install`: the command
+# runs, the servers name the extra). One import package in each. The command-only virtualenvs stay
+# for the system tests, which run `zeroscaler status` from them against the local cluster.
+PACKAGE_DIR := dist/package-check
+PACKAGE_STAMP := $(PACKAGE_DIR)/.checked
+PACKAGE_INPUTS := pyproject.toml README.md LICENSE tests/support/package_check.py \
+	$(shell find zeroscaler controller webhook certs -name '*.py' 2>/dev/null)
+$(PACKAGE_STAMP): $(STAMP) $(PACKAGE_INPUTS)
+	@rm -rf $(PACKAGE_DIR) && mkdir -p $(PACKAGE_DIR)
+	$(PY) -m build --sdist --wheel --outdir $(PACKAGE_DIR)/dist . >/dev/null
+	@set -e; for from in whl tar.gz; do \
+	  file=$$(ls $(PACKAGE_DIR)/dist/*.$$from); \
+	  for kind in server cli; do \
+	    venv=$(PACKAGE_DIR)/$$kind-$$from; extra=$$([ $$kind = server ] && echo '[server]' || true); \
+	    echo "package-check: $$(basename $$file)$$extra into an empty virtualenv"; \
+	    $(PYTHON) -m venv $$venv; \
+	    $$venv/bin/python -m pip install --quiet --disable-pip-version-check "$$file$$extra"; \
+	    $$venv/bin/python tests/support/package_check.py $$kind; \
+	  done; \
+	  rm -rf $(PACKAGE_DIR)/server-$$from; \
+	done
+	@touch $@
+
+package-check: $(PACKAGE_STAMP)
 
 # A long-lived cluster for a developer lives in a named loopback-only namespace (root) or, where
 # that cannot be made, on the host's loopback. nsenter, unlike `ip netns exec`, keeps /sys and so the

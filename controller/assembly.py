@@ -269,6 +269,7 @@ class Controller:
             policy=self._policy,
             excluded=self.settings.excluded,
             serving=self.activator.serving,
+            due=subscriptions.due_summary,
             keep_awake_jitter=self.settings.keep_awake_jitter,
             policy_attempted=self.policies.informer.attempted.is_set,
         )

@@ -24,7 +24,8 @@ from zeroscaler.controller.workload import (
     reconcile_inputs,
     settle_start,
 )
-from zeroscaler.core.activity import Activity, Change, Scope, find_activity
+from zeroscaler.core.activity import Activity, Change, Scope, due_of, find_activity
+from zeroscaler.core.flapping import activity_cause
 from zeroscaler.core.kinds import APIResource
 
 log = logging.getLogger(__name__)
@@ -199,6 +200,8 @@ class ChangeFeed:
         users = self._users_in(resource, namespace)
         change = Change(event.type, event.obj, event.old, event.initial)
         now: datetime | None = None
+        # A due time that moved (a status-only update, no activity) moves its readers' timers.
+        due_moved = due_of(event.obj) != due_of(event.old)
         for key in users:
             w = self._workloads.get(key)
             if w is None or w.watch.interest is None:
@@ -207,6 +210,8 @@ class ChangeFeed:
             if found is not None:
                 now = now or self._clock.now()
                 self.note_activity(w, found, now)
+            elif due_moved and resource in w.watch.due:
+                self._enqueue(key)
 
     def note_activity(self, w: Workload, found: Activity, now: datetime) -> None:
         """Restart the idle clock; an asleep workload's wake is due, a running one looks again."""
@@ -217,6 +222,9 @@ class ChangeFeed:
         # A wake names the change that woke it, not the newest one seen while its write was retried.
         if not asleep or w.idle.activity_at is None:
             w.idle.activity_reason = found.reason
+            w.idle.activity_cause = activity_cause(
+                found.kind, found.namespace, found.name, found.reason, w.namespace
+            )
         if asleep or self._is_running(w.key):
             if w.idle.activity_at is None:
                 w.idle.activity_at = self._clock.monotonic()

@@ -1,7 +1,8 @@
 """Controller configuration: command-line flags over `ZEROSCALER_*` environment variables.
 
 Plain dataclasses and argparse rather than pydantic-settings: the controller runs all day, and that
-import and the `kubernetes` package's together hold 17 MB (`bench/bench_memory.py`).
+import and the `kubernetes` package's together hold megabytes it never needs
+(`bench/bench_memory.py` measures them).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class ControllerSettings:
     access_review_ttl: float = 60.0
     access_from_rbac: bool = True  # off where an authorizer before RBAC (a webhook) may deny
     # Watched types listed as watch-list streams where served; off: in pages a start at 10,000
-    # workloads costs less CPU (docs/figures.md, "Pages or streams").
+    # workloads costs less CPU (docs/figures.md at 89e3618, "Pages or streams").
     streaming_lists: bool = False
     warm_watches: bool = True  # on a start, list the types workloads name before reconciling them
     workers: int = 64  # coroutines; requests queue for the request connections

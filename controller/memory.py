@@ -30,19 +30,18 @@ def release_free_memory(*, full: bool = False, oldest_limit: int = OLDEST_WALKAB
     Everything since the last freeze is collected, the oldest generation included when it holds
     at most `oldest_limit` objects: a cycle that lived long enough to be promoted there before it
     died (an API response and its stream, a closed connection) would otherwise be frozen with the
-    live objects and kept until the next full collection. A lab found 13,000 such objects, 1.4 MB,
-    five minutes into the scale row.
+    live objects and kept until the next full collection.
 
     With `full`, frozen objects are unfrozen first and everything is collected: that frees cycles
-    that formed among frozen objects, but walks every stored object (57 ms with 50,000 of them in
-    `bench/bench_memory.py`, a stall a wake would feel), so callers ask for it rarely.
+    that formed among frozen objects, but walks every stored object (a stall a wake would feel;
+    `bench/bench_memory.py` times it), so callers ask for it rarely.
     """
     if full:
         gc.unfreeze()
         gc.collect()
     else:
         # Unless a burst (a start, thousands of workloads created) filled the oldest generation:
-        # walking it all at once would stall wakes, 100 ms for 150,000 objects in a lab.
+        # walking it all at once would stall wakes.
         gc.collect(2 if len(gc.get_objects(2)) <= oldest_limit else 1)
     gc.freeze()
     if _trim is not None:
@@ -52,10 +51,10 @@ def release_free_memory(*, full: bool = False, oldest_limit: int = OLDEST_WALKAB
 def pause_collection() -> None:
     """Stop the cyclic collector for a start's catch-up (`resume_collection` ends it).
 
-    A start stores every watched object and every workload's record, a million long-lived
-    objects at 10,000 workloads over 200,000 objects, and the collector would walk them again each
-    time they grew by a quarter: a second of CPU of a 14 s restart, in eighteen full passes. They
-    hold few cycles, and the catch-up is bounded in time.
+    A start stores every watched object and every workload's record, long-lived objects by the
+    hundred thousand, and the collector would walk them again each time they grew by a quarter,
+    a good part of a restart's CPU (docs/figures.md). They hold few cycles, and the catch-up is
+    bounded in time.
     """
     gc.disable()
 
@@ -63,10 +62,9 @@ def pause_collection() -> None:
 def resume_collection() -> None:
     """Freeze what the catch-up left, without walking it, and run the collector again.
 
-    At 10,000 workloads over 200,000 objects the catch-up leaves about 490,000 objects the
-    collector tracks, of which a walk found 63-77 garbage, and the walk took 190-240 ms of the
-    restart (a lab's figures). Frozen, that little garbage waits for the housekeeping's full
-    collection, every half hour."""
+    The catch-up leaves hundreds of thousands of objects the collector tracks, very few of them
+    garbage, and walking them would lengthen the restart (docs/figures.md). Frozen, that little
+    garbage waits for the housekeeping's full collection, every half hour."""
     if not gc.isenabled():
         gc.freeze()
         if _trim is not None:

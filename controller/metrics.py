@@ -149,7 +149,8 @@ WORKLOAD_FAMILIES = (
         "zeroscaler_workload_wakes_total",
         "counter",
         "Wakes of a managed workload by reason: activity, serving (it came to back the API "
-        "server), external (scaled up by someone else), window (a keep-awake window began)",
+        "server), due (a due time), max-sleep (asleep that long), external (scaled up by someone "
+        "else), window (a keep-awake window began)",
     ),
     (
         "zeroscaler_workload_sleeps_total",

@@ -34,6 +34,8 @@ from zeroscaler.core.annotations import (
     NAMESPACE_ENABLED_LABEL,
     PAUSED,
     PAUSED_UNTIL,
+    STATE,
+    STATUS_KEYS,
     Notice,
     WorkloadConfig,
     WorkloadStatus,
@@ -51,8 +53,10 @@ from zeroscaler.core.decision import (
     not_ready_notice,
     schedule_notice,
 )
+from zeroscaler.core.due import NO_DUE, DueSummary
 from zeroscaler.core.durations import format_time
 from zeroscaler.core.links import Serving, serving_notices
+from zeroscaler.core.managers import never_sleeps
 from zeroscaler.core.pacing import wake_retry_after
 from zeroscaler.core.policy import Policy, dry_run_reason
 from zeroscaler.core.schedules import jitter
@@ -89,6 +93,8 @@ class ReconcileInputs:
     keep_awake_jitter: float = 0.0  # seconds over which keep-awake wakes are spread
     # Whether the policy ConfigMaps' first list was answered or failed (then it may never come).
     policy_attempted: Callable[[], bool] = lambda: True
+    # Its due times: the latest at or before `now`, the earliest after `after` (`due.py`).
+    due: Callable[[Workload, datetime, datetime], DueSummary] = lambda *_: NO_DUE
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +136,7 @@ class Reconciler:
         self._serving = inputs.serving
         self._jitter = inputs.keep_awake_jitter
         self._policy_attempted = inputs.policy_attempted
+        self._due = inputs.due
         self._wake_failures: dict[WorkloadKey, int] = {}  # failed wakes in a row, for backoff
 
     async def work(self, *, urgent_only: bool = False) -> None:
@@ -233,6 +240,8 @@ class Reconciler:
                 decision, action="none", next_check=now + timedelta(seconds=RETRY_AFTER)
             )
         self._reporter.warn(w, warnings + notices)
+        if status.state == "asleep" and STATE not in w.annotations:
+            decision = await self._status_dropped(w, decision)
         checks = [decision.next_check]
         if decision.held:
             self._hold(w, decision)
@@ -269,6 +278,32 @@ class Reconciler:
         log.info("wake held", extra={"workload": w.label, "reason": decision.reason})
         if self._is_leader():
             self._reporter.event(w, "Normal", "WakeHeld", message)
+
+    async def _status_dropped(self, w: Workload, decision: Decision) -> Decision:
+        """Asleep, and an update by another manager removed our status (OLM's reinstall writes
+        the whole Deployment from its CSV): at replicas above zero it was woken by that manager,
+        and its record says so; at zero it sleeps on, its status written back. Either way the
+        count to restore is kept."""
+        if decision.action == "mark-awake":
+            return dataclasses.replace(decision, cause="status-dropped")
+        recorded = w.scaling.recorded or {}
+        if decision.action != "none" or w.replicas != 0 or not self._is_leader():
+            return decision
+        if self._dry_run or w.scaling.dry_run is not None:
+            return decision
+        back = {k: recorded[k] for k in STATUS_KEYS if k in recorded}
+        try:
+            await self._scaling.annotate(w, back)
+        except Conflict:
+            await self._scaling.refresh(w)
+            self._queue.add(w.key)
+            return decision
+        manager = w.replicas_manager or "another manager"
+        message = f"zeroscaler's annotations were removed by an update ({manager}) while asleep; "
+        message += "written back"
+        log.info("status written back", extra={"workload": w.label})
+        self._reporter.event(w, "Warning", "StatusRestored", message)
+        return decision
 
     def _is_held(self, w: Workload, config: WorkloadConfig) -> bool:
         """Paused: nothing is written (no sleep, wake, restore or policy) until it is resumed,
@@ -364,6 +399,7 @@ class Reconciler:
             )
         )
         status, status_problems = read_status(annotations)
+        status = self._recorded_status(w, status)
         w.config, w.status = config, status
         if status.state != "asleep":  # recorded (by us or by the next leader): nothing pending
             w.scaling.own_wake = None
@@ -374,6 +410,22 @@ class Reconciler:
         if unanchored:
             warnings.append(("InvalidAnnotation", unanchored))
         return config, status, warnings
+
+    @staticmethod
+    def _recorded_status(w: Workload, status: WorkloadStatus) -> WorkloadStatus:
+        """The status recorded on it, or, where an update by someone else dropped it while it
+        slept, the one last seen (remembered as the annotations that held it)."""
+        if status.state is not None:
+            w.scaling.recorded = (w.obj.get("metadata") or {}).get("annotations")
+            return status
+        recorded = w.scaling.recorded
+        if recorded is None or not w.managed:
+            return status
+        before, _ = read_status(recorded)
+        if before.state != "asleep":
+            w.scaling.recorded = None
+            return status
+        return before
 
     def _decide(
         self, w: Workload, config: WorkloadConfig, status: WorkloadStatus, hpa_targeted: bool
@@ -388,6 +440,11 @@ class Reconciler:
         now = self._clock.now()
         settle_start(w, now)
         serving = self._serving(w)
+        after = status.asleep_since if status.state == "asleep" and status.asleep_since else now
+        keeper = never_sleeps(w.managers)
+        kept_awake_by = ""
+        if keeper is not None:
+            kept_awake_by = f"managed by {keeper}: {keeper.setting}"
         observed = Observed(
             replicas=replicas,
             last_activity=w.idle.last_activity,
@@ -399,8 +456,13 @@ class Reconciler:
             starting=w.idle.starting and not dry,
             ready_replicas=w.ready_replicas,
             jitter=jitter(w.label, self._jitter) if config.windows else 0.0,
+            due=self._due(w, now, after) if config.due_times else NO_DUE,
+            sleep_jitter=jitter(w.label, 1.0) if config.max_sleep else 0.0,
+            kept_awake_by=kept_awake_by,
         )
         notices = serving_notices(serving) if serving is not None else []
+        if kept_awake_by and status.state != "asleep":
+            notices.append(("ManagedAbove", kept_awake_by))
         for notice in (
             not_ready_notice(observed, config, status, now),
             schedule_notice(observed, config, status, now),
@@ -451,6 +513,7 @@ class Reconciler:
         self._subscriptions.subscribe(w, set())
         w.watch = WatchMemory()  # resolved afresh if it is managed again
         w.scaling.pretend = None
+        w.scaling.recorded = None  # a status removed from now on is the release's doing
         if w.managed:
             log.info("no longer managed", extra={"workload": w.label, "why": why})
         w.managed = False

@@ -13,6 +13,7 @@ from zeroscaler.api import (
     Kube,
     KubeError,
     NotFound,
+    Obj,
     Priority,
     Withdrawn,
     prioritized,
@@ -25,7 +26,10 @@ from zeroscaler.controller.reporting import Reporter
 from zeroscaler.controller.workload import OwnWake, Workload, WorkloadKey, trim_workload
 from zeroscaler.core.annotations import (
     CENSUS,
+    FIELD_MANAGER,
     FLAPPING,
+    FLAPPING_UNTIL,
+    RESTORE_REPLICAS,
     WorkloadStatus,
     asleep_annotations,
     awake_annotations,
@@ -34,7 +38,16 @@ from zeroscaler.core.annotations import (
 )
 from zeroscaler.core.census import Census, format_census
 from zeroscaler.core.decision import Decision, plan_release, restart_clock, wake_replicas
-from zeroscaler.core.flapping import ExternalWake, Streak, after_external_wake, quiet_at
+from zeroscaler.core.durations import format_duration, format_time
+from zeroscaler.core.flapping import (
+    RIGHT_AFTER,
+    Streak,
+    Wake,
+    after_wake,
+    external_wake,
+    quiet_at,
+)
+from zeroscaler.core.managers import GENERIC_SETTING, by_field_manager, without_replicas
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +55,9 @@ FollowUp = Coroutine[Any, Any, None]
 
 # Seconds a wake's record waits after its scale write was answered. The API server is telling its
 # watchers of the scale-up then (the controller-manager, which starts the pods); a record written at
-# once competes with that for its CPU. A lab at 1,000 workloads: the 20 slowest of 150 wakes took
-# 1.1 ms from the scale write's answer until a watcher saw it, against 2.1 ms without the pause.
+# once competes with that for its CPU and delays the slowest wakes (docs/figures.md).
 RECORD_PAUSE = 0.02
+GIVE_UP_ATTEMPTS = 5  # reads and writes giving up spec.replicas, racing the status writes
 
 
 async def _covered(_: Workload) -> bool:
@@ -113,11 +126,17 @@ class Scaling:
             w.idle.activity_at = None
             self._follow_ups[w.key] = self._guarded(w, self._sleep(w, decision, now, seen))
         elif decision.action == "wake":
-            cause = "serving" if self._keeps_awake(w) else "activity"
-            if decision.rule == "keep-awake":
-                cause = "window"
+            reason = decision.reason or "activity"
+            if decision.cause:  # a clock's wake: a due time, or max-sleep
+                cause, flap_cause = decision.cause, decision.cause
+            elif decision.rule == "keep-awake":
+                cause, flap_cause = "window", ""
+            elif self._keeps_awake(w):
+                cause, flap_cause = "serving", reason
+            else:
+                cause, flap_cause = "activity", w.idle.activity_cause or reason
             await self._guarded(
-                w, self.wake(w, decision.replicas or 1, decision.reason or "activity", cause)
+                w, self.wake(w, decision.replicas or 1, reason, cause, flap_cause=flap_cause)
             )
         elif decision.action == "record-wake":
             await self._guarded(w, self._record_wake(w))
@@ -197,17 +216,18 @@ class Scaling:
             self._enqueue(w.key)
             return
         # One write, status and scale together: a crash never leaves a workload at zero without
-        # the count to restore. On the workload itself rather than its `scale` subresource, so
-        # managedFields name zeroscaler as the owner of spec.replicas while it sleeps (a scale
-        # write records no owner), and GitOps tools can be told to leave it (docs/gitops.md).
-        status = asleep_annotations(replicas, now, decided_on)
+        # the count to restore, and the managers above can be told to leave the field its
+        # managedFields entry names (docs/gitops.md).
+        status: dict[str, str | None] = dict(asleep_annotations(replicas, now, decided_on))
         # What is in scope now, so a restart can tell what was deleted while nobody watched.
         status[CENSUS] = format_census(self._census(w))
+        if FLAPPING_UNTIL in w.annotations:  # the hold is over: it is asleep
+            status[FLAPPING_UNTIL] = None
         try:
             # A sleep waits its turn behind wakes and records; activity seen meanwhile calls it
             # off before it is sent, rather than sleeping and waking at once, and so does a
             # newer version of the workload (its precondition would fail: decided again).
-            await self._patch_annotations(
+            slept = await self._patch_annotations(
                 w,
                 status,
                 replicas=0,
@@ -224,6 +244,7 @@ class Scaling:
             w.idle.activity_at = None  # still awake: no wake is owed
             self._enqueue(w.key)
             return
+        await self._give_up_replicas(w, slept)
         cause = "not-ready" if w.idle.starting else "idle"
         if decision.rule == "forced-sleep":
             cause = "window"
@@ -242,8 +263,11 @@ class Scaling:
         self._reporter.event(w, "Normal", "Sleeping", message)
         self._enqueue(w.key)
 
-    async def wake(self, w: Workload, replicas: int, reason: str, cause: str) -> None:
-        """Scale up now; recording the wake is left as a follow-up (`take_follow_up`)."""
+    async def wake(
+        self, w: Workload, replicas: int, reason: str, cause: str, *, flap_cause: str = ""
+    ) -> None:
+        """Scale up now; recording the wake is left as a follow-up (`take_follow_up`).
+        `flap_cause` names what woke it, for flapping (none: a wake that counts for nothing)."""
         self._accounting.account(w, stop=True)
         await self._scale_up(w, replicas)
         w.idle.starting = True  # its idle clock starts again once it is Ready
@@ -258,7 +282,7 @@ class Scaling:
         # Recording the wake can wait for other scale writes. Until it lands the wake is
         # remembered here, so a failed record is tried again rather than read as someone
         # else's wake; only a crash before it leaves one that reads so.
-        w.scaling.own_wake = OwnWake(replicas, reason, latency)
+        w.scaling.own_wake = OwnWake(replicas, reason, latency, flap_cause)
         self._follow_ups[w.key] = self._record_wake(w, pause=RECORD_PAUSE)
 
     async def _record_wake(self, w: Workload, *, pause: float = 0.0) -> None:
@@ -268,20 +292,24 @@ class Scaling:
         if own is None:
             return
         awake: dict[str, str | None] = dict(awake_annotations(w.idle.last_activity))
-        w.scaling.streak = Streak()  # woken for a reason of its own: whatever flapped has stopped
-        if FLAPPING in w.annotations:
-            awake[FLAPPING] = None
+        now = self._clock.now()
+        streak = Streak()  # a wake that counts for nothing ends whatever flapped
+        if own.cause:
+            slept = now - (w.status.asleep_since or now)
+            streak = after_wake(w.scaling.streak, Wake(own.cause, now, slept))
+        flapping = self._flapping_marks(w, streak, now, awake)
         try:
             # Until it is recorded the workload reads as asleep: right after the scale writes.
             with prioritized(Priority.PROMPT):
                 for _ in range(5):
                     try:  # a replica no longer leading leaves it to the next leader
-                        await self._patch_annotations(
+                        recorded = await self._patch_annotations(
                             w,
                             awake,
                             labels=state_label("awake", w.labels),
                             unless=self._is_not_leader,
                         )
+                        await self._give_up_replicas(w, recorded)
                         break
                     except Conflict:
                         await self.refresh(w)
@@ -295,6 +323,7 @@ class Scaling:
         except Withdrawn:
             return
         w.scaling.own_wake = None
+        w.scaling.streak = streak
         # Only now does it read as awake: a record that came late must not shorten its time up.
         w.idle.last_activity = restart_clock(w.idle.last_activity, self._clock.now())
         message = f"{own.reason}: scaled from 0 to {own.replicas} replicas"
@@ -303,7 +332,45 @@ class Scaling:
             extra["latency_ms"] = round(own.latency * 1000, 1)
         log.info("woken", extra=extra)
         self._reporter.event(w, "Normal", "Woken", message)
+        if flapping is not None:
+            self._warn_flapping(w, streak, flapping, manager="")
         self._enqueue(w.key)
+
+    def _flapping_marks(
+        self, w: Workload, streak: Streak, now: datetime, annotations: dict[str, str | None]
+    ) -> str | None:
+        """Add to a wake's record what flapping asks (the mark, and a hold for a fight), or take
+        off a mark no longer true; the mark's text, or None."""
+        flapping = streak.reason() if streak.is_flapping else None
+        if flapping is not None or FLAPPING in w.annotations:
+            annotations[FLAPPING] = flapping
+        if streak.is_fight:
+            annotations[FLAPPING_UNTIL] = format_time(now + streak.hold())
+        elif FLAPPING_UNTIL in w.annotations:
+            annotations[FLAPPING_UNTIL] = None
+        return flapping
+
+    def _warn_flapping(self, w: Workload, streak: Streak, flapping: str, manager: str) -> None:
+        """The Warning for a streak: by whom, and for a fight how long it is left awake and
+        what setting of the manager stops it."""
+        log.warning("flapping", extra={"workload": w.label, "why": flapping})
+        if manager:
+            found = by_field_manager(manager, w.managers)
+            setting = found.setting if found is not None else GENERIC_SETTING
+            who = f"{found} as field manager {manager}" if found else f"field manager {manager}"
+            advice = f"{who} re-applies spec.replicas after each sleep; to stop it, {setting}"
+        else:
+            advice = "what wakes it comes with its own sleep"
+        if streak.is_fight:
+            until = format_time(self._clock.now() + streak.hold())
+            message = (
+                f"{flapping}, each within {format_duration(RIGHT_AFTER.total_seconds())} of its "
+                f"sleep: {advice}. Left awake until {until} (remove {FLAPPING} to let it sleep "
+                "again sooner)"
+            )
+        else:
+            message = f"{flapping}, each time after a sleep: {advice} (docs/gitops.md)"
+        self._reporter.event(w, "Warning", "Flapping", message)
 
     async def _mark_awake(self, w: Workload, decision: Decision, now: datetime) -> None:
         w.idle.last_activity = now
@@ -316,37 +383,56 @@ class Scaling:
         streak = Streak()
         if manager is not None:
             slept = now - (w.status.asleep_since or now)
-            streak = after_external_wake(
-                w.scaling.streak, ExternalWake(manager, replicas, now, slept)
-            )
+            streak = after_wake(w.scaling.streak, external_wake(manager, replicas, now, slept))
         annotations: dict[str, str | None] = dict(awake_annotations(now))
-        flapping = streak.reason() if streak.is_flapping else None
-        if flapping is not None or FLAPPING in w.annotations:
-            annotations[FLAPPING] = flapping
+        flapping = self._flapping_marks(w, streak, now, annotations)
+        restore = w.status.restore_replicas
+        if restore is not None and RESTORE_REPLICAS not in w.annotations:
+            annotations[RESTORE_REPLICAS] = str(restore)  # dropped by a manager's full update
         await self._patch_annotations(w, annotations, labels=state_label("awake", w.labels))
         w.scaling.streak = streak  # only once recorded: a write that lost a race is decided again
         self._metrics.woke(w, "external")
+        found = by_field_manager(manager, w.managers) if manager else None
         by = f" (field manager {manager})" if manager else ""
+        if found is not None:
+            by = f" ({found}, field manager {manager})"
         message = (
             f"scaled to {replicas} replicas by someone else{by} while asleep; "
             "now awake, idle clock restarted"
         )
+        if decision.cause == "status-dropped":
+            kept = f" (restore-replicas {restore})" if restore is not None else ""
+            message += f"; its update removed zeroscaler's annotations, written back{kept}"
         log.info("woken externally", extra={"workload": w.label, "by": manager or ""})
         self._reporter.event(w, "Normal", "WokenExternally", message)
         if flapping is not None:
-            log.warning("flapping", extra={"workload": w.label, "why": flapping})
-            self._reporter.event(
-                w,
-                "Warning",
-                "Flapping",
-                f"{flapping}, each time after a sleep: a manifest re-applied with spec.replicas "
-                f"wakes it; let {manager} leave spec.replicas to field manager zeroscaler "
-                "(docs/gitops.md)",
-            )
+            self._warn_flapping(w, streak, flapping, manager or "")
         self._enqueue(w.key)
 
     async def settle_flapping(self, w: Workload, now: datetime) -> datetime | None:
-        """Remove the flapping mark once it stays asleep long enough; else when to look again."""
+        """Remove the flapping mark once it stays asleep long enough, and a fight's hold once it
+        is over (or its mark was removed); else when to look again."""
+        held = w.status.flapping_until
+        if FLAPPING_UNTIL in w.annotations and w.status.state != "asleep":
+            if FLAPPING in w.annotations and held is not None and now < held:
+                return held
+            if not self._is_leader() or self._dry_run:
+                return None
+            changes: dict[str, str | None] = {FLAPPING_UNTIL: None}
+            if FLAPPING not in w.annotations:  # a person took the mark off: begin afresh
+                w.scaling.streak = Streak()
+            try:
+                await self._patch_annotations(w, changes)
+            except Conflict:
+                await self.refresh(w)
+                self._enqueue(w.key)
+                return None
+            log.info("flapping hold over", extra={"workload": w.label})
+            self._reporter.event(
+                w, "Normal", "FlappingHoldOver", "no longer left awake: it sleeps when idle"
+            )
+            self._enqueue(w.key)
+            return None
         since = w.status.asleep_since
         if FLAPPING not in w.annotations or w.status.state != "asleep" or since is None:
             return None
@@ -413,6 +499,38 @@ class Scaling:
             self._metrics.wake_failures.inc()
             raise
 
+    async def _give_up_replicas(self, w: Workload, written: Obj) -> None:
+        """A workload that another manager writes by server-side apply (Helm 4's upgrade):
+        zeroscaler gives up its ownership of spec.replicas right after its write, so that the
+        applier's next apply is not refused with a conflict on it (the apply then sets the
+        replicas, and wakes the workload as any scale-up by someone else does). The status
+        writes that follow a scale race it: it is tried again on the version read again, a few
+        times; failing, the ownership stays as it is (nothing is lost but that convenience)."""
+        if not w.applied:
+            return
+        for _ in range(GIVE_UP_ATTEMPTS):
+            meta = written.get("metadata") or {}
+            kept = without_replicas(meta.get("managedFields"), FIELD_MANAGER)
+            if kept is None:
+                return
+            version = meta.get("resourceVersion")
+            body = {"metadata": {"resourceVersion": version, "managedFields": kept}}
+            try:
+                answer = await self._kube.patch(w.path, body)
+            except Conflict:
+                try:
+                    written = await self._kube.get(w.path)
+                except KubeError:
+                    break
+                continue
+            except KubeError as e:
+                log.info("spec.replicas kept", extra={"workload": w.label, "why": str(e)})
+                return
+            w.take(trim_workload(answer))
+            log.debug("spec.replicas given up", extra={"workload": w.label})
+            return
+        log.info("spec.replicas kept: lost every race", extra={"workload": w.label})
+
     async def _patch_annotations(
         self,
         w: Workload,
@@ -421,9 +539,10 @@ class Scaling:
         replicas: int | None = None,
         labels: Mapping[str, str | None] | None = None,
         unless: Callable[[], bool] | None = None,
-    ) -> None:
+    ) -> Obj:
         """Merge-patch annotations (None removes one), labels and replicas if given, on the
-        version read; not sent if `unless()` holds when its turn comes (`Withdrawn`)."""
+        version read; not sent if `unless()` holds when its turn comes (`Withdrawn`); the
+        object as answered."""
         body: dict[str, Any] = {
             "metadata": {"resourceVersion": w.resource_version, "annotations": annotations}
         }
@@ -438,6 +557,7 @@ class Scaling:
             self._metrics.failed_writes.labels(write, str(e.status)).inc()
             raise
         w.take(trim_workload(patched))
+        return patched
 
     async def _patch_scale(self, w: Workload, replicas: int, *, urgent: bool = False) -> None:
         body = {"metadata": {"resourceVersion": w.resource_version}, "spec": {"replicas": replicas}}

@@ -4,7 +4,7 @@ ServiceAccount may watch them in, and the shared watches it holds."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -23,12 +23,15 @@ from zeroscaler.core.activity import (
     Interest,
     Scope,
     definitions_of,
+    due_of,
     find_activity,
+    is_in_interest,
     scope_alone,
     working_namespaces,
 )
 from zeroscaler.core.annotations import (
     CENSUS,
+    DUE_TIMES,
     Notice,
     WorkloadConfig,
     WorkloadStatus,
@@ -45,11 +48,14 @@ from zeroscaler.core.census import (
     plain_tally,
     tally,
 )
+from zeroscaler.core.disclosure import object_words
+from zeroscaler.core.due import NO_DUE, DueSummary, DueTime, as_time, summarize
 from zeroscaler.core.kinds import KIND_REF_FORM, APIResource, KindRef
 from zeroscaler.core.scope import ResolvedScope, ReviewNeeded, resolve_scope
 from zeroscaler.core.sharing import NOTHING, compact_mapping, shared
 
 OnActivity = Callable[[Workload, Activity, datetime], None]
+NO_DUE_FIELDS: Mapping[APIResource, frozenset[tuple[str, ...]]] = {}
 
 
 class Subscriptions:
@@ -87,6 +93,7 @@ class Subscriptions:
             config.watched,
             config.owned,
             config.watch_namespaces,
+            config.due_times,
             self._cluster.discovery_generation,
             w.service_account,
             self._cluster.rbac_generation if w.watch.inferred else 0,
@@ -122,14 +129,62 @@ class Subscriptions:
                 )
             )
         w.watch.signature, w.watch.scopes = signature, scopes
-        w.watch.kind_warnings = tuple(warnings)
         watched = [
             (r, scopes[0][(r.group, r.kind)]) for r in wanted if (r.group, r.kind) in scopes[0]
         ]
         w.watch.namespaces = shared(working_namespaces(watched))
         w.watch.definitions = shared(definitions_of(r for r, _ in watched))
+        w.watch.due = self._due_fields(config, [r for r, _ in watched], warnings)
+        w.watch.kind_warnings = tuple(warnings)
         self.set_interest(w, w.status)
         self.subscribe(w, wanted)
+
+    def _due_fields(
+        self, config: WorkloadConfig, watched: list[APIResource], warnings: list[Notice]
+    ) -> Mapping[APIResource, frozenset[tuple[str, ...]]]:
+        """The due-time fields it reads, per type among those it watches; one of a kind it does
+        not watch is named in a warning and left out (its changes would not be seen)."""
+        if not config.due_times:
+            return NO_DUE_FIELDS
+        found: dict[APIResource, frozenset[tuple[str, ...]]] = {}
+        for due in config.due_times:
+            resource = self._cluster.discovery.resolve(due.kind)
+            if resource is None or resource not in watched:
+                warnings.append(
+                    (
+                        "DueKindNotWatched",
+                        f"{DUE_TIMES}: {due.kind.text} is not among the kinds it watches (or "
+                        "not served); its due times are ignored",
+                    )
+                )
+                continue
+            found[resource] = found.get(resource, frozenset()) | {due.path}
+        return compact_mapping(found)
+
+    def due_summary(self, w: Workload, now: datetime, after: datetime) -> DueSummary:
+        """Its due times from the shared watches: the latest at or before `now` and the earliest
+        after `after`, over the objects in its scope."""
+        interest = w.watch.interest
+        if interest is None or not w.watch.due:
+            return NO_DUE
+        return summarize(self._due_times(w, interest), now, after)
+
+    def _due_times(self, w: Workload, interest: Interest) -> Iterable[DueTime]:
+        for resource, paths in w.watch.due.items():
+            kept = self._hub.kept(resource)
+            if kept is None:
+                continue
+            # Namespaces not listed yet hold nothing here; each reaches it when listed (on_served).
+            for obj in kept.in_namespaces(namespaces_to_read(resource, interest)):
+                found = due_of(obj)
+                if not found or not is_in_interest(obj, resource, interest):
+                    continue
+                namespace, name = obj.get("namespace") or "", obj.get("name") or ""
+                for path, seconds in found:
+                    if path in paths:
+                        said = object_words(resource.kind, namespace, name, w.namespace)
+                        what = f"{said} {'.'.join(path)}"
+                        yield DueTime(as_time(seconds), what)
 
     async def _ask_again(self, w: Workload, config: WorkloadConfig) -> None:
         """Fill the access answers a resolution needs, then ask for another look."""
@@ -269,6 +324,7 @@ class Subscriptions:
             names=w.watch.names,
             namespaces=w.watch.namespaces,
             definitions=w.watch.definitions,
+            self_uid=str((w.obj.get("metadata") or {}).get("uid") or ""),
         )
         if interest != w.watch.interest:
             w.watch.interest = interest
@@ -326,7 +382,10 @@ class Subscriptions:
             self._hub.release(resource, w.key)
         for resource in wanted & w.watch.resources:
             self._read(w, resource, self._hub.set_scope(resource, w.key, _scope_of(w, resource)))
+            self._hub.set_due(resource, w.key, w.watch.due.get(resource, frozenset()))
         for resource in wanted - w.watch.resources:
+            # Its due fields first, so a watch it starts keeps them from its first list.
+            self._hub.set_due(resource, w.key, w.watch.due.get(resource, frozenset()))
             self._read(w, resource, self._hub.acquire(resource, w.key, _scope_of(w, resource)))
         w.watch.resources = shared(frozenset(wanted))
 

@@ -20,12 +20,13 @@ from typing import Generic, TypeVar, cast
 
 from zeroscaler.api import Kube, Obj
 from zeroscaler.cluster.informer import Informer, Store, WatchEvent, key_of
-from zeroscaler.core.activity import Scope, shrink
+from zeroscaler.core.activity import Scope, shrink, shrink_with_due
 from zeroscaler.core.kinds import APIResource
 from zeroscaler.core.reach import handover, plan, version_order
 
 log = logging.getLogger(__name__)
 
+Path = tuple[str, ...]  # a due-time field, e.g. ("status", "renewalTime")
 U = TypeVar("U", bound=Hashable)
 T = TypeVar("T")
 Listener = Callable[[APIResource, WatchEvent], None]
@@ -241,13 +242,14 @@ class SharedWatch(Generic[U]):
 
     def _open(self, namespace: str | None) -> Channel:
         resource = self.resource
+        due = self._hub.due_paths(resource)
         # A connection of its own: in one pool with a thousand others, each request's start and
         # end would walk them all.
         informer = Informer(
             self._hub.kube.dedicated(),
             resource.api_path(namespace),
-            metadata_only=True,
-            transform=_shrink,
+            metadata_only=not due,
+            transform=cast(Callable[[Obj], Obj], shrink_with_due(due)) if due else _shrink,
             streaming=self._hub.streaming,
             initial_events=False,
             owns_client=True,
@@ -440,6 +442,10 @@ class WatchHub(Generic[U]):
         self._namespace_count = namespace_count
         self._watches: dict[APIResource, SharedWatch[U]] = {}
         self._wants: dict[APIResource, _Wants[U]] = {}
+        # Due-time fields each user reads of a type, and those its running watches keep: a type
+        # anyone reads due times of is watched whole (trimmed to those fields), else metadata only.
+        self._due_wanted: dict[APIResource, dict[U, frozenset[Path]]] = {}
+        self._due_kept: dict[APIResource, frozenset[Path]] = {}
 
     def on_synced(self, resource: APIResource, where: Scope) -> None:
         if self._on_synced is not None:
@@ -549,6 +555,42 @@ class WatchHub(Generic[U]):
                 if emptied:
                     watch.discard(emptied)
 
+    def due_paths(self, resource: APIResource) -> frozenset[Path]:
+        """The due-time fields the watches of `resource` keep (none: metadata-only watches)."""
+        return self._due_kept.get(resource, frozenset())
+
+    def set_due(self, resource: APIResource, user: U, paths: frozenset[Path]) -> None:
+        """Let `user` read the due times at `paths` of `resource`; watches whose fields change
+        are started again (listed once more) with the new ones."""
+        wanted = self._due_wanted.setdefault(resource, {})
+        if paths:
+            wanted[user] = paths
+        else:
+            wanted.pop(user, None)
+        if not wanted:
+            del self._due_wanted[resource]
+        watch = self._watches.get(resource)
+        if watch is not None and self._wanted_paths(resource) != self.due_paths(resource):
+            log.info(
+                "watch restarted for its due times", extra={"resource": resource.group_resource}
+            )
+            self._restart(resource, watch)
+
+    def _wanted_paths(self, resource: APIResource) -> frozenset[Path]:
+        wanted = self._due_wanted.get(resource)
+        return frozenset().union(*wanted.values()) if wanted else frozenset()
+
+    def _restart(self, resource: APIResource, old: SharedWatch[U]) -> None:
+        """New watches of `resource` over the same namespaces, listed anew: each user reads
+        what it watches once more, as an initial list, when it is listed (`on_served`)."""
+        old.stop()
+        self._start(resource)
+        watch = self._watches[resource]
+        watch.set_reach(old.reach)
+        wants = self._wants.get(resource)
+        for user, scope in (wants.scopes if wants is not None else {}).items():
+            watch.enter(user, scope, NOTHING)
+
     def acquire(self, resource: APIResource, user: U, scope: Scope = None) -> Scope:
         """Count `user` in, watching `scope`; returns the namespaces (None: all) it may read at
         once, listed already, as an initial list. It reads the rest through `on_served`."""
@@ -582,6 +624,7 @@ class WatchHub(Generic[U]):
             if not wants.users:
                 del self._wants[resource]
                 watch = self._watches.pop(resource, None)
+                self._due_kept.pop(resource, None)
                 if watch is not None:
                     watch.stop()
                     unused.append(resource)
@@ -595,6 +638,11 @@ class WatchHub(Generic[U]):
         return unused
 
     def _start(self, resource: APIResource, *, warm: bool = False) -> None:
+        due = self._wanted_paths(resource)
+        if due:
+            self._due_kept[resource] = due
+        else:
+            self._due_kept.pop(resource, None)
         self._watches[resource] = SharedWatch(self, resource)
         log.info("watch started", extra={"resource": resource.group_resource, "warm": warm})
 
@@ -609,8 +657,11 @@ class WatchHub(Generic[U]):
             watch.waiting.forget(user)
         if wants.users or wants.warm is None or wants.warm:
             self._reindex(resource, wants, user, wants.scopes.pop(user, NOTHING), NOTHING)
+            self.set_due(resource, user, frozenset())
             return
         del self._wants[resource]
+        self._due_wanted.pop(resource, None)
+        self._due_kept.pop(resource, None)
         watch = self._watches.pop(resource, None)
         if watch is not None:
             watch.stop()
@@ -624,3 +675,5 @@ class WatchHub(Generic[U]):
         await asyncio.gather(*tasks, return_exceptions=True)
         self._watches.clear()
         self._wants.clear()
+        self._due_wanted.clear()
+        self._due_kept.clear()

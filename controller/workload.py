@@ -13,6 +13,7 @@ from typing import Any
 from zeroscaler.api import Obj
 from zeroscaler.core.activity import GroupKind, Interest, Scope
 from zeroscaler.core.annotations import (
+    FIELD_MANAGER,
     OUR_PREFIXES,
     OWNED_KINDS,
     PAUSED_UNTIL,
@@ -27,9 +28,10 @@ from zeroscaler.core.annotations import (
 )
 from zeroscaler.core.flapping import Streak, replicas_manager
 from zeroscaler.core.kinds import APIResource
+from zeroscaler.core.managers import Manager, detect, field_managers_of, is_applied
 from zeroscaler.core.readiness import is_ready
 from zeroscaler.core.savings import NONE, Requests, pod_requests
-from zeroscaler.core.sharing import NOTHING, shared_mapping, shared_strings
+from zeroscaler.core.sharing import NOTHING, shared, shared_mapping, shared_strings
 from zeroscaler.core.workloads import workload_path
 
 WorkloadKey = tuple[str, str, str]  # kind, namespace, name
@@ -37,6 +39,7 @@ Scopes = tuple[Mapping[GroupKind, Scope], Mapping[GroupKind, Scope]]  # watched,
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 NO_STREAK = Streak()
 NO_NAMES: Mapping[GroupKind, frozenset[str]] = MappingProxyType({})
+NO_DUE: Mapping[APIResource, frozenset[tuple[str, ...]]] = MappingProxyType({})
 
 
 def trim_workload(obj: Obj) -> Obj:
@@ -75,6 +78,16 @@ def trim_workload(obj: Obj) -> Obj:
         else None,
         # Who last set the replicas, to tell a manifest re-applied again and again (flapping).
         "replicasManager": replicas_manager(meta.get("managedFields")),
+        # Written by server-side apply (Helm 4...): a sleep or wake then gives spec.replicas up.
+        "applied": is_applied(meta.get("managedFields"), FIELD_MANAGER),
+        # The managers above it (OLM, Argo CD, Flux, Helm...): one shared tuple, most often empty.
+        "managers": shared(
+            detect(
+                meta.get("labels") or {},
+                meta.get("annotations") or {},
+                field_managers_of(meta.get("managedFields")),
+            )
+        ),
     }
     if PAUSED_UNTIL in annotations:  # a duration counts from when it was written
         trimmed["pausedAt"] = paused_until_set_at(meta.get("managedFields"))
@@ -138,6 +151,7 @@ class OwnWake:
     replicas: int
     reason: str
     latency: float | None  # seconds from the waking event to the scale write's answer
+    cause: str = ""  # what woke it, for flapping ("": nothing that counts)
 
 
 @dataclass(slots=True)
@@ -159,6 +173,7 @@ class IdleMemory:
 
     last_activity: datetime
     activity_reason: str = ""  # what a wake is for: the first activity since the sleep
+    activity_cause: str = ""  # the object that made it (flapping tells causes apart by it)
     activity_at: float | None = None  # loop time the waking event arrived
     starting: bool = False  # woken (or first seen) and not Ready since: the idle clock waits
     woken_at: datetime | None = None  # when its last wake from zero was written, until Ready
@@ -181,6 +196,8 @@ class WatchMemory:
     namespaces: Scope = None  # where it works: the namespaces its watched kinds cover
     definitions: frozenset[str] = frozenset()  # the CRDs of its watched kinds
     unchecked: frozenset[str] = frozenset()  # kinds of its census not yet compared
+    # The due-time fields it reads, per watched type (most workloads: none).
+    due: Mapping[APIResource, frozenset[tuple[str, ...]]] = field(default_factory=lambda: NO_DUE)
 
 
 @dataclass(slots=True)
@@ -190,7 +207,10 @@ class ScalingMemory:
     # Scaled up by us, still annotated asleep: in memory, so a failed record is not read as a
     # wake by someone else (only a crash before the record loses it).
     own_wake: OwnWake | None = None
-    streak: Streak = NO_STREAK  # wakes by others in a row (flapping)
+    streak: Streak = NO_STREAK  # wakes in a row by the same cause (flapping)
+    # The annotations as last read while they held our status: a manager's full update that
+    # drops them (OLM's reinstall) is told from them, and they are written back.
+    recorded: Mapping[str, str] | None = None
     pretend: tuple[WorkloadStatus, int] | None = None  # dry run: the status we would have made
     dry_run: str | None = None  # why only what would be done is said (flag, namespace, policy)
 
@@ -305,6 +325,16 @@ class Workload:
         return manager if isinstance(manager, str) else None
 
     @property
+    def applied(self) -> bool:
+        """Whether another manager writes it by server-side apply."""
+        return bool(self.obj.get("applied"))
+
+    @property
+    def managers(self) -> tuple[Manager, ...]:
+        found = self.obj.get("managers")
+        return found if isinstance(found, tuple) else ()
+
+    @property
     def service_account(self) -> str:
         return str((self.obj.get("spec") or {}).get("serviceAccountName") or "default")
 
@@ -342,8 +372,7 @@ class Workload:
         """Adopt the API server's answer about it (a write's, a read's), and the status its
         annotations record. An answer no newer than the copy held is dropped: the watch brought
         that version or a later one first, and its copy, which the informer holds too, is kept
-        rather than a second one (a lab found 10,000 workloads asleep each holding two) or an
-        older one."""
+        rather than a second one or an older one."""
         if not is_stale(obj, self.obj):
             self.obj = obj
         self.status, _ = read_status(self.annotations)

@@ -20,6 +20,9 @@ from image.platform import AMD64, ARM64, Platform
 
 REPO = Path(__file__).resolve().parents[1]
 _PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+# The distribution's name on the package index, and its .dist-info directory's (PEP 427).
+DISTRIBUTION = str(_PROJECT["name"])
+DIST_INFO = DISTRIBUTION.replace("-", "_")
 # The wheel's one import package (its subpackages controller, webhook and certs are symlinks to
 # the folders at the top, followed when copying) and its console scripts, as pyproject declares.
 PACKAGES = ("zeroscaler",)
@@ -222,7 +225,7 @@ def pack(
     ours = {root / SITE / p for p in spec.packages} | {root / BIN / name for name in spec.scripts}
     ours |= {root / dest.lstrip("/") for dest in spec.files.values()}
     if spec.packages:
-        ours.add(root / SITE / f"zeroscaler-{version()}.dist-info")
+        ours.add(root / SITE / f"{DIST_INFO}-{version()}.dist-info")
     layers_of: dict[str, list[Path]] = {"debian": [], "deps": [], "zeroscaler": []}
     for dirpath, dirnames, filenames in os.walk(root):
         base = Path(dirpath)
@@ -334,10 +337,10 @@ def _install_project(root: Path, spec: Spec) -> None:
             for name in sorted(f for f in filenames if f.endswith(".py")):
                 shutil.copyfile(Path(dirpath) / name, into / name)
     # Enough metadata for importlib.metadata to find the version and the entry points.
-    info = site / f"zeroscaler-{version()}.dist-info"
+    info = site / f"{DIST_INFO}-{version()}.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: zeroscaler\nVersion: {version()}\n"
+        f"Metadata-Version: 2.1\nName: {DISTRIBUTION}\nVersion: {version()}\n"
     )
     lines = ["[console_scripts]"] + [f"{n} = {m}:{f}" for n, (m, f) in spec.scripts.items()]
     (info / "entry_points.txt").write_text("\n".join(lines) + "\n")

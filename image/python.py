@@ -116,6 +116,6 @@ def install(into: Path, path: Path = LOCK, platform: Platform = AMD64) -> None:
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise LockError(
-            f"pip install of {path.name} failed: {proc.stderr.strip()[-800:]}\n"
+            f"installing {path.name} with pip failed: {proc.stderr.strip()[-800:]}\n"
             "if pyproject.toml's dependencies changed, `python -m image lock` updates the lock"
         )

@@ -8,12 +8,16 @@
   its `image.digest` the index's, so an install pulls exactly the released image;
 - `zeroscaler-VERSION.yaml`: the chart rendered with its defaults, for `kubectl apply`;
 - `zeroscaler-VERSION.cdx.json`: a CycloneDX SBOM of each platform's image, from the locks;
-- `kubectl-zeroscaler-VERSION.tar.gz` and `zeroscaler-VERSION.krew.yaml`: the kubectl plugin
-  (`kubectl zeroscaler`) and the krew manifest that installs it from the GitHub release;
+- `zeroscaler-VERSION-linux-ARCH.tar.gz`: the self-contained `zeroscaler` command of each
+  architecture (`image.cli_bundle`), and `zeroscaler-VERSION.krew.yaml`, the krew manifest that
+  installs it as `kubectl zeroscaler` from the GitHub release;
+- the wheel and the sdist (`kube_zeroscaler-VERSION-py3-none-any.whl`, `.tar.gz`), what
+  `pip install` installs;
 - `release.json`: digests, sizes and timings; `SHA256SUMS`: `sha256sum -c` checks every file.
 
 Before writing the sums, every foreign platform's interpreter is started under qemu on the
-image's own root filesystem, unpacked from the index, and must import zeroscaler's entry points.
+image's own root filesystem, unpacked from the index, and must import zeroscaler's entry points;
+each command archive, unpacked, must say its version (the foreign one under qemu).
 `python -m image push` sends the index and the chart to an OCI registry with crane and helm.
 """
 
@@ -24,6 +28,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 import tarfile
 import tempfile
 import time
@@ -34,7 +39,7 @@ from typing import Any
 
 import yaml
 
-from image import archive, build, debian, krew, sbom
+from image import archive, build, cli_bundle, debian, krew, sbom
 from image.platform import Platform
 
 CHART = build.REPO / "charts" / "zeroscaler"
@@ -101,6 +106,7 @@ def make(
     cache = debian.cache_dir()
     cache.mkdir(parents=True, exist_ok=True)
     results: dict[Platform, build.Result] = {}
+    commands: dict[Platform, Path] = {}
     seconds: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="release-", dir=cache) as scratch:
         for platform in platforms:
@@ -109,8 +115,12 @@ def make(
             build.assemble(root, cache, say, build.ZEROSCALER, platform)
             tar = Path(scratch) / f"{platform.debian}.tar"
             results[platform] = build.pack(root, tar, [], say, build.ZEROSCALER, platform)
-            shutil.rmtree(root)
             seconds[f"image {platform.debian}"] = round(time.monotonic() - begun, 1)
+            begun = time.monotonic()
+            commands[platform] = cli_bundle.write(root, platform, version, out)
+            shutil.rmtree(root)
+            prove_command(commands[platform], platform, version, cache, say)
+            seconds[f"command {platform.debian}"] = round(time.monotonic() - begun, 1)
     say("writing the image index")
     index_path = out / files.index
     digest = archive.write_index([r.image for r in results.values()], index_path, version)
@@ -138,7 +148,10 @@ def make(
         [(p, images[p.oci]["digest"]) for p in platforms],
         build.ZEROSCALER,
     )
-    plugin, plugin_manifest = krew.write(version, out)
+    plugin_manifest = krew.write(version, out, {p.debian: a for p, a in commands.items()})
+    begun = time.monotonic()
+    packages = build_python_packages(out, say)
+    seconds["wheel and sdist"] = round(time.monotonic() - begun, 1)
     seconds["total"] = round(time.monotonic() - started, 1)
     record = {
         "version": version,
@@ -147,7 +160,11 @@ def make(
         "chart": {"file": files.chart, "image_digest": digest},
         "manifest": files.manifest,
         "sbom": files.sbom,
-        "krew": {"archive": plugin, "manifest": plugin_manifest},
+        "commands": {
+            p.oci: {"file": a.name, "bytes": a.stat().st_size} for p, a in commands.items()
+        },
+        "krew": {"manifest": plugin_manifest},
+        "python": packages,
         "seconds": seconds,
     }
     (out / "release.json").write_text(json.dumps(record, indent=2) + "\n")
@@ -176,6 +193,44 @@ def prove_platform(index: Path, platform: Platform, cache: Path, say: Progress) 
                 f"(exit {proc.returncode}, printed {proc.stdout.strip()!r}): {proc.stderr[-1500:]}"
             )
     say(f"{platform.oci}: the image's python3.11 runs under {emulator.name} and imports zeroscaler")
+
+
+def prove_command(
+    archive: Path, platform: Platform, version: str, cache: Path, say: Progress
+) -> None:
+    """Unpack a command archive as a user would; it must say its version (under qemu if foreign)."""
+    emulator = None if platform.native else debian.emulator(platform, cache, say)
+    with tempfile.TemporaryDirectory(prefix=f"command-{platform.debian}-", dir=cache) as tmp:
+        launcher = cli_bundle.unpack(archive, Path(tmp) / "cli")
+        env = {"PATH": "/usr/bin:/bin", "HOME": tmp}
+        if emulator is not None:
+            env["ZEROSCALER_EMULATOR"] = str(emulator)
+        proc = subprocess.run(
+            [str(launcher), "--version"], capture_output=True, text=True, env=env, timeout=300
+        )
+    if proc.returncode != 0 or proc.stdout.strip() != f"kubectl zeroscaler {version}":
+        raise ReleaseError(
+            f"{archive.name}: --version exited {proc.returncode}, printed "
+            f"{proc.stdout.strip()!r}: {proc.stderr[-1500:]}"
+        )
+    how = "" if emulator is None else f" under {emulator.name}"
+    say(f"{archive.name}: {archive.stat().st_size / 1e6:.1f} MB, runs{how}")
+
+
+def build_python_packages(out: Path, say: Progress) -> dict[str, str]:
+    """The wheel and the sdist, built from the checkout by `python -m build` (isolated)."""
+    with tempfile.TemporaryDirectory(prefix="python-") as tmp:
+        cmd = [sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", tmp]
+        _run([*cmd, str(build.REPO)], "python -m build")
+        made = sorted(Path(tmp).iterdir())
+        wheels = [p for p in made if p.suffix == ".whl"]
+        sdists = [p for p in made if p.name.endswith(".tar.gz")]
+        if len(wheels) != 1 or len(sdists) != 1:
+            raise ReleaseError(f"python -m build made {[p.name for p in made]}")
+        for path in made:
+            shutil.move(path, out / path.name)
+    say(f"python packages: {wheels[0].name}, {sdists[0].name}")
+    return {"wheel": wheels[0].name, "sdist": sdists[0].name}
 
 
 def unpack_platform(index: Path, platform: Platform, root: Path) -> None:

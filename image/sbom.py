@@ -2,8 +2,9 @@
 
 One container component per platform (its manifest digest), each holding the Debian packages
 and the Python wheels of that platform's locks with their purls and SHA-256 sums. zeroscaler
-itself is the BOM's subject. The serial number and time come from the index and the commit, so
-the same release gives the same file.
+itself is the BOM's subject, its package URL the distribution's name on the package index. The
+serial number and time come from the index and the commit, so the same release gives the same
+file.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def make(version: str, images: Sequence[tuple[Platform, str]], spec: build.Spec)
         version=version,
         type=ComponentType.APPLICATION,
         bom_ref=f"zeroscaler@{version}",
-        purl=PackageURL("pypi", name="zeroscaler", version=version),
+        purl=PackageURL("pypi", name=build.DISTRIBUTION, version=version),
         licenses=[DisjunctiveLicense(id="Apache-2.0")],
     )
     for platform, digest in images:

@@ -36,7 +36,21 @@ WIDGET_OPERATOR = StaticSpec(
     binary=_widget_operator,
     path="/widget-operator",
 )
-SPECS = {"widget-operator": WIDGET_OPERATOR}
+
+
+def _cert_manager(say: Callable[[str], None]) -> Path:
+    from localcluster import build as tools
+
+    return tools.ensure_cert_manager(progress=say)[tools.CERT_MANAGER]
+
+
+CERT_MANAGER = StaticSpec(
+    repository="cert-manager-controllers",
+    title="cert-manager's certificate controllers (zeroscaler example)",
+    binary=_cert_manager,
+    path="/cert-manager",
+)
+SPECS = {"widget-operator": WIDGET_OPERATOR, "cert-manager": CERT_MANAGER}
 
 
 def pack(spec: StaticSpec, out: Path, names: list[str], say: Callable[[str], None]) -> Result:

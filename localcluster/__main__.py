@@ -1,4 +1,4 @@
-"""`python -m localcluster build | tools | promtool | up | down | env | isolate -- CMD...`."""
+"""`python -m localcluster build | tools | promtool | flux-apply | up | down | isolate -- CMD`."""
 
 from __future__ import annotations
 
@@ -32,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser(
         "promtool", help="build or reuse promtool (the chart tests check PromQL with it)"
     )
+    sub.add_parser(
+        "flux-apply", help="build or reuse flux-apply (Flux's server-side apply, for the tests)"
+    )
     up = sub.add_parser("up", help="start a control plane in the background; print its kubeconfig")
     up.add_argument("--nodes", type=int, default=2, help="kwok nodes")
     up.add_argument(
@@ -56,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "promtool":
         print(build.ensure_promtool(progress=_say))
+        return 0
+    if args.command == "flux-apply":
+        print(build.ensure_flux_apply(progress=_say))
         return 0
     if args.command == "isolate":
         cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd

@@ -350,17 +350,32 @@ def ensure_promtool(versions: Versions | None = None, progress: Progress | None 
     return files["promtool"]
 
 
-# The example Go operator (examples/widget-operator): a static binary built from its committed
-# go.mod and go.sum, cached by the hash of its sources, so the image build finds it ready.
+# The example Go operators (examples/widget-operator, examples/cert-manager): static binaries
+# built from their committed go.mod and go.sum, cached by the hash of their sources, so the image
+# build finds them ready.
 WIDGET_OPERATOR = "widget-operator"
+CERT_MANAGER = "cert-manager"
+# The CRDs cert-manager's controllers need, copied from its module beside its binary (the tests
+# install them as its users would; nothing is fetched inside the loopback-only namespace).
+CERT_MANAGER_MODULE = "github.com/cert-manager/cert-manager"
+CERT_MANAGER_CRDS = (
+    "cert-manager.io_certificates.yaml",
+    "cert-manager.io_certificaterequests.yaml",
+    "cert-manager.io_issuers.yaml",
+    "cert-manager.io_clusterissuers.yaml",
+)
 
 
 def examples_root() -> Path:
     return cache_root() / "examples"
 
 
+def example_sources(name: str) -> Path:
+    return Path(__file__).resolve().parents[1] / "examples" / name
+
+
 def widget_operator_sources() -> Path:
-    return Path(__file__).resolve().parents[1] / "examples" / WIDGET_OPERATOR
+    return example_sources(WIDGET_OPERATOR)
 
 
 def ensure_widget_operator(
@@ -368,38 +383,84 @@ def ensure_widget_operator(
 ) -> Path:
     """The example operator's binary: found in the cache, else built (the Go module proxy may be
     asked for modules the module cache lacks, so this runs outside the loopback-only namespace)."""
+    return _ensure_example(WIDGET_OPERATOR, versions, progress)[WIDGET_OPERATOR]
+
+
+def ensure_cert_manager(
+    versions: Versions | None = None, progress: Progress | None = None
+) -> dict[str, Path]:
+    """cert-manager's certificate controllers wired by our main (examples/cert-manager), and the
+    CRDs they need from the same module version; name -> path."""
+    return _ensure_example(CERT_MANAGER, versions, progress, extra=_cert_manager_crds)
+
+
+def _cert_manager_crds(go: str, work: Path, out: Path) -> dict[str, str]:
+    """Copy cert-manager's CRDs from the module the build used into the part."""
+    required = re.search(rf"^\s*(?:require\s+)?{re.escape(CERT_MANAGER_MODULE)}\s+(v\S+)",
+                         (work / "go.mod").read_text(), re.M)  # fmt: skip
+    if required is None:
+        raise BuildError(f"examples/{CERT_MANAGER}/go.mod does not require {CERT_MANAGER_MODULE}")
+    info = _run_json([go, "mod", "download", "-json", f"{CERT_MANAGER_MODULE}@{required[1]}"], work)
+    crds = Path(info["Dir"]) / "deploy" / "crds"
+    files = {}
+    for name in CERT_MANAGER_CRDS:
+        shutil.copyfile(crds / name, out / name)
+        files[name] = name
+    return files
+
+
+FLUX_APPLY = "flux-apply"
+
+
+def ensure_flux_apply(versions: Versions | None = None, progress: Progress | None = None) -> Path:
+    """Flux's drift correction as a command (localcluster/go/flux-apply): Flux's own server-side
+    apply library, `github.com/fluxcd/pkg/ssa`, applying a file as kustomize-controller does."""
+    src = Path(__file__).resolve().parent / "go" / FLUX_APPLY
+    return _ensure_example(FLUX_APPLY, versions, progress, src=src)[FLUX_APPLY]
+
+
+def _ensure_example(
+    name: str,
+    versions: Versions | None,
+    progress: Progress | None,
+    extra: Callable[[str, Path, Path], dict[str, str]] | None = None,
+    src: Path | None = None,
+) -> dict[str, Path]:
     v = versions or load_versions()
     say = progress or _stderr
-    src = widget_operator_sources()
+    src = src or example_sources(name)
     files = sorted(f for f in src.iterdir() if f.name in ("go.mod", "go.sum") or f.suffix == ".go")
     digest = hashlib.sha256()
     for f in files:
         digest.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    artifacts = {name: name}
+    if extra is not None:
+        artifacts.update({crd: crd for crd in CERT_MANAGER_CRDS})
 
     def fill(out: Path) -> None:
         go = _check_go(v.go_minimum)
-        work = cache_root() / "src" / WIDGET_OPERATOR
+        work = cache_root() / "src" / name
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
         for f in files:
             shutil.copyfile(f, work / f.name)
         # -mod=readonly: the committed go.sum is the pin; a build never rewrites it.
-        _go_build(go, work, ["."], out / WIDGET_OPERATOR, "-s -w", WIDGET_OPERATOR, say,
+        _go_build(go, work, ["."], out / name, "-s -w", name, say,
                   env={"GOFLAGS": "-mod=readonly"})  # fmt: skip
+        if extra is not None:
+            extra(go, work, out)
 
-    part = _Part(
-        f"{WIDGET_OPERATOR}-{digest.hexdigest()[:12]}", {WIDGET_OPERATOR: WIDGET_OPERATOR}, fill
-    )
+    part = _Part(f"{name}-{digest.hexdigest()[:12]}", artifacts, fill)
     if (found := _part_files(part, examples_root())) is None:
-        say(f"{WIDGET_OPERATOR}: building into {examples_root()}")
+        say(f"{name}: building into {examples_root()}")
         began = time.monotonic()
         _fill_part(part, examples_root())
         seconds = round(time.monotonic() - began, 1)
-        _record_timings(examples_root() / "build-times.json", {WIDGET_OPERATOR: seconds})
+        _record_timings(examples_root() / "build-times.json", {name: seconds})
         found = _part_files(part, examples_root())
     if found is None:
-        raise BuildError(f"{part.directory}: built, but its binary is missing")
-    return found[WIDGET_OPERATOR]
+        raise BuildError(f"{part.directory}: built, but its files are missing")
+    return found
 
 
 def read_node_timings() -> dict[str, object]:

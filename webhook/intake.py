@@ -69,6 +69,8 @@ class Intake:
             async with asyncio.timeout(self.limits.read_timeout):
                 await self._take(held)
                 taken = True
+                # Parsed here, on the loop: json.loads holds the GIL throughout, so a thread would
+                # not spare the loop the wait; the budget bounds what it costs.
                 try:  # the budget is held until the body is parsed: parsing doubles it
                     body = await _read(request, limit)
                     if body is None:

@@ -15,11 +15,14 @@ import (
 	"net/http"
 	"os"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -65,6 +68,21 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	log.Info("reconciled widget", "widget", req.NamespacedName.String(), "observed", observed)
+	return ctrl.Result{}, nil
+}
+
+// podWatcher is the shape of many real operators: it watches Pods and ReplicaSets in every
+// namespace (to find the workloads it manages) and only logs what it sees.
+type podWatcher struct {
+	client.Client
+}
+
+func (r *podWatcher) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	pod := &corev1.Pod{}
+	if err := r.Get(ctx, req.NamespacedName, pod); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	ctrl.LoggerFrom(ctx).Info("saw pod", "pod", req.NamespacedName.String(), "phase", pod.Status.Phase)
 	return ctrl.Result{}, nil
 }
 
@@ -128,6 +146,7 @@ func main() {
 		certDir      string
 		probeAddress string
 		leaseID      string
+		watchPods    bool
 	)
 	flag.StringVar(&namespace, "namespace", os.Getenv("POD_NAMESPACE"), "the one namespace whose Widgets it reconciles (and where its Lease is)")
 	flag.StringVar(&webhookHost, "webhook-host", "127.0.0.1", "address the admission webhook listens on")
@@ -135,6 +154,7 @@ func main() {
 	flag.StringVar(&certDir, "cert-dir", "/tls", "directory with the webhook's tls.crt and tls.key")
 	flag.StringVar(&probeAddress, "health-probe-bind-address", "127.0.0.1:8081", "address of /healthz and /readyz")
 	flag.StringVar(&leaseID, "leader-election-id", "widget-operator", "name of the leader election Lease")
+	flag.BoolVar(&watchPods, "watch-pods", false, "also watch Pods and ReplicaSets in every namespace")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -145,8 +165,13 @@ func main() {
 		os.Exit(2)
 	}
 
+	caching := cache.Options{DefaultNamespaces: map[string]cache.Config{namespace: {}}}
+	if watchPods {
+		everywhere := cache.ByObject{Namespaces: map[string]cache.Config{cache.AllNamespaces: {}}}
+		caching.ByObject = map[client.Object]cache.ByObject{&corev1.Pod{}: everywhere, &appsv1.ReplicaSet{}: everywhere}
+	}
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
-		Cache:   cache.Options{DefaultNamespaces: map[string]cache.Config{namespace: {}}},
+		Cache:   caching,
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host: webhookHost, Port: webhookPort, CertDir: certDir,
@@ -166,6 +191,14 @@ func main() {
 	if err := ctrl.NewControllerManagedBy(mgr).Named("widget").For(newWidget()).Complete(&reconciler{mgr.GetClient()}); err != nil {
 		log.Error(err, "cannot create the controller")
 		os.Exit(1)
+	}
+	if watchPods {
+		// Pods and ReplicaSets, cluster-wide (a ReplicaSet's event asks for a Pod of its name).
+		err := ctrl.NewControllerManagedBy(mgr).Named("pods").For(&corev1.Pod{}).Watches(&appsv1.ReplicaSet{}, &handler.EnqueueRequestForObject{}).Complete(&podWatcher{mgr.GetClient()})
+		if err != nil {
+			log.Error(err, "cannot create the pod controller")
+			os.Exit(1)
+		}
 	}
 	// Asking the manager for its webhook server is what makes the manager run it.
 	hooks := mgr.GetWebhookServer()

@@ -31,14 +31,26 @@ class Helm:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=self.env)
 
 
-@pytest.fixture(scope="session")
-def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
-    """The pinned helm: the cached build, else built now (which needs the Go module proxy)."""
+def _pinned(name: str, tmp_path_factory: pytest.TempPathFactory) -> Helm:
+    """A pinned helm (`helm`: Helm 3, `helm4`: Helm 4): the cached build, else built now (which
+    needs the Go module proxy)."""
     versions = build.load_versions()
     found = build.find_binaries(versions)
-    binary = found["helm"] if "helm" in found else build.ensure_binaries(versions)["helm"]
-    home = tmp_path_factory.mktemp("helm")
+    binary = found[name] if name in found else build.ensure_helms(versions)[name]
+    home = tmp_path_factory.mktemp(name)
     state = {
         k: str(home / k.lower()) for k in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME")
     }
     return Helm(binary, {**os.environ, **state})
+
+
+@pytest.fixture(scope="session")
+def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
+    """Helm 3, which everything renders with."""
+    return _pinned("helm", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def helm4(tmp_path_factory: pytest.TempPathFactory) -> Helm:
+    """Helm 4, for what the two validate or render differently."""
+    return _pinned("helm4", tmp_path_factory)

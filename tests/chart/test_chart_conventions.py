@@ -100,6 +100,53 @@ def test_every_alert_asks_only_for_exposed_metrics_and_labels(
     assert [str(p) for a in alerts for p in check(a["alert"], a["expr"], metrics)] == []
 
 
+def test_every_alert_links_to_its_runbook_section(helm: Helm) -> None:
+    runbooks = (CHART.parents[1] / "docs" / "runbooks.md").read_text()
+    lines = runbooks.splitlines()
+    headings = {line[3:].strip().lower() for line in lines if line.startswith("## ")}
+    rule = only(render(helm, *RULES), "PrometheusRule")
+    for alert in rule["spec"]["groups"][0]["rules"]:
+        url = alert["annotations"]["runbook_url"]
+        base, _, anchor = url.partition("#")
+        assert base.endswith("/docs/runbooks.md")
+        assert anchor == alert["alert"].lower()
+        assert anchor in headings, f"docs/runbooks.md has no section {alert['alert']}"
+    moved = only(
+        render(helm, *RULES, "--set", "monitoring.prometheusRule.runbookBaseUrl=https://wiki/zs"),
+        "PrometheusRule",
+    )
+    urls = {a["annotations"]["runbook_url"] for a in moved["spec"]["groups"][0]["rules"]}
+    assert all(u.startswith("https://wiki/zs#") for u in urls)
+
+
+def test_extra_objects_are_installed_as_given_and_templated(helm: Helm, tmp_path: Path) -> None:
+    values = tmp_path / "extra.yaml"
+    values.write_text(
+        yaml.safe_dump(
+            {
+                "extraObjects": [
+                    {
+                        "apiVersion": "v1",
+                        "kind": "ConfigMap",
+                        "metadata": {"name": "as-map", "namespace": "{{ .Release.Namespace }}"},
+                        "data": {"a": "1"},
+                    },
+                    "apiVersion: v1\nkind: ConfigMap\n"
+                    "metadata:\n  name: from-{{ .Release.Name }}\n",
+                ]
+            }
+        )
+    )
+    objs = render(helm, "-f", str(values), mode=None)
+    as_map = only(objs, "ConfigMap", "as-map")
+    assert as_map["metadata"]["namespace"] == NAMESPACE
+    assert as_map["data"] == {"a": "1"}
+    only(objs, "ConfigMap", f"from-{RELEASE}")
+    proc = helm.template("--set-json", 'extraObjects=[{"kind": "ConfigMap"}]')
+    assert proc.returncode != 0
+    assert "apiVersion" in proc.stderr
+
+
 # --- metrics per workload --------------------------------------------------------------------
 
 
@@ -166,10 +213,11 @@ def test_in_combined_mode_the_pods_mount_both_components_extra_volumes(helm: Hel
 
 @pytest.mark.parametrize("mode", ["combined", "split"])
 def test_a_strategy_value_replaces_the_rolling_update(helm: Helm, mode: str) -> None:
+    webhook = ["--set", "webhook.strategy.rollingUpdate.maxUnavailable=50%"]
     objs = render(
         helm,
         "--set", "controller.strategy.type=Recreate",
-        "--set", "webhook.strategy.rollingUpdate.maxUnavailable=50%",
+        *(webhook if mode == "split" else []),
         mode=mode,
     )  # fmt: skip
     assert deployment(objs, "controller")["spec"]["strategy"] == {"type": "Recreate"}
@@ -281,7 +329,8 @@ def test_the_notes_say_existing_workloads_are_annotated_by_the_controller_at_onc
     assert "already there are annotated by the controller within seconds" in text
     assert "next update" not in text
     assert "kubectl label namespace <namespace> zeroscaler.io/enabled=true" in text
-    assert f"pipx install zeroscaler=={APP_VERSION}" in text
+    assert f"pipx install kube-zeroscaler=={APP_VERSION}" in text
+    assert "zeroscaler check -n <namespace>" in text
     assert "with series for each managed workload" in text
     assert f"Service {RELEASE}-zeroscaler-controller-metrics" in text
 

@@ -89,6 +89,35 @@ def _rbac(api: k8s.ApiClient, ns: str) -> None:
     )
 
 
+def _cluster_watch(api: k8s.ApiClient, ns: str, kinds: list[tuple[str, str]]) -> None:
+    """Let the operator's ServiceAccount get, list and watch `kinds` in every namespace."""
+    rbac = k8s.RbacAuthorizationV1Api(api)
+    name = f"{NAME}-{ns}"
+    rules = [
+        {"apiGroups": [g], "resources": [r], "verbs": ["get", "list", "watch"]} for g, r in kinds
+    ]
+    rbac.create_cluster_role({"metadata": {"name": name}, "rules": rules})
+    rbac.create_cluster_role_binding(
+        {
+            "metadata": {"name": name},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": name,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": ns}],
+        }
+    )
+
+
+def _cluster_unwatch(api: k8s.ApiClient, ns: str) -> None:
+    rbac = k8s.RbacAuthorizationV1Api(api)
+    with contextlib.suppress(ApiException):
+        rbac.delete_cluster_role_binding(f"{NAME}-{ns}")
+    with contextlib.suppress(ApiException):
+        rbac.delete_cluster_role(f"{NAME}-{ns}")
+
+
 def _tls(api: k8s.ApiClient, ns: str) -> bytes:
     """The webhook's serving Secret, valid for the Service's name and for 127.0.0.1; the CA."""
     ca = new_ca(f"{NAME}-ca")
@@ -106,7 +135,11 @@ def _tls(api: k8s.ApiClient, ns: str) -> bytes:
 
 
 def deployment(
-    server: str, webhook_port: int, probe_port: int, annotations: dict[str, str]
+    server: str,
+    webhook_port: int,
+    probe_port: int,
+    annotations: dict[str, str],
+    extra_args: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """The operator's Deployment: one replica on the real node's host network."""
     api = urlparse(server)
@@ -121,6 +154,7 @@ def deployment(
             f"--webhook-port={webhook_port}",
             f"--health-probe-bind-address=127.0.0.1:{probe_port}",
             "--cert-dir=/tls",
+            *extra_args,
         ],
         "env": [
             {
@@ -219,13 +253,17 @@ def installed(
     *,
     annotations: dict[str, str] | None = None,
     registration: Registration = "service",
+    watch_pods: bool = False,
 ) -> Iterator[GoOperator]:
     """Install the operator in `ns` (its image imported into the real node first); its webhook
-    configurations are removed on leaving, the rest goes with the namespace."""
+    configurations are removed on leaving, the rest goes with the namespace. With `watch_pods`
+    it also watches Pods and ReplicaSets in every namespace (a ClusterRole lets it)."""
     cluster.import_image(image_archive())
     create_crd(api, GROUP, KIND, PLURAL)
     op = GoOperator(ns, free_port(), free_port(), registration)
     _rbac(api, ns)
+    if watch_pods:
+        _cluster_watch(api, ns, [("", "pods"), ("apps", "replicasets")])
     ca = _tls(api, ns)
     body = {
         "metadata": {"name": op.service, "labels": _labels()},
@@ -237,12 +275,14 @@ def installed(
     k8s.CoreV1Api(api).create_namespaced_service(ns, body)
     try:
         _register(api, op, ca)
-        k8s.AppsV1Api(api).create_namespaced_deployment(
-            ns, deployment(cluster.server, op.webhook_port, op.probe_port, annotations or {})
-        )
+        args = ("--watch-pods",) if watch_pods else ()
+        body = deployment(cluster.server, op.webhook_port, op.probe_port, annotations or {}, args)
+        k8s.AppsV1Api(api).create_namespaced_deployment(ns, body)
         yield op
     finally:
         _unregister(api, op)
+        if watch_pods:
+            _cluster_unwatch(api, ns)
 
 
 def image_archive() -> Path:

@@ -15,11 +15,12 @@ from importlib import metadata
 from importlib.util import find_spec
 from pathlib import PurePosixPath
 
-DIST = "zeroscaler"
+DIST = "kube-zeroscaler"
+PACKAGE = "zeroscaler"
 BARE_NAMES = ("controller", "webhook", "certs", "localcluster", "image", "bench", "demo", "tests")
 SERVER_ONLY = ("fastapi", "uvicorn", "cryptography", "jsonpatch", "prometheus_client")
 SERVER_SCRIPTS = ("zeroscaler-webhook", "zeroscaler-controller", "zeroscaler-combined")
-EXTRA = "zeroscaler[server]"
+EXTRA = "kube-zeroscaler[server]"
 # Commands a command-line-only install must run, and must exit 0.
 CLI_RUNS = (
     ("--version",),
@@ -84,8 +85,8 @@ def check_scripts(
 def main(mode: str) -> int:
     failures: list[str] = []
     tops = top_level_packages()
-    if tops != {DIST}:
-        failures.append(f"the wheel installs top-level {sorted(tops)}, expected only [{DIST!r}]")
+    if tops != {PACKAGE}:
+        failures.append(f"the wheel installs top-level {sorted(tops)}, expected only [{PACKAGE!r}]")
     for name in BARE_NAMES:
         if find_spec(name) is not None:
             failures.append(f"`import {name}` works in the installed environment")
@@ -112,7 +113,8 @@ def main(mode: str) -> int:
             print(f"package-check: without {EXTRA}, zeroscaler runs; certs, {said} name the extra")
         else:
             print(
-                f"package-check: one import package ({DIST}); {len(scripts)} scripts start: {names}"
+                f"package-check: one import package ({PACKAGE}); "
+                f"{len(scripts)} scripts start: {names}"
             )
     return 1 if failures else 0
 

@@ -45,10 +45,10 @@ def real_node_values(
             **PLACEMENT,
         },
         "webhook": {
-            "replicas": 1,
             "port": webhook_port,
             "clientConfig": {"mode": "url", "url": f"https://127.0.0.1:{webhook_port}/mutate"},
-            **PLACEMENT,
+            # Its own Deployment's pod settings: mode split only (the schema refuses them else).
+            **({"replicas": 1, **PLACEMENT} if mode == "split" else {}),
         },
         "certificates": {"job": PLACEMENT},
         "policy": {"defaults": {"idleTimeout": idle_timeout}, "bounds": {"minIdleTimeout": "1s"}},

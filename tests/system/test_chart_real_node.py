@@ -21,6 +21,7 @@ import base64
 import os
 import secrets
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from localcluster.processes import free_port
 from tests.support.real_chart import real_node_values
 from tests.support.waiting import wait_for
 from tests.system.controller_kit import create_workload, grant_watch
+from zeroscaler.certs.issue import new_ca
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "zeroscaler"
 ARCHIVE = Path(os.environ.get("ZEROSCALER_IMAGE", image_build.REPO / "dist/zeroscaler-image.tar"))
@@ -306,9 +308,11 @@ def _operators(
     k8s.CoreV1Api(api).create_namespace(
         k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name, labels={ENABLED_LABEL: "true"}))
     )
-    _operator(api, name, *deployments)
-    yield name
-    k8s.CoreV1Api(api).delete_namespace(name)
+    try:
+        _operator(api, name, *deployments)
+        yield name
+    finally:  # a failed test must not leave opted-in workloads to the tests after it
+        k8s.CoreV1Api(api).delete_namespace(name)
 
 
 @pytest.fixture
@@ -347,6 +351,126 @@ def test_killing_the_leading_controller_pod_hands_over_to_the_other_replica(
     wait_for(lambda: _replicas(api, operator_ns) == 0, "the new leader to put it to sleep", 90)
     _touch(api, operator_ns)
     wait_for(lambda: _replicas(api, operator_ns) == 1, "the new leader to wake it")
+
+
+# --- zeroscaler check ----------------------------------------------------------------------------
+
+ZEROSCALER = Path(sys.executable).parent / "zeroscaler"
+
+
+def _check(cluster: Cluster, release: Release, ns: str) -> Checked:
+    """`zeroscaler check` as a user runs it: exit code, each part's ok/FAIL, and what it said."""
+    proc = subprocess.run(
+        [str(ZEROSCALER), "check", f"--kubeconfig={cluster.kubeconfig}", "-n", ns,
+         "--instance", release.name],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    parts = {}
+    for line in proc.stdout.splitlines():  # `ok    part                 what was seen`
+        status = line[:5].strip()
+        if status in ("ok", "FAIL"):
+            parts[line[6:26].strip()] = status
+    return proc.returncode, parts, proc.stdout + proc.stderr
+
+
+Checked = tuple[int, dict[str, str], str]
+
+
+def _check_until(
+    cluster: Cluster, release: Release, ns: str, done: Callable[[Checked], bool], what: str
+) -> Checked:
+    """Run `zeroscaler check` until its result is `done` (the cluster settles in its own time)."""
+
+    def attempt() -> Checked | None:
+        result = _check(cluster, release, ns)
+        return result if done(result) else None
+
+    return wait_for(attempt, what, 90)
+
+
+def test_zeroscaler_check_passes_on_a_healthy_install(
+    cluster: Cluster, release: Release, operator_ns: str
+) -> None:
+    # Once the leader has written the activator's probe (within its probe interval of leading).
+    _, parts, said = _check_until(
+        cluster, release, operator_ns, lambda r: r[0] == 0, "zeroscaler check to pass"
+    )
+    assert set(parts) >= {
+        "webhook endpoints", "webhook certificate", "webhook called", "controller leads",
+        "activator",
+    }, said  # fmt: skip
+    assert set(parts.values()) == {"ok"}, said
+    assert any(p.startswith("rbac ") for p in parts), said
+    assert "came back with idle-timeout=" in said
+
+
+def _webhook_configuration(api: k8s.ApiClient, release: Release) -> Any:
+    return k8s.AdmissionregistrationV1Api(api).read_mutating_webhook_configuration(release.fullname)
+
+
+def _patch_client(api: k8s.ApiClient, release: Release, client: dict[str, Any]) -> None:
+    k8s.AdmissionregistrationV1Api(api).patch_mutating_webhook_configuration(
+        release.fullname,
+        {"webhooks": [{"name": "workloads.zeroscaler.io", "clientConfig": client}]},
+    )
+
+
+def test_zeroscaler_check_names_the_part_that_fails(
+    cluster: Cluster, api: k8s.ApiClient, own_release: Release
+) -> None:
+    release = own_release
+    # The running webhook keeps the caBundle equal to its Secret's CA (in-process renewal): off
+    # here, so that a wrong one stays wrong. The certificate Job still writes the right one.
+    proc = cluster.helm(release.home, "upgrade", release.name, str(CHART), "-n", release.namespace,
+        "-f", str(release.values), "--set", "certificates.job.renewal.enabled=false",
+        "--set", "controller.replicas=1", "--timeout", "300s",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    with _operators(api, release) as ns:
+        _check_until(cluster, release, ns, lambda r: r[0] == 0, "zeroscaler check to pass")
+        original = _webhook_configuration(api, release).webhooks[0].client_config
+        bundle = str(original.ca_bundle)  # base64, as the API holds it
+
+        # A caBundle of another CA.
+        other = base64.b64encode(new_ca("not-zeroscaler").cert_pem).decode()
+        _patch_client(api, release, {"caBundle": other})
+        code, parts, said = _check(cluster, release, ns)
+        assert code == 1, said
+        assert parts["webhook certificate"] == "FAIL", said
+        assert "does not hold the CA of Secret" in said
+        _patch_client(api, release, {"caBundle": bundle})
+
+        # The webhook's Service, with no endpoints, as the API server's way to it.
+        service = f"{release.fullname}-webhook"
+        k8s.CoreV1Api(api).patch_namespaced_service(
+            service, release.namespace, {"spec": {"selector": {"zeroscaler-check": "nothing"}}}
+        )
+        _patch_client(api, release, {
+            "url": None, "caBundle": bundle,
+            "service": {"namespace": release.namespace, "name": service, "port": 443,
+                        "path": "/mutate"},
+        })  # fmt: skip
+        code, parts, said = _check_until(
+            cluster, release, ns, lambda r: r[1].get("webhook called") == "FAIL",
+            "check to see the webhook not called",
+        )  # fmt: skip
+        assert code == 1, said
+        assert parts["webhook endpoints"] == "FAIL", said
+        assert f"Service {release.namespace}/{service} has no ready endpoints" in said
+        _patch_client(api, release, {"service": None, "url": original.url, "caBundle": bundle})
+
+        # The controller scaled to zero.
+        controller = f"{release.fullname}-controller"
+        k8s.AppsV1Api(api).patch_namespaced_deployment_scale(
+            controller, release.namespace, {"spec": {"replicas": 0}}
+        )
+        wait_for(lambda: not _pods(api, release, "controller"), "the controller pods to go", 120)
+        code, parts, said = _check_until(
+            cluster, release, ns, lambda r: r[1].get("controller leads") == "FAIL",
+            "check to see no controller leading",
+        )  # fmt: skip
+        assert code == 1, said
+        assert f"Deployment {release.namespace}/{controller} has no Ready replica" in said
 
 
 # --- upgrade and uninstall -----------------------------------------------------------------------

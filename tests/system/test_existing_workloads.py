@@ -83,6 +83,7 @@ def test_operators_there_before_opt_in_are_managed_and_follow_policy(
         assert ann[KINDS] == WIDGET
         assert ann[INJECTED].split(",") == [
             IDLE,
+            "zeroscaler.io/max-sleep",
             "zeroscaler.io/watch-namespaces",
             KINDS,
         ]

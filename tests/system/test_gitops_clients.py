@@ -148,23 +148,46 @@ def write_chart(root: Path, version: str) -> Path:
     return chart
 
 
+@pytest.mark.parametrize("helm", ["helm", "helm4"])
 def test_a_helm_upgrade_of_the_operators_chart_wakes_it_once(
     api: k8s.ApiClient,
     cluster: Cluster,
     opted_ns: str,
     controller: ControllerProcess,
     tmp_path: Path,
+    helm: str,
 ) -> None:
+    """Helm 3 (a three-way merge) and Helm 4 (server-side apply, no --force-conflicts) alike:
+    the upgrade of a sleeping operator's chart succeeds, sets the chart's replicas and wakes it;
+    the new version runs, and goes back to sleep after its timeout like any other wake."""
     grant_watch(api, opted_ns, [("", ["configmaps"])])
     ref = Ref(opted_ns, "tiny")
     home = tmp_path / "helm"
     install = ("-n", opted_ns)
-    cluster.helm(home, "install", "tiny", str(write_chart(tmp_path, "1.0.0")), *install, check=True)
+    run = functools.partial(cluster.helm, home, binary=helm)
+    run("install", "tiny", str(write_chart(tmp_path, "1.0.0")), *install, check=True)
     wait_asleep(api, ref, 2)
-    # Helm's three-way merge sets the chart's replicas where the live object differs: the new
-    # version runs, and goes back to sleep after its timeout like any other wake.
+    if helm == "helm4":  # installed server-side: zeroscaler gave spec.replicas up at its sleep
+        wait_for(lambda: "zeroscaler" not in replicas_owners(api, ref), "spec.replicas given up")
     new = write_chart(tmp_path, "1.1.0")
-    cluster.helm(home, "upgrade", "tiny", str(new), *install, "--set", "tag=3.9", check=True)
-    wait_event(api, ref, "WokenExternally", "field manager helm")
+    upgraded = run("upgrade", "tiny", str(new), *install, "--set", "tag=3.9")
+    assert upgraded.returncode == 0, upgraded.stderr
+    event = wait_event(api, ref, "WokenExternally", "field manager helm")
+    assert f"Helm (release {opted_ns}/tiny)" in event.message
+    assert state_of(api, ref)[1]["zeroscaler.io/restore-replicas"] == "2"
     wait_asleep(api, ref, 2)
     assert woken_by(api, ref, "helm") == 1
+    # A second upgrade while asleep again: as the first (nothing of the first wake stays owned).
+    again = run("upgrade", "tiny", str(new), *install, "--set", "tag=3.8")
+    assert again.returncode == 0, again.stderr
+    wait_for(lambda: woken_by(api, ref, "helm") == 2, "woken by the second upgrade")
+
+
+def replicas_owners(api: k8s.ApiClient, ref: Ref) -> set[str]:
+    """The field managers that own spec.replicas."""
+    entries = k8s.AppsV1Api(api).read_namespaced_deployment(ref.name, ref.namespace)
+    return {
+        e.manager
+        for e in entries.metadata.managed_fields or []
+        if "f:replicas" in (e.fields_v1 or {}).get("f:spec", {})
+    }

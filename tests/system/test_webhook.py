@@ -36,6 +36,7 @@ GADGET = f"Gadget.{GROUP}"
 INJECTED = "zeroscaler.io/injected"
 TIMEOUT_KEY = "zeroscaler.io/idle-timeout"
 WATCHED = "zeroscaler.io/watched-kinds"
+MAX_SLEEP = "zeroscaler.io/max-sleep"
 OWNED = "zeroscaler.io/owned-kinds"
 SCOPE = "zeroscaler.io/watch-namespaces"
 
@@ -106,9 +107,10 @@ def test_crd_and_configmap_watch_comes_back_annotated(
     created = create_workload(cluster, opted_ns, obj)
     assert created.annotations == {
         TIMEOUT_KEY: "15m",
+        MAX_SLEEP: "10h",  # the policy's default longest sleep
         WATCHED: f"ConfigMap,{GADGET}",
         SCOPE: "*",
-        INJECTED: f"{TIMEOUT_KEY},{SCOPE},{WATCHED}",
+        INJECTED: f"{TIMEOUT_KEY},{MAX_SLEEP},{SCOPE},{WATCHED}",
     }
     assert OWNED not in created.annotations
     # An UPDATE of the mutated object is not changed again.
@@ -142,7 +144,7 @@ def test_person_written_values_survive(
     assert created.annotations[TIMEOUT_KEY] == "42m"
     assert created.annotations[SCOPE] == "a,b"
     assert created.annotations[WATCHED] == f"ConfigMap,{GADGET}"
-    assert created.annotations[INJECTED] == WATCHED
+    assert created.annotations[INJECTED] == f"zeroscaler.io/max-sleep,{WATCHED}"
 
 
 def test_invalid_annotation_gets_a_warning(cluster: Cluster, hook: Webhook, opted_ns: str) -> None:

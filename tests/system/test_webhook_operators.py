@@ -57,7 +57,7 @@ def localise(objects: list[Obj], namespace: str, prefix: str) -> tuple[list[Obj]
 
 def expected_annotations(name: str, namespace: str) -> dict[str, str]:
     watched, owned, scope = OPERATOR_EXPECTED[name]
-    wanted = {"zeroscaler.io/idle-timeout": "15m"}
+    wanted = {"zeroscaler.io/idle-timeout": "15m", "zeroscaler.io/max-sleep": "10h"}
     if watched:
         wanted["zeroscaler.io/watched-kinds"] = ",".join(watched)
     if owned:

@@ -583,3 +583,91 @@ def test_a_secret_elsewhere_is_not_named_to_whoever_reads_the_workloads_events()
     found = find_activity(Change("DELETED", elsewhere), CONFIGMAP, interest)
     assert found is not None
     assert found.reason == "ConfigMap prod/db-password deleted"
+
+
+POD = APIResource("", "v1", "pods", "Pod", subresources=frozenset({"status"}))
+REPLICASET = APIResource(
+    "apps", "v1", "replicasets", "ReplicaSet", subresources=frozenset({"status", "scale"})
+)
+OWN = Interest(
+    watched={("", "Pod"): None, ("apps", "ReplicaSet"): None},
+    owned={},
+    self_ref=("apps", "Deployment", "ops", "op"),
+    self_uid="uid-op",
+)
+OWN_STS = Interest(
+    watched={("", "Pod"): None},
+    owned={},
+    self_ref=("apps", "StatefulSet", "ops", "db"),
+    self_uid="uid-db",
+)
+
+
+def child(name: str, kind: str, owner: str, uid: str, ns: str = "ops", **labels: str) -> Change:
+    group = "v1" if kind in ("Pod",) else "apps/v1"
+    ref = {"apiVersion": group, "kind": kind, "name": owner, "uid": uid, "controller": True}
+    body: dict[str, Any] = {"namespace": ns, "name": name, "ownerReferences": [ref]}
+    if labels:
+        body["labels"] = labels
+    return Change("ADDED", {"metadata": body})
+
+
+def rs_ref(name: str, owner: str, uid: str, ns: str = "ops") -> Change:
+    ref = {"apiVersion": "apps/v1", "kind": "Deployment", "name": owner, "uid": uid}
+    body = {"namespace": ns, "name": name, "ownerReferences": [{**ref, "controller": True}]}
+    return Change("ADDED", {"metadata": body})
+
+
+def pod_of_rs(name: str, rs: str, template_hash: str, ns: str = "ops") -> Change:
+    ref = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs, "controller": True}
+    body = {
+        "namespace": ns,
+        "name": name,
+        "ownerReferences": [ref],
+        "labels": {"pod-template-hash": template_hash},
+    }
+    return Change("ADDED", {"metadata": body})
+
+
+# (id, interest, resource, change, counts)
+OWN_CASES: list[tuple[str, Interest, APIResource, Change, bool]] = [
+    ("its own ReplicaSet", OWN, REPLICASET, rs_ref("op-7847f58c69", "op", "uid-op"), False),
+    ("its own Pod, through its ReplicaSet", OWN, POD,
+     pod_of_rs("op-7847f58c69-abcde", "op-7847f58c69", "7847f58c69"), False),
+    ("a ReplicaSet of another Deployment", OWN, REPLICASET,
+     rs_ref("other-5d4f", "other", "uid-other"), True),
+    ("a ReplicaSet of an earlier Deployment of the same name", OWN, REPLICASET,
+     rs_ref("op-1111", "op", "uid-old"), True),
+    ("a ReplicaSet of the same name elsewhere", OWN, REPLICASET,
+     rs_ref("op-7847f58c69", "op", "uid-op", ns="team-b"), True),
+    ("a Pod of a Deployment whose name extends its own", OWN, POD,
+     pod_of_rs("op-web-5d4f-xyz", "op-web-5d4f", "5d4f"), True),
+    ("a Pod whose ReplicaSet is not named by its hash", OWN, POD,
+     pod_of_rs("op-1-xyz", "op-1", "7847f58c69"), True),
+    ("a bare Pod", OWN, POD, Change("ADDED", {"metadata": {"namespace": "ops", "name": "p"}}),
+     True),
+    ("its own StatefulSet Pod", OWN_STS, POD, child("db-0", "StatefulSet", "db", "uid-db"), False),
+    ("another StatefulSet's Pod", OWN_STS, POD, child("web-0", "StatefulSet", "web", "u"), True),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("interest", "resource", "change", "counts"),
+    [case[1:] for case in OWN_CASES],
+    ids=[case[0] for case in OWN_CASES],
+)
+def test_its_own_pods_and_replicasets_are_never_activity_for_it(
+    interest: Interest, resource: APIResource, change: Change, counts: bool
+) -> None:
+    assert (find_activity(change, resource, interest) is not None) is counts
+    # The same as a watch stores it (metadata only).
+    stored = Change(change.type, shrink(change.obj))
+    assert (find_activity(stored, resource, interest) is not None) is counts
+
+
+def test_its_own_pods_are_left_out_of_its_census() -> None:
+    from zeroscaler.core.census import tally
+
+    mine = shrink(pod_of_rs("op-7847f58c69-abcde", "op-7847f58c69", "7847f58c69").obj)
+    theirs = shrink(pod_of_rs("web-5d4f-xyz", "web-5d4f", "5d4f").obj)
+    assert tally([mine, theirs], POD, OWN).count == 1

@@ -49,11 +49,12 @@ RBAC = RBACSnapshot.from_objects(
 )
 FULL = {
     "zeroscaler.io/idle-timeout": "15m",
+    "zeroscaler.io/max-sleep": "10h",
     "zeroscaler.io/watched-kinds": "ConfigMap,Widget.example.com",
     "zeroscaler.io/owned-kinds": "Deployment.apps",
     "zeroscaler.io/watch-namespaces": "*",
     "zeroscaler.io/injected": (
-        "zeroscaler.io/idle-timeout,zeroscaler.io/owned-kinds,"
+        "zeroscaler.io/idle-timeout,zeroscaler.io/max-sleep,zeroscaler.io/owned-kinds,"
         "zeroscaler.io/watch-namespaces,zeroscaler.io/watched-kinds"
     ),
 }
@@ -157,7 +158,7 @@ def test_person_written_values_survive() -> None:
     assert after["zeroscaler.io/owned-kinds"] == "Deployment.apps"
     assert (
         after["zeroscaler.io/injected"]
-        == "zeroscaler.io/owned-kinds,zeroscaler.io/watch-namespaces"
+        == "zeroscaler.io/max-sleep,zeroscaler.io/owned-kinds,zeroscaler.io/watch-namespaces"
     )
 
 
@@ -169,7 +170,12 @@ def test_ibm_aliases_count_as_written() -> None:
             "controller-zero-scaler/ownedKinds": "[]",
         }
     )
-    assert decide(request(obj)).patch == []
+    # Only what no alias stands for is added: the policy's max-sleep.
+    after = annotations_after(obj, decide(request(obj)))
+    assert {k: v for k, v in after.items() if k.startswith("zeroscaler.io/")} == {
+        "zeroscaler.io/max-sleep": "10h",
+        "zeroscaler.io/injected": "zeroscaler.io/max-sleep",
+    }
 
 
 def test_injected_list_is_extended_not_replaced() -> None:
@@ -358,7 +364,8 @@ def test_everything_grant_gives_timeout_only_with_warning() -> None:
     decision = decide_patch(request(obj), DEFAULT_POLICY, rbac, DISCOVERY, namespace_labels=OPTED)
     assert annotations_after(obj, decision) == {
         "zeroscaler.io/idle-timeout": "15m",
-        "zeroscaler.io/injected": "zeroscaler.io/idle-timeout",
+        "zeroscaler.io/max-sleep": "10h",
+        "zeroscaler.io/injected": "zeroscaler.io/idle-timeout,zeroscaler.io/max-sleep",
     }
     assert any("may watch every resource" in w for w in decision.warnings)
 
@@ -368,6 +375,7 @@ def test_with_inference_off_only_the_idle_timeout_is_injected() -> None:
     obj = workload()
     assert set(annotations_after(obj, decide(request(obj), policy))) == {
         "zeroscaler.io/idle-timeout",
+        "zeroscaler.io/max-sleep",
         "zeroscaler.io/injected",
     }
 
@@ -432,7 +440,8 @@ def test_an_rbac_change_infers_the_injected_kinds_again() -> None:
         "zeroscaler.io/watched-kinds": "ConfigMap",
         "zeroscaler.io/owned-kinds": None,
         "zeroscaler.io/injected": (
-            "zeroscaler.io/idle-timeout,zeroscaler.io/watch-namespaces,zeroscaler.io/watched-kinds"
+            "zeroscaler.io/idle-timeout,zeroscaler.io/max-sleep,zeroscaler.io/watch-namespaces,"
+            "zeroscaler.io/watched-kinds"
         ),
     }
 
@@ -461,3 +470,55 @@ def test_a_person_who_rewrites_an_injected_value_takes_it_over(manager: str, lis
     after = annotations_after(new, decide(req, SHORT))
     assert ("zeroscaler.io/idle-timeout" in after["zeroscaler.io/injected"]) is listed
     assert after["zeroscaler.io/idle-timeout"] == ("30s" if listed else "45m")
+
+
+CERT_DISCOVERY = Discovery(
+    [*builtin_resources(), crd_resource("cert-manager.io", "Certificate", "certificates")]
+)
+
+
+@pytest.mark.parametrize(
+    ("watched", "policy_text", "expected"),
+    [
+        (
+            "Certificate.cert-manager.io,Secret",
+            "",
+            {"zeroscaler.io/due-times": "Certificate.cert-manager.io=status.renewalTime"},
+        ),
+        ("certificates.cert-manager.io", "defaults: {dueLead: 5m}", {
+            "zeroscaler.io/due-times": "Certificate.cert-manager.io=status.renewalTime",
+            "zeroscaler.io/due-lead": "5m",
+        }),
+        ("Secret", "", {}),
+        ("Certificate.cert-manager.io", "defaults: {dueTimes: {Certificate.cert-manager.io: ''}}",
+         {}),
+        ("Widget.example.com", "defaults: {dueTimes: {Widget.example.com: status.nextRun}}",
+         {"zeroscaler.io/due-times": "Widget.example.com=status.nextRun"}),
+    ],
+)  # fmt: skip
+def test_the_policy_due_times_of_the_kinds_it_watches_are_injected(
+    watched: str, policy_text: str, expected: dict[str, str]
+) -> None:
+    policy = merge_policies([parse_policy(policy_text, "p")])
+    mine = {"zeroscaler.io/idle-timeout": "5m", "zeroscaler.io/watched-kinds": watched}
+    result = annotate_from_policy(
+        workload(mine), NS, policy, RBAC, CERT_DISCOVERY, namespace_labels=OPTED
+    )
+    got = {k: v for k, v in result.changes.items() if "due" in k}
+    assert got == expected
+
+
+def test_max_sleep_follows_policy_and_zero_writes_none() -> None:
+    never = merge_policies([parse_policy("defaults: {maxSleep: 0s}", "p")])
+    ruled = merge_policies(
+        [parse_policy("rules: [{name: short, maxSleep: 20m, namespaceSelector: {}}]", "p")]
+    )
+    mine = {"zeroscaler.io/idle-timeout": "5m", "zeroscaler.io/watched-kinds": "ConfigMap"}
+    changes = annotate_from_policy(
+        workload(mine), NS, never, RBAC, DISCOVERY, namespace_labels=OPTED
+    ).changes
+    assert "zeroscaler.io/max-sleep" not in changes
+    changes = annotate_from_policy(
+        workload(mine), NS, ruled, RBAC, DISCOVERY, namespace_labels=OPTED
+    ).changes
+    assert changes["zeroscaler.io/max-sleep"] == "20m"

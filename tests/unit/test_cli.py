@@ -345,7 +345,7 @@ def test_version_and_exit_codes_are_in_the_help(capsys: pytest.CaptureFixture[st
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])
     assert exit_.value.code == 0
-    assert capsys.readouterr().out == f"zeroscaler {metadata.version('zeroscaler')}\n"
+    assert capsys.readouterr().out == f"zeroscaler {metadata.version('kube-zeroscaler')}\n"
     with pytest.raises(SystemExit):
         main(["--help"])
     help_text = capsys.readouterr().out
@@ -386,7 +386,7 @@ def test_without_the_server_extra_what_needs_it_says_so() -> None:
     block = "import sys; [sys.modules.__setitem__(m, None) for m in ('cryptography', 'fastapi')]; "
     certs = run_python(block + "from zeroscaler.cli import main; sys.exit(main(['certs']))")
     assert certs.returncode == 1
-    assert "pip install 'zeroscaler[server]'" in certs.stderr
+    assert "pip install 'kube-zeroscaler[server]'" in certs.stderr
     webhook = run_python(block + "from zeroscaler.cli.servers import webhook; sys.exit(webhook())")
     assert webhook.returncode == 1
     assert webhook.stderr.startswith("zeroscaler-webhook: ")
@@ -590,3 +590,28 @@ def test_status_flags_a_workload_kept_awake_by_what_it_serves() -> None:
     assert item["serves"] is None
     assert item["keptAwake"] is None
     assert status_row(plain, {}, NOW).serves == "-"
+
+
+def test_explain_of_a_sleeper_shows_the_next_wake_a_clock_asks_for() -> None:
+    from zeroscaler.core.due import DueTime
+    from zeroscaler.core.durations import parse_time
+
+    plain = explain_lines(read_view(ASLEEP, ON), [], NOW)
+    assert "Next wake: on a change only (no due time ahead, no max-sleep)." in plain
+    due = {
+        **ASLEEP["metadata"]["annotations"],
+        "zeroscaler.io/max-sleep": "10h",
+        "zeroscaler.io/due-times": "Widget.example.com=status.nextRun",
+        "zeroscaler.io/due-lead": "5m",
+    }
+    view = read_view({**ASLEEP, "metadata": {**ASLEEP["metadata"], "annotations": due}}, ON)
+    soon = DueTime(parse_time("2026-01-01T12:30:00Z"), "Widget ops/w status.nextRun")
+    lines = explain_lines(view, [], NOW, [soon])
+    assert (
+        "Next wake: at 2026-01-01T12:25:00Z (in 25m): Widget ops/w status.nextRun is due at "
+        "2026-01-01T12:30:00Z (woken 5m before)." in lines
+    )
+    # Without a due time ahead, max-sleep: within a tenth of it after, by its jitter.
+    lines = explain_lines(view, [], NOW)
+    (line,) = [line for line in lines if line.startswith("Next wake: at ")]
+    assert "(max-sleep 10h): woken for one idle timeout though nothing changed." in line

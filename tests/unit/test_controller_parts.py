@@ -17,6 +17,7 @@ from tests.unit.mock_api import kube_served_by
 from zeroscaler.controller.flags import parse_settings
 from zeroscaler.controller.leader import LeaderElector
 from zeroscaler.controller.workload import Workload, trim_workload
+from zeroscaler.core.managers import ARGO_CD, Manager
 from zeroscaler.runtime.logs import JsonFormatter, LogfmtFormatter
 from zeroscaler.webhook.settings import WebhookSettings
 
@@ -204,6 +205,9 @@ def test_trim_workload_keeps_what_the_scaler_reads() -> None:
         },
         "status": {"readyReplicas": 2, "observedGeneration": 4},
         "replicasManager": "argocd-controller",
+        "applied": False,  # no manager of it writes by server-side apply
+        # The managers above it, read from its labels, annotations and field managers.
+        "managers": (Manager(ARGO_CD),),
     }
     # Pod labels equal to the workload's own are one dict, not two.
     template = {"metadata": {"labels": {"app": "op"}}, "spec": {}}

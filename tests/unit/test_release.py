@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import re
 import subprocess
-import tarfile
 from pathlib import Path
 
 import pytest
 import yaml
 
-from image import build, krew, python, release, sbom
+from image import build, cli_bundle, krew, python, release, sbom
 from image.debian import load_lock, lock_path
 from image.platform import AMD64, ARM64
 
@@ -58,6 +56,7 @@ def test_sbom_lists_each_platforms_locked_packages(tmp_path: Path) -> None:
     doc = json.loads(out.read_text())
     assert doc["bomFormat"] == "CycloneDX"
     assert doc["metadata"]["component"]["name"] == "zeroscaler"
+    assert doc["metadata"]["component"]["purl"] == f"pkg:pypi/kube-zeroscaler@{build.version()}"
     got = sbom.read_components(out)
     assert set(got) == {"linux/amd64", "linux/arm64/v8"}
     for platform in (AMD64, ARM64):
@@ -91,10 +90,15 @@ def test_the_chart_lists_the_released_image_for_artifact_hub() -> None:
         release.set_listed_image(without, "1.2.3", DIGEST)
 
 
-def test_the_krew_manifest_installs_the_plugin_archive_of_the_release(tmp_path: Path) -> None:
-    archive_file, manifest_file = krew.write("1.2.3", tmp_path)
-    data = (tmp_path / archive_file).read_bytes()
-    assert data == krew.archive("1.2.3")  # the same bytes every time: a stable digest
+def test_the_krew_manifest_installs_each_architectures_self_contained_archive(
+    tmp_path: Path,
+) -> None:
+    archives = {}
+    for arch in ("amd64", "arm64"):
+        path = tmp_path / f"zeroscaler-1.2.3-linux-{arch}.tar.gz"
+        path.write_bytes(arch.encode() * 10)
+        archives[arch] = path
+    manifest_file = krew.write("1.2.3", tmp_path, archives)
     plugin = yaml.safe_load((tmp_path / manifest_file).read_text())
     assert (plugin["apiVersion"], plugin["kind"]) == (
         "krew.googlecontainertools.github.com/v1alpha2",
@@ -104,56 +108,111 @@ def test_the_krew_manifest_installs_the_plugin_archive_of_the_release(tmp_path: 
     spec = plugin["spec"]
     assert spec["version"] == "v1.2.3"
     assert spec["homepage"].startswith("https://")
-    assert spec["shortDescription"]
-    assert len(spec["shortDescription"]) <= 80
-    platforms = {
-        (p["selector"]["matchLabels"]["os"], p["selector"]["matchLabels"]["arch"])
-        for p in spec["platforms"]
-    }
-    assert platforms == {
-        ("linux", "amd64"),
-        ("linux", "arm64"),
-        ("darwin", "amd64"),
-        ("darwin", "arm64"),
-    }
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        members = {m.name: m for m in tar.getmembers()}
-        launcher = tar.extractfile(members["kubectl-zeroscaler"])
-        assert launcher is not None
-        script = launcher.read().decode()
-    for p in spec["platforms"]:
+    assert 0 < len(spec["shortDescription"]) <= 80
+    assert "pipx install kube-zeroscaler==1.2.3" in spec["caveats"]
+    by_arch = {p["selector"]["matchLabels"]["arch"]: p for p in spec["platforms"]}
+    assert set(by_arch) == {"amd64", "arm64"}
+    for arch, p in by_arch.items():
+        assert p["selector"]["matchLabels"]["os"] == "linux"
         # Where the release workflow attaches dist/release/*, under the tag v1.2.3.
-        assert p["uri"].endswith(f"/releases/download/v1.2.3/{archive_file}")
-        assert p["sha256"] == hashlib.sha256(data).hexdigest()
-        assert p["bin"] == "kubectl-zeroscaler"
-        assert {f["from"] for f in p["files"]} <= set(members)
-    assert members["kubectl-zeroscaler"].mode & 0o111
-    # It runs the zeroscaler command of exactly this version, with the arguments kubectl gave.
-    assert 'exec zeroscaler "$@"' in script
-    assert 'pipx run --spec "zeroscaler==$version" zeroscaler "$@"' in script
-    assert "version=1.2.3\n" in script
+        assert p["uri"].endswith(f"/releases/download/v1.2.3/zeroscaler-1.2.3-linux-{arch}.tar.gz")
+        assert p["sha256"] == hashlib.sha256(archives[arch].read_bytes()).hexdigest()
+        assert p["bin"] == cli_bundle.LAUNCHER_NAME
+        assert p["files"] == [{"from": "*", "to": "."}]
 
 
-def test_the_plugin_launcher_runs_the_installed_command_of_its_version(tmp_path: Path) -> None:
-    # A stand-in `zeroscaler` on PATH that says its version and echoes its arguments.
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = bin_dir / "zeroscaler"
-    fake.write_text(
-        '#!/bin/sh\n[ "$1" = --version ] && { echo "zeroscaler 1.2.3"; exit 0; }\necho "ran: $*"\n'
-    )
-    fake.chmod(0o755)
-    launcher = tmp_path / "kubectl-zeroscaler"
-    launcher.write_text(krew.LAUNCHER.format(version="1.2.3"))
+def _fake_runtime(tmp_path: Path) -> Path:
+    """An unpacked archive whose `loader` only prints what it was asked to run, and with what."""
+    top = tmp_path / "store"
+    loader = top / cli_bundle.RUNTIME / cli_bundle.LOADERS["amd64"]
+    loader.parent.mkdir(parents=True)
+    said = 'echo "PYTHONHOME=$PYTHONHOME PYTHONPATH=$PYTHONPATH"'
+    loader.write_text(f'#!/bin/sh\n{said}\necho "$@"\n')
+    loader.chmod(0o755)
+    launcher = top / cli_bundle.LAUNCHER_NAME
+    launcher.write_text(
+        cli_bundle.LAUNCHER.format(
+            version="1.2.3", arch="amd64", runtime=cli_bundle.RUNTIME, site=build.SITE,
+            loader=cli_bundle.LOADERS["amd64"], triplet=AMD64.triplet,
+        )
+    )  # fmt: skip
     launcher.chmod(0o755)
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
-    ran = subprocess.run([str(launcher), "status", "-A"], capture_output=True, text=True, env=env)
-    assert (ran.returncode, ran.stdout) == (0, "ran: status -A\n")
-    other = subprocess.run(
-        [str(launcher), "status"],
-        capture_output=True,
-        text=True,
-        env={"PATH": "/nonexistent"},
+    return launcher
+
+
+def test_the_launcher_starts_the_bundled_interpreter_through_the_bundled_loader(
+    tmp_path: Path,
+) -> None:
+    launcher = _fake_runtime(tmp_path)
+    # krew links the launcher into its bin directory: the runtime is found beside the target.
+    linked = tmp_path / "bin" / "kubectl-zeroscaler"
+    linked.parent.mkdir()
+    linked.symlink_to(launcher)
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": "/elsewhere", "PYTHONSTARTUP": "/x.py"}
+    ran = subprocess.run([str(linked), "status", "-A"], capture_output=True, text=True, env=env)
+    assert ran.returncode == 0, ran.stderr
+    rt = launcher.parent / cli_bundle.RUNTIME
+    said, argv = ran.stdout.splitlines()
+    assert said == f"PYTHONHOME={rt}/usr PYTHONPATH={rt}/{build.SITE}"
+    assert argv == (
+        f"--library-path {rt}/lib/x86_64-linux-gnu:{rt}/usr/lib/x86_64-linux-gnu "
+        f"{rt}/usr/bin/python3.11 -s {rt}/bin/kubectl-zeroscaler status -A"
     )
-    assert other.returncode == 1  # neither zeroscaler nor pipx: says what to install
-    assert "pipx install zeroscaler==1.2.3" in other.stderr
+    # Under its own name it is the plain command; an emulator, when named, runs the loader.
+    plain = launcher.parent / "zeroscaler"
+    plain.symlink_to(cli_bundle.LAUNCHER_NAME)
+    echo = tmp_path / "emulator"
+    echo.write_text('#!/bin/sh\necho "emulated: $1"\n')
+    echo.chmod(0o755)
+    env["ZEROSCALER_EMULATOR"] = str(echo)
+    ran = subprocess.run([str(plain), "check"], capture_output=True, text=True, env=env)
+    assert ran.stdout == f"emulated: {rt}/{cli_bundle.LOADERS['amd64']}\n"
+    del env["ZEROSCALER_EMULATOR"]
+    ran = subprocess.run([str(plain), "check"], capture_output=True, text=True, env=env)
+    assert ran.stdout.splitlines()[1].endswith(f"{rt}/bin/zeroscaler check")
+
+
+def _dist(site: Path, name: str, version: str, *requires: str) -> None:
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    lines = [f"Name: {name}", f"Version: {version}", *(f"Requires-Dist: {r}" for r in requires)]
+    (info / "METADATA").write_text("\n".join(["Metadata-Version: 2.1", *lines]) + "\n\nbody\n")
+
+
+def test_the_command_carries_the_closure_of_its_dependencies_only(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    requirements = build._PROJECT["dependencies"]
+    direct = sorted(re.split(r"[<>=!~ \[;]", r, maxsplit=1)[0] for r in requirements)
+    for name in direct:
+        _dist(site, name.lower(), "1.0")
+    _dist(site, "anyio", "4.0", "idna>=2.8", 'exceptiongroup>=1; python_version < "3.11"',
+          'trio>=0.26; extra == "trio"')  # fmt: skip
+    _dist(site, "idna", "3.0")
+    _dist(site, "fastapi", "0.115", "starlette")  # the server extra's: left out
+    _dist(site, "starlette", "0.40")
+    # httpx needs anyio in this made-up site; pyproject's own list is read as it is.
+    (site / "httpx-1.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: httpx\nVersion: 1.0\nRequires-Dist: anyio\n"
+    )
+    names = [p.name for p in cli_bundle.cli_distributions(site, AMD64)]
+    expected = {f"{n.lower()}-1.0.dist-info" for n in direct} | {
+        "anyio-4.0.dist-info",
+        "idna-3.0.dist-info",
+    }
+    assert names == sorted(expected)  # not fastapi, starlette: the server extra's
+    (site / "idna-3.0.dist-info" / "METADATA").unlink()
+    with pytest.raises(build.BuildError, match="needs idna"):
+        cli_bundle.cli_distributions(site, AMD64)
+
+
+def test_the_release_workflow_publishes_only_after_every_test_passed() -> None:
+    workflow = yaml.safe_load((build.REPO / ".github/workflows/release.yml").read_text())
+    [job] = workflow["jobs"].values()
+    runs = [str(step.get("run", "")) for step in job["steps"]]
+    tests = next(i for i, r in enumerate(runs) if "bash .ci/run" in r)
+    publish = next(i for i, r in enumerate(runs) if "make push" in r)
+    attach = next(i for i, s in enumerate(job["steps"]) if "action-gh-release" in s.get("uses", ""))
+    assert tests < publish
+    assert tests < attach
+    ci = (build.REPO / ".ci/run").read_text()
+    assert ci.index("make package-check") < ci.index("make test")

@@ -366,3 +366,23 @@ async def test_each_watch_by_namespace_has_a_connection_of_its_own_closed_when_i
     assert kept.channels() == []
     assert all(k.http.is_closed for k in clients)
     await server.kube.aclose()
+
+
+async def test_a_restart_for_due_times_lists_each_namespace_again_for_its_users() -> None:
+    server = filled()
+    watching = Watching(server)
+    watching.hub.acquire(THING, "a", frozenset({"ops"}))
+    watching.hub.acquire(THING, "b", frozenset({"dev"}))
+    first = watching.kept()
+    await first.ready.wait()
+    assert sorted(watching.served) == [("a", frozenset({"ops"})), ("b", frozenset({"dev"}))]
+    watching.hub.set_due(THING, "a", frozenset({("status", "renewalTime")}))
+    again = watching.kept()
+    assert again is not first
+    await again.ready.wait()
+    assert again.reach == frozenset({"ops", "dev"})
+    assert all(not c.informer.metadata_only for c in again.channels())
+    assert sorted(watching.served[2:]) == [("a", frozenset({"ops"})), ("b", frozenset({"dev"}))]
+    assert watching.told == []  # a list again is no change
+    await watching.hub.aclose()
+    await server.kube.aclose()

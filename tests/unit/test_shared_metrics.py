@@ -23,7 +23,7 @@ def test_build_info_names_the_installed_version() -> None:
     register_process_collectors(registry)
     [(labels, value)] = families(registry)["zeroscaler_build_info"]
     assert value == 1
-    assert labels["version"] == metadata.version("zeroscaler")
+    assert labels["version"] == metadata.version("kube-zeroscaler")
     assert labels["python"].count(".") == 2
 
 

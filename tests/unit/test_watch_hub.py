@@ -51,3 +51,49 @@ async def test_users_are_found_by_the_namespaces_they_watch() -> None:
     hub.acquire(THING, "a", frozenset({"ns-1"}))
     assert users_in(hub, THING, "ns-1") == {"a"}
     await hub.aclose()
+
+
+async def test_a_type_whose_due_times_someone_reads_is_watched_whole_and_trimmed() -> None:
+    import asyncio
+    import json
+
+    from zeroscaler.core.activity import due_of
+
+    asked: list[str] = []
+    cert = {
+        "metadata": {"name": "web", "namespace": "ns-1", "resourceVersion": "5"},
+        "spec": {"secretName": "web-tls"},
+        "status": {"renewalTime": "2026-01-01T10:00:00Z"},
+    }
+
+    def serve(request: httpx.Request) -> httpx.Response:
+        asked.append(request.headers.get("accept", ""))
+        if request.url.params.get("watch"):
+            raise httpx.ConnectError("no watch in unit tests", request=request)
+        body = {"kind": "ThingList", "metadata": {"resourceVersion": "5"}, "items": [cert]}
+        return httpx.Response(200, content=json.dumps(body).encode())
+
+    hub: WatchHub[str] = WatchHub(kube_served_by(serve), lambda *_: None)
+    renewal = ("status", "renewalTime")
+    hub.set_due(THING, "cert-manager", frozenset({renewal}))
+    hub.acquire(THING, "cert-manager", None)
+    hub.acquire(THING, "other", None)  # reads no due times: the same watch serves it
+    kept = hub.kept(THING)
+    assert kept is not None
+    await asyncio.wait_for(kept.ready.wait(), 5)
+    assert kept.cluster is not None  # watched everywhere: one cluster-wide watch
+    informer = kept.cluster.informer
+    assert not informer.metadata_only
+    assert "as=PartialObjectMetadata" not in asked[0]
+    stored = informer.store.get(("ns-1", "web"))
+    assert due_of(stored) == ((renewal, 1767261600),)
+    assert "spec" not in dict(stored or {})  # nothing of the object but metadata and due times
+    # The last reader of due times goes: the watch is listed again, metadata only.
+    hub.release(THING, "cert-manager")
+    again = hub.kept(THING)
+    assert again is not None
+    assert again is not kept
+    assert again.cluster is not None
+    assert again.cluster.informer.metadata_only
+    assert hub.due_paths(THING) == frozenset()
+    await hub.aclose()

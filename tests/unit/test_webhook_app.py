@@ -109,10 +109,12 @@ def test_mutate_returns_a_patch_that_applies(client: TestClient) -> None:
     patched = jsonpatch.JsonPatch(ops).apply(body["request"]["object"])
     assert patched["metadata"]["annotations"] == {
         "zeroscaler.io/idle-timeout": "15m",
+        "zeroscaler.io/max-sleep": "10h",
         "zeroscaler.io/watched-kinds": "Widget.example.com",
         "zeroscaler.io/watch-namespaces": "*",
         "zeroscaler.io/injected": (
-            "zeroscaler.io/idle-timeout,zeroscaler.io/watch-namespaces,zeroscaler.io/watched-kinds"
+            "zeroscaler.io/idle-timeout,zeroscaler.io/max-sleep,zeroscaler.io/watch-namespaces,"
+            "zeroscaler.io/watched-kinds"
         ),
     }
     again = client.post("/mutate", json=review(patched, operation="UPDATE")).json()

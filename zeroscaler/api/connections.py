@@ -3,12 +3,11 @@
 Each time a request starts or ends, httpcore's pool runs a pass over its connections:
 - It asks every idle connection whether its socket has become readable (the server hung up). Its
   anyio stream answers by building the socket's whole attribute map, a `getpeername` call
-  included, on every ask. While 10,000 workloads were put to sleep that was an eighth of the
-  controller's CPU (docs/scaling.md). Here the socket is found once, when the connection is made,
-  and the check is one `poll`.
+  included, on every ask: a large share of the controller's CPU while many workloads are put to
+  sleep (docs/scaling.md). Here the socket is found once, when the connection is made, and the
+  check is one `poll`.
 - For every idle connection it builds a list of all connections only to take its length, so a
-  pass costs idle connections times all of them. The watch client holds a connection per watch,
-  and 7.8 % of a lab profile's samples of a restart at 10,000 workloads were there
+  pass costs idle connections times all of them, and the watch client holds a connection per watch
   (docs/figures.md). `Pool` makes the same decisions in one walk.
 """
 

@@ -24,6 +24,8 @@ from typing import Any
 import httpx
 import yaml
 
+from zeroscaler import DISTRIBUTION
+
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 # The kubelet rotates projected tokens well before they expire; re-reading a minute late is fine.
 TOKEN_REREAD_SECONDS = 60.0
@@ -264,7 +266,7 @@ def _from_kubernetes_package(kubeconfig: Path | None, context: str) -> ClusterAc
         raise ConfigError(
             f"kubeconfig context {context!r}: its user runs a credential plugin (exec or "
             "auth-provider), which needs the kubernetes package: pip install "
-            "'zeroscaler[exec-plugins]' (the image has none: use in-cluster config or a token)"
+            f"'{DISTRIBUTION}[exec-plugins]' (the image has none: use in-cluster config or a token)"
         ) from None
 
     cfg = client.Configuration()

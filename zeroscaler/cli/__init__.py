@@ -8,6 +8,8 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 
+from zeroscaler import DISTRIBUTION
+from zeroscaler.cli.check import add_check
 from zeroscaler.cli.control import add_pause, add_resume, add_sleep, add_wake, check_selection
 from zeroscaler.cli.explain import add_explain
 from zeroscaler.cli.session import (
@@ -23,7 +25,7 @@ from zeroscaler.cli.status import add_status
 from zeroscaler.controller.uninstall import add_uninstall
 
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
-DIST = "zeroscaler"
+DIST = DISTRIBUTION
 SHELLS = ("bash", "zsh", "fish")
 SERVER_EXTRA = f"{DIST}[server]"
 CONNECTION = ("kubeconfig", "context", "namespace")
@@ -85,6 +87,7 @@ SUBCOMMANDS: Mapping[str, Register] = {
     "completion": add_completion,
     "certs": add_certs_or_placeholder,
     "uninstall": add_uninstall,
+    "check": add_check,
 }
 
 

@@ -16,9 +16,16 @@ from zeroscaler.core.annotations import (
     INJECTED,
     WATCH_NAMESPACES,
 )
-from zeroscaler.core.decision import MIN_IDLE_TIMEOUT, wake_replicas
+from zeroscaler.core.decision import (
+    MIN_IDLE_TIMEOUT,
+    Observed,
+    lead_of,
+    next_timed_wake,
+    wake_replicas,
+)
+from zeroscaler.core.due import DueTime, as_time, read_due, summarize
 from zeroscaler.core.durations import format_duration, format_time
-from zeroscaler.core.schedules import format_windows, schedule_state
+from zeroscaler.core.schedules import format_windows, jitter, schedule_state
 from zeroscaler.core.scope import EVERYWHERE
 
 SLEEP_REASONS = ("Sleeping", "ManualSleep")
@@ -234,6 +241,28 @@ def describe_when(view: WorkloadView, now: datetime) -> list[str]:
     return lines
 
 
+def describe_timed_wake(view: WorkloadView, due: Sequence[DueTime], now: datetime) -> list[str]:
+    """The next wake a clock asks for (a due time, or max-sleep) and why; for an awake workload,
+    the next due time."""
+    if view.unmanaged or view.paused:
+        return []
+    asleep = view.status.state == "asleep"
+    since = view.status.asleep_since if asleep and view.status.asleep_since else now
+    summary = summarize(due, now, since)
+    if not asleep:
+        if summary.next is None:
+            return []
+        lead = format_duration(lead_of(view.config))
+        return [f"Next due: {summary.next.what} at {ago(summary.next.at, now)} (lead {lead})."]
+    label = f"{view.kind}/{view.namespace}/{view.name}"  # as the controller seeds its jitter
+    observed = Observed(0, since, due=summary, sleep_jitter=jitter(label, 1.0))
+    timed = next_timed_wake(observed, view.config, since)
+    if timed is None:
+        return ["Next wake: on a change only (no due time ahead, no max-sleep)."]
+    at, reason, _ = timed
+    return [f"Next wake: at {ago(at, now)}: {reason}."]
+
+
 def describe_warnings(view: WorkloadView, events: Iterable[Obj], now: datetime) -> list[str]:
     lines = [f"{INDENT}{p}; ignored" for p in view.problems]
     seen: set[tuple[str, str]] = set()
@@ -248,7 +277,9 @@ def describe_warnings(view: WorkloadView, events: Iterable[Obj], now: datetime) 
     return ["Warnings:", *(lines or [f"{INDENT}none"])]
 
 
-def explain_lines(view: WorkloadView, events: Sequence[Obj], now: datetime) -> list[str]:
+def explain_lines(
+    view: WorkloadView, events: Sequence[Obj], now: datetime, due: Sequence[DueTime] = ()
+) -> list[str]:
     """The whole explanation, line by line."""
     lines = [f"{view.kind} {view.namespace}/{view.name}: {describe_state(view)}"]
     lines += describe_managed(view)
@@ -269,6 +300,7 @@ def explain_lines(view: WorkloadView, events: Sequence[Obj], now: datetime) -> l
     lines += describe_serving(view)
     lines += describe_windows(view, now)
     lines += describe_when(view, now)
+    lines += describe_timed_wake(view, due, now)
     lines += describe_warnings(view, events, now)
     return lines
 
@@ -295,8 +327,39 @@ async def _explain(session: Session, args: argparse.Namespace) -> int:
     except Failure:
         events = []
     now = await session.now()
-    print("\n".join(explain_lines(view, events, now)))
+    due = await _due_times(session, view) if view.config.due_times else []
+    print("\n".join(explain_lines(view, events, now, due)))
     return 0
+
+
+async def _due_times(session: Session, view: WorkloadView) -> list[DueTime]:
+    """The due times of its watched kinds' objects where they count for it, as you may list them
+    (whole objects: the fields are not in the metadata)."""
+    found: list[DueTime] = []
+    for due in view.config.due_times:
+        for kind in view.kinds:
+            resource, grant = kind.resource, kind.grant
+            if kind.owned or not kind.counts or resource is None or grant is None:
+                continue
+            ref = due.kind
+            if (ref.group or "") != resource.group or ref.kind not in (None, resource.kind):
+                continue
+            if ref.resource not in (None, resource.resource):
+                continue
+            places = [None] if grant.scope is None else sorted(grant.scope)
+            for namespace in places:
+                try:
+                    objs = await session.list(resource.api_path(namespace))
+                except Failure:
+                    continue
+                for obj in objs:
+                    seconds = read_due(obj, due.path)
+                    if seconds is None:
+                        continue
+                    meta = obj.get("metadata") or {}
+                    where = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+                    found.append(DueTime(as_time(seconds), f"{resource.kind} {where} {due.field}"))
+    return found
 
 
 def cmd_explain(args: argparse.Namespace) -> int:

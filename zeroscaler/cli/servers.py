@@ -10,12 +10,14 @@ import importlib
 import sys
 from collections.abc import Callable
 
+from zeroscaler import DISTRIBUTION
+
 # The top-level modules only the server extra brings.
 SERVER_MODULES = frozenset(
     {"fastapi", "uvicorn", "starlette", "cryptography", "jsonpatch", "prometheus_client"}
     | {"pydantic", "pydantic_settings", "pydantic_core"}
 )
-INSTALL = "pip install 'zeroscaler[server]'"
+INSTALL = f"pip install '{DISTRIBUTION}[server]'"
 
 
 def launch(script: str, module: str) -> int:

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from zeroscaler.core.annotations import FIELD_MANAGER, LEADER_ANNOTATION
 from zeroscaler.core.disclosure import object_words
+from zeroscaler.core.due import read_due
 from zeroscaler.core.durations import parse_time
 from zeroscaler.core.kinds import APIResource
 from zeroscaler.core.sharing import shared
@@ -51,6 +52,7 @@ class Interest:
     names: Mapping[GroupKind, frozenset[str]] = field(default_factory=dict)  # RBAC resourceNames
     namespaces: Scope = None  # where the workload works: see `working_namespaces`
     definitions: frozenset[str] = frozenset()  # CRD names (plural.group) of its watched kinds
+    self_uid: str = ""  # the workload's uid: its own ReplicaSets and Pods name it as their owner
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +90,8 @@ def is_in_interest(meta: Meta, resource: APIResource, interest: Interest) -> boo
     if (resource.group, resource.kind, namespace, name) == interest.self_ref:
         return False
     if is_leader_lock(resource, meta):
+        return False
+    if group_kind in OWN_KINDS and is_own_child(meta, group_kind, interest):
         return False
     if group_kind in interest.watched:
         scope = interest.watched[group_kind]
@@ -145,8 +149,50 @@ def scope_alone(resource: APIResource, interest: Interest) -> tuple[bool, Scope]
         and group_kind != interest.self_ref[:2]
         and group_kind not in interest.names
         and group_kind not in _LOCK_KINDS
+        and group_kind not in OWN_KINDS
     )
     return plain, interest.watched.get(group_kind) if plain else None
+
+
+# What a Deployment or StatefulSet makes of itself: its sleep and wake create and delete them.
+_POD: GroupKind = ("", "Pod")
+_REPLICA_SET: GroupKind = ("apps", "ReplicaSet")
+OWN_KINDS = frozenset({_POD, _REPLICA_SET})
+_TEMPLATE_HASH = "pod-template-hash"  # the label a Deployment's ReplicaSets and their Pods carry
+
+
+def is_own_child(meta: Meta, group_kind: GroupKind, interest: Interest) -> bool:
+    """Whether a Pod or ReplicaSet belongs to the workload itself (owner chain to it): a sleep or
+    a wake makes and removes them, which is never activity for that workload.
+
+    A ReplicaSet or a StatefulSet's Pod names the workload as its controller, by uid. A
+    Deployment's Pod names its ReplicaSet, which the Deployment controller always names
+    `<deployment>-<pod-template-hash>`: the label on the Pod makes that exact without the
+    ReplicaSet at hand (a metadata watch of Pods alone has no ReplicaSets)."""
+    group, kind, namespace, name = interest.self_ref
+    if str(meta.get("namespace") or "") != namespace or not name:
+        return False
+    owner = _controller_ref(meta)
+    if owner is None:
+        return False
+    owner_group = str(owner.get("apiVersion") or "").rpartition("/")[0]
+    owner_kind, owner_name = str(owner.get("kind") or ""), str(owner.get("name") or "")
+    if (owner_group, owner_kind) == (group, kind):
+        # The uid tells this workload from an earlier one of the same name; a name alone suffices
+        # where the uid is not known.
+        uid = str(owner.get("uid") or "")
+        return owner_name == name and (not interest.self_uid or uid == interest.self_uid)
+    if group_kind == _POD and kind == "Deployment" and (owner_group, owner_kind) == _REPLICA_SET:
+        template_hash = (rarer_fields(meta).get("labels") or {}).get(_TEMPLATE_HASH)
+        return bool(template_hash) and owner_name == f"{name}-{template_hash}"
+    return False
+
+
+def _controller_ref(meta: Meta) -> Mapping[str, Any] | None:
+    for ref in rarer_fields(meta).get("ownerReferences") or ():
+        if ref.get("controller") is True:
+            return ref  # type: ignore[no-any-return]
+    return None
 
 
 _LEASE = ("coordination.k8s.io", "Lease")
@@ -258,7 +304,7 @@ def rarer_fields(meta: Meta) -> Meta:
     """Where the fields beyond those every object has (labels, annotations, finalizers, owners,
     deletion time) are read fastest: a stored object's own few (none, for most), else the
     metadata itself."""
-    if type(meta) is MetadataOnly:
+    if isinstance(meta, MetadataOnly):  # a stored object with due times too (`DueMetadata`)
         return meta.rarer()
     return meta
 
@@ -325,7 +371,7 @@ def _paired(writers: tuple[Writer, ...], times: Times) -> Iterator[tuple[str, st
 
 def _writes_at(meta: Meta) -> Iterator[tuple[str, str, str, int | str]]:
     """As `writes`, with a time `shrink` keeps as seconds left as it is."""
-    if type(meta) is MetadataOnly:
+    if isinstance(meta, MetadataOnly):
         return meta.writes_at()
     return map(_entry, meta.get("managedFields") or ())
 
@@ -485,3 +531,54 @@ _FIELDS: dict[str, Callable[[MetadataOnly], Any]] = {
 # What `shrink` keeps beside the fields every object has, of those the rules compare; most
 # objects have none of them.
 _RARER = tuple(f for f in ("deletionTimestamp", *_COMPARED) if f not in _FIELDS)
+
+
+Path = tuple[str, ...]
+
+
+class DueMetadata(MetadataOnly):
+    """A stored object of a kind with due-time fields: its metadata as every stored object keeps
+    it, and the due times found at the watched paths, as seconds. Only objects that have one
+    are stored so; the others stay plain."""
+
+    __slots__ = ("_due",)
+
+    _due: tuple[tuple[Path, int], ...]
+
+    def due_at(self, path: Path) -> int | None:
+        for found, seconds in self._due:
+            if found == path:
+                return seconds
+        return None
+
+    @property
+    def due(self) -> tuple[tuple[Path, int], ...]:
+        return self._due
+
+
+def _with_due(stored: MetadataOnly, due: tuple[tuple[Path, int], ...]) -> DueMetadata:
+    made = DueMetadata.__new__(DueMetadata)
+    for slot in MetadataOnly.__slots__:
+        object.__setattr__(made, slot, getattr(stored, slot))
+    made._due = due
+    return made
+
+
+def shrink_with_due(paths: Iterable[Path]) -> Callable[[Mapping[str, Any]], Mapping[str, Any]]:
+    """The transform of a watch of whole objects: each object shrunk as a metadata watch keeps
+    it, and the due times at `paths` kept beside (a few bytes; nothing else of the object)."""
+    wanted = tuple(sorted(set(paths)))
+
+    def transform(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+        stored = shrink(obj)
+        due = tuple((p, s) for p in wanted if (s := read_due(obj, p)) is not None)
+        if not due or not isinstance(stored, MetadataOnly):
+            return stored
+        return _with_due(stored, due)
+
+    return transform
+
+
+def due_of(stored: Mapping[str, Any] | None) -> tuple[tuple[Path, int], ...]:
+    """The due times a stored object holds (none for a plain one)."""
+    return stored.due if isinstance(stored, DueMetadata) else ()

@@ -9,6 +9,7 @@ from typing import Any, Literal, TypedDict
 import jsonpatch
 
 from zeroscaler.core import annotations as a
+from zeroscaler.core.due import format_due_fields
 from zeroscaler.core.durations import format_duration
 from zeroscaler.core.inference import Inferred, RBACSnapshot, infer_kinds
 from zeroscaler.core.kinds import Discovery, KindRefError, parse_kind_ref
@@ -203,6 +204,7 @@ def annotate_from_policy(
             )
         )  # fmt: skip
         updates.update(_window_updates(current, effective))
+        updates.update(_clock_updates(current, updates, effective, discovery))
         reason = "nothing to add"
     changes: dict[str, str | None] = {
         k: v for k, v in sorted(updates.items()) if written.get(k) != v
@@ -304,6 +306,38 @@ def _kind_updates(
         if kinds:
             updates[key] = ",".join(kinds)
     return updates
+
+
+def _clock_updates(
+    current: Mapping[str, str],
+    updates: Mapping[str, str],
+    effective: Effective,
+    discovery: Discovery,
+) -> dict[str, str]:
+    """max-sleep where none was written; the policy's due times of the kinds it watches (and
+    their lead) where none were."""
+    found: dict[str, str] = {}
+    if a.MAX_SLEEP not in current and effective.max_sleep:
+        found[a.MAX_SLEEP] = format_duration(effective.max_sleep)
+    if a.DUE_TIMES in current or not effective.due_times:
+        return found
+    watched_text = updates.get(a.WATCHED_KINDS, current.get(a.WATCHED_KINDS, ""))
+    watched = {_resolved(text, discovery) for text in watched_text.split(",") if text.strip()}
+    due = [d for d in effective.due_times if _resolved(d.kind.text, discovery) in watched]
+    if due:
+        found[a.DUE_TIMES] = format_due_fields(due)
+        if effective.due_lead is not None and a.DUE_LEAD not in current:
+            found[a.DUE_LEAD] = format_duration(effective.due_lead)
+    return found
+
+
+def _resolved(text: str, discovery: Discovery) -> str:
+    """A kind reference as the API server serves it (`Kind.group`), or as written if it is not."""
+    try:
+        api = discovery.resolve(parse_kind_ref(text))
+    except KindRefError:
+        return text.strip()
+    return api.canonical if api is not None else text.strip()
 
 
 def _patch(

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from zeroscaler.core.due import DueField, parse_due_fields
 from zeroscaler.core.durations import (
     DURATION_FORM,
     DurationError,
@@ -46,6 +47,9 @@ PAUSED = PREFIX + "paused"  # "true" holds a workload as it is
 PAUSED_UNTIL = PREFIX + "paused-until"  # holds it until a time, or for a duration once written
 KEEP_AWAKE = PREFIX + "keep-awake"  # windows in which it is never put to sleep
 FORCED_SLEEP = PREFIX + "forced-sleep"  # windows in which it is put to sleep
+MAX_SLEEP = PREFIX + "max-sleep"  # woken for one idle timeout after this long asleep
+DUE_TIMES = PREFIX + "due-times"  # per kind, a field holding when the operator has work
+DUE_LEAD = PREFIX + "due-lead"  # how long before a due time it is woken
 # Written by the controller only.
 STATE = PREFIX + "state"
 RESTORE_REPLICAS = PREFIX + "restore-replicas"
@@ -53,14 +57,20 @@ ASLEEP_SINCE = PREFIX + "asleep-since"
 LAST_ACTIVITY = PREFIX + "last-activity"
 FLAPPING = PREFIX + "flapping"  # woken again and again by the same manifest re-applied
 CENSUS = PREFIX + "census"  # per kind: objects in scope at the last sleep, and their digest
+FLAPPING_UNTIL = PREFIX + "flapping-until"  # woken right after each sleep: left awake until then
 # Written by the webhook and the controller: the keys whose values came from policy.
 # Everything the controller writes about a workload's state; a release removes them all.
-STATUS_KEYS = (STATE, RESTORE_REPLICAS, ASLEEP_SINCE, LAST_ACTIVITY, CENSUS, FLAPPING)
+STATUS_KEYS = (
+    STATE, RESTORE_REPLICAS, ASLEEP_SINCE, LAST_ACTIVITY, CENSUS, FLAPPING, FLAPPING_UNTIL,
+)  # fmt: skip
 INJECTED = PREFIX + "injected"
 # The keys policy gives; listed in INJECTED they follow the policy in force.
 POLICY_KEYS = frozenset(
-    {IDLE_TIMEOUT, WATCHED_KINDS, OWNED_KINDS, WATCH_NAMESPACES, KEEP_AWAKE, FORCED_SLEEP}
-)
+    {
+        IDLE_TIMEOUT, WATCHED_KINDS, OWNED_KINDS, WATCH_NAMESPACES, KEEP_AWAKE, FORCED_SLEEP,
+        MAX_SLEEP, DUE_TIMES, DUE_LEAD,
+    }
+)  # fmt: skip
 WINDOW_KEYS: dict[WindowKind, str] = {"keep-awake": KEEP_AWAKE, "forced-sleep": FORCED_SLEEP}
 # The field manager of every write the controller makes (GitOps tools are told to leave its fields).
 FIELD_MANAGER = "zeroscaler"
@@ -117,6 +127,9 @@ class WorkloadConfig:
     windows: tuple[Window, ...] = ()  # keep-awake and forced-sleep
     pause_until: PauseUntil | None = None
     from_policy: frozenset[str] = frozenset()  # the policy keys listed as injected
+    max_sleep: float | None = None  # seconds; None: never woken for having slept long
+    due_times: tuple[DueField, ...] = ()
+    due_lead: float | None = None  # seconds; None: the default lead
 
     @property
     def has_kinds(self) -> bool:
@@ -136,6 +149,7 @@ class WorkloadStatus:
     restore_replicas: int | None = None
     asleep_since: datetime | None = None
     last_activity: datetime | None = None
+    flapping_until: datetime | None = None  # left awake until then (woken right after sleeps)
 
 
 def read_config(annotations: Mapping[str, str]) -> tuple[WorkloadConfig, list[Problem]]:
@@ -152,6 +166,14 @@ def read_config(annotations: Mapping[str, str]) -> tuple[WorkloadConfig, list[Pr
     paused = annotations.get(PAUSED)
     if paused is not None and paused.strip().lower() not in ("true", "false"):
         problems.append(Problem(PAUSED, f'{_short(paused)} is not "true" or "false"'))
+    max_sleep = _read_positive_duration(annotations, MAX_SLEEP, problems)
+    due_lead = _read_positive_duration(annotations, DUE_LEAD, problems, zero=True)
+    due_times: tuple[DueField, ...] = ()
+    if (due_text := annotations.get(DUE_TIMES)) is not None and not _too_long(
+        DUE_TIMES, due_text, problems
+    ):
+        due_times, errors = parse_due_fields(due_text)
+        problems.extend(Problem(DUE_TIMES, e) for e in errors)
     config = WorkloadConfig(
         opted_out=(enabled or "").strip().lower() == "false",
         paused=(paused or "").strip().lower() == "true",
@@ -165,6 +187,9 @@ def read_config(annotations: Mapping[str, str]) -> tuple[WorkloadConfig, list[Pr
         from_policy=frozenset(read_injected(annotations)) & POLICY_KEYS
         if INJECTED in annotations
         else frozenset(),
+        max_sleep=max_sleep,
+        due_times=due_times,
+        due_lead=due_lead,
     )
     return config, problems
 
@@ -235,6 +260,7 @@ def read_status(annotations: Mapping[str, str]) -> tuple[WorkloadStatus, list[Pr
             restore_replicas=_read_replicas(annotations, RESTORE_REPLICAS, problems, minimum=1),
             asleep_since=_read_time(annotations, ASLEEP_SINCE, problems),
             last_activity=_read_time(annotations, LAST_ACTIVITY, problems),
+            flapping_until=_read_time(annotations, FLAPPING_UNTIL, problems),
         ),
         problems,
     )
@@ -350,6 +376,23 @@ def _read_timeout(annotations: Mapping[str, str], problems: list[Problem]) -> fl
         problems.append(Problem(key, str(e)))
         return None
     if seconds <= 0:
+        problems.append(Problem(key, f"{_short(value)} must be longer than zero ({DURATION_FORM})"))
+        return None
+    return seconds
+
+
+def _read_positive_duration(
+    annotations: Mapping[str, str], key: str, problems: list[Problem], *, zero: bool = False
+) -> float | None:
+    value = annotations.get(key)
+    if value is None or _too_long(key, value, problems):
+        return None
+    try:
+        seconds = parse_duration(value)
+    except DurationError as e:
+        problems.append(Problem(key, str(e)))
+        return None
+    if seconds < 0 or (seconds == 0 and not zero):
         problems.append(Problem(key, f"{_short(value)} must be longer than zero ({DURATION_FORM})"))
         return None
     return seconds

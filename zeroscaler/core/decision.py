@@ -17,6 +17,7 @@ from zeroscaler.core.annotations import (
     read_status,
     status_keys,
 )
+from zeroscaler.core.due import DEFAULT_LEAD, NO_DUE, DueSummary, due_reason, due_wake_at
 from zeroscaler.core.durations import format_duration, format_time
 from zeroscaler.core.links import NOTHING_SERVED, Serving
 from zeroscaler.core.readiness import start_bound
@@ -26,6 +27,8 @@ Action = Literal["sleep", "wake", "record-wake", "mark-awake", "none"]
 
 # Status times are written to the second, so shorter timeouts could not be told apart from activity.
 MIN_IDLE_TIMEOUT = 1.0
+# A max-sleep wake comes within this share of max-sleep after it, spread by the workload's jitter.
+MAX_SLEEP_SPREAD = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +49,12 @@ class Observed:
     starting: bool = False
     ready_replicas: int = 0
     jitter: float = 0.0  # seconds after a keep-awake window's start that it is woken
+    # Its due times: the latest passed, and the earliest after its sleep (awake: after now).
+    due: DueSummary = NO_DUE
+    # Where in the max-sleep spread its wake falls, in [0, 1): the same for it on every look.
+    sleep_jitter: float = 0.0
+    # Why a manager above it forbids any sleep (the cluster-version operator); "" if none does.
+    kept_awake_by: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +67,7 @@ class Decision:
     reason: str = ""
     held: bool = False  # activity seen, its wake held by a forced-sleep window
     rule: str = ""  # the window that decided ("keep-awake", "forced-sleep", "hold"), if one did
+    cause: str = ""  # a wake that no change asked for: "due" or "max-sleep"
 
 
 def decide(
@@ -91,6 +101,8 @@ def kept_awake(observed: Observed) -> str | None:
         return "targeted by a HorizontalPodAutoscaler; never put to sleep"
     if not observed.can_wake:
         return "no watched or owned kind to wake on; never put to sleep"
+    if observed.kept_awake_by:
+        return observed.kept_awake_by
     return None
 
 
@@ -118,12 +130,26 @@ def _decide_awake(
     if forced is not None and (status.last_activity is None or status.last_activity < forced.start):
         reason = describe_phase(forced, "forced-sleep", config.window_source("forced-sleep"))
         return Decision("sleep", replicas=observed.replicas, reason=reason, rule="forced-sleep")
+    held = status.flapping_until
+    if held is not None and now < held:
+        return Decision(
+            "none", next_check=held, reason=f"flapping: left awake until {format_time(held)}"
+        )
     timeout = max(config.idle_timeout, MIN_IDLE_TIMEOUT)
-    deadline = observed.last_activity + timedelta(seconds=timeout)
+    last = observed.last_activity
+    if observed.due.passed is not None and observed.due.passed.at > last:
+        last = observed.due.passed.at  # a due time is work: its whole timeout follows it
+    deadline = last + timedelta(seconds=timeout)
+    upcoming = observed.due.next
     if observed.starting:
         decision = _decide_starting(observed, timeout, deadline, now)
     elif now < deadline:
         decision = Decision("none", next_check=deadline)
+    elif upcoming is not None and due_wake_at(upcoming, lead_of(config)) <= now < upcoming.at:
+        # Asleep now, it would be woken at once for it: it stays up until it is due.
+        decision = Decision(
+            "none", next_check=upcoming.at, reason=f"{upcoming.what} is due; awake until then"
+        )
     else:
         decision = Decision(
             "sleep",
@@ -212,6 +238,39 @@ def plan_release(annotations: Mapping[str, str], replicas: int, *, injected: boo
     return Release(wake_replicas(config, status) if asleep_at_zero else None, tuple(remove))
 
 
+def lead_of(config: WorkloadConfig) -> float:
+    """How long before a due time a sleeper is woken."""
+    return DEFAULT_LEAD if config.due_lead is None else config.due_lead
+
+
+def max_sleep_wake_at(since: datetime, max_sleep: float, jitter: float) -> datetime:
+    """When a sleeper asleep since `since` is woken for having slept `max_sleep`: spread over a
+    tenth of it after, by its jitter in [0, 1), so sleepers that fell asleep together wake apart."""
+    spread = max_sleep * MAX_SLEEP_SPREAD * min(max(jitter, 0.0), 1.0)
+    return since + timedelta(seconds=max_sleep + spread)
+
+
+def next_timed_wake(
+    observed: Observed, config: WorkloadConfig, since: datetime
+) -> tuple[datetime, str, str] | None:
+    """The earliest wake a clock asks of a sleeper (a due time, or max-sleep): when, why, and
+    its cause; None if none does."""
+    found: list[tuple[datetime, str, str]] = []
+    upcoming = observed.due.next
+    if upcoming is not None:
+        lead = lead_of(config)
+        found.append((due_wake_at(upcoming, lead), due_reason(upcoming, lead), "due"))
+    if config.max_sleep is not None:
+        at = max_sleep_wake_at(since, config.max_sleep, observed.sleep_jitter)
+        slept = format_duration((at - since).total_seconds())
+        reason = (
+            f"asleep {slept} (max-sleep {format_duration(config.max_sleep)}): woken for one "
+            "idle timeout though nothing changed"
+        )
+        found.append((at, reason, "max-sleep"))
+    return min(found, default=None)
+
+
 def schedule_notice(
     observed: Observed, config: WorkloadConfig, status: WorkloadStatus, now: datetime
 ) -> tuple[str, str] | None:
@@ -274,4 +333,10 @@ def _decide_asleep(
             reason=describe_phase(keep, "keep-awake", source),
             rule="keep-awake",
         )
-    return Decision("none")
+    timed = next_timed_wake(observed, config, since)
+    if timed is None:
+        return Decision("none")
+    at, reason, cause = timed
+    if now < at:
+        return Decision("none", next_check=at)
+    return Decision("wake", replicas=wake_replicas(config, status), reason=reason, cause=cause)

@@ -1,10 +1,13 @@
-"""Flapping: a sleeping workload woken again and again by the same manifest re-applied (GitOps).
+"""Flapping: a sleeping workload woken again and again by the same cause.
 
 A GitOps agent that re-applies `spec.replicas` from Git wakes a sleeping operator; it sleeps again
-after its timeout, and the next sync wakes it. Each such wake is a scale-up by someone else while
-asleep; when the same field manager sets the same replica count after several sleeps in a row, it
-is flapping. It stops when the workload wakes for a reason of its own (activity), when someone else
-wakes it, or when it stays asleep well past the longest sleep of the streak.
+after its timeout, and the next sync wakes it. Any cause can do the same: a manager that re-applies
+its manifest within seconds of every sleep (a fight), or an object that the sleep itself changes
+and the operator watches. When the same cause wakes it after several sleeps in a row, it is
+flapping: a Warning names the cause. When each of those wakes came right after its sleep, a sleep
+saves nothing and costs a restart: the workload is then left awake for a while (longer each time
+it starts again) rather than put to sleep. Flapping stops when the workload wakes for another
+cause, or stays asleep well past the longest sleep of the streak.
 """
 
 from __future__ import annotations
@@ -15,50 +18,88 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from zeroscaler.core.annotations import FIELD_MANAGER
+from zeroscaler.core.disclosure import object_words
 from zeroscaler.core.durations import format_duration, parse_time
 
-FLAP_WAKES = 3  # external wakes in a row by the same manifest that make a streak flapping
+FLAP_WAKES = 3  # wakes in a row by the same cause that make a streak flapping
 FLAP_SPAN = timedelta(hours=24)  # wakes older than this no longer count
 QUIET_FACTOR = 2.0  # asleep this many times the streak's longest sleep: the re-applying stopped
 QUIET_UNKNOWN = timedelta(hours=1)  # the same, when the streak was lost (a restart)
+# A wake this soon after its sleep is "right after" it: the sleep saved next to nothing.
+RIGHT_AFTER = timedelta(seconds=60)
+HOLD = timedelta(hours=1)  # how long a fight leaves it awake the first time; doubled each time
+MAX_HOLD = timedelta(hours=24)
 
 
 @dataclass(frozen=True, slots=True)
-class ExternalWake:
-    """One scale-up by someone else while asleep: who, to how many, when, after how long asleep."""
+class Wake:
+    """One wake after a sleep: its cause (in an Event's words), when, after how long asleep, and
+    for a scale-up by someone else the field manager that wrote it."""
 
-    manager: str
-    replicas: int
+    cause: str
     at: datetime
     slept: timedelta
+    manager: str = ""
+
+
+def external_wake(manager: str, replicas: int, at: datetime, slept: timedelta) -> Wake:
+    """A scale-up by someone else while asleep: the same manager setting the same count is the
+    same manifest re-applied."""
+    return Wake(f"field manager {manager} setting replicas to {replicas}", at, slept, manager)
 
 
 @dataclass(frozen=True, slots=True)
 class Streak:
-    """The external wakes in a row by the same manager to the same count, oldest first."""
+    """The wakes in a row by the same cause, oldest first."""
 
-    wakes: tuple[ExternalWake, ...] = ()
+    wakes: tuple[Wake, ...] = ()
 
     @property
     def is_flapping(self) -> bool:
-        return len(self.wakes) >= FLAP_WAKES
+        """The same manifest re-applied after each of several sleeps, or anything else waking
+        it right after each of them (a change it watches that comes at any pace is its work)."""
+        if len(self.wakes) < FLAP_WAKES:
+            return False
+        return bool(self.wakes[-1].manager) or self._right_after
+
+    @property
+    def is_fight(self) -> bool:
+        """Flapping, each wake right after its sleep: sleeping it saves nothing."""
+        return len(self.wakes) >= FLAP_WAKES and self._right_after
+
+    @property
+    def _right_after(self) -> bool:
+        return all(w.slept <= RIGHT_AFTER for w in self.wakes)
 
     def reason(self) -> str:
         """The short, human-readable value of the `flapping` annotation."""
         last = self.wakes[-1]
         span = format_duration((last.at - self.wakes[0].at).total_seconds())
-        return (
-            f"woken {len(self.wakes)} times in {span} by field manager {last.manager} "
-            f"setting replicas to {last.replicas}"
-        )
+        return f"woken {len(self.wakes)} times in {span} by {last.cause}"
+
+    def hold(self) -> timedelta:
+        """How long a fight leaves it awake: longer for each wake past the first flapping one."""
+        extra = max(len(self.wakes) - FLAP_WAKES, 0)
+        return min(HOLD * (1 << min(extra, 8)), MAX_HOLD)
 
 
-def after_external_wake(streak: Streak, wake: ExternalWake) -> Streak:
-    """The streak once someone else scaled the workload up while asleep."""
+def after_wake(streak: Streak, wake: Wake) -> Streak:
+    """The streak once the workload was woken after a sleep."""
     recent = [w for w in streak.wakes if wake.at - w.at <= FLAP_SPAN]
-    if recent and (recent[-1].manager, recent[-1].replicas) != (wake.manager, wake.replicas):
-        recent = []  # another hand or another count: not the same manifest re-applied
+    if recent and recent[-1].cause != wake.cause:
+        recent = []  # another cause: not the same thing again
     return Streak((*recent, wake))
+
+
+after_external_wake = after_wake
+
+
+def activity_cause(kind: str, namespace: str, name: str, reason: str, home: str) -> str:
+    """The cause of a wake by activity: the object that changed, in the words others may read
+    (`disclosure.py`: workload's namespace `home`), or the census's count where none is named."""
+    if not name:
+        return reason
+    return object_words(kind, namespace, name, home)
 
 
 def quiet_at(streak: Streak, asleep_since: datetime) -> datetime:

@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from zeroscaler.core.annotations import NAMESPACE_DRY_RUN_LABEL
+from zeroscaler.core.due import DueField, parse_due_field
 from zeroscaler.core.durations import DURATION_FORM, DurationError, format_duration, parse_duration
 from zeroscaler.core.kinds import KIND_REF_FORM, parse_kind_refs
 from zeroscaler.core.schedules import (
@@ -24,6 +25,13 @@ from zeroscaler.core.schedules import (
 from zeroscaler.core.selectors import EVERYTHING, Selector, SelectorError, parse_selector
 
 DEFAULT_IDLE_TIMEOUT = 15 * 60.0
+# A controller-runtime manager (and cert-manager) re-lists and reconciles everything every 10 h by
+# default: an operator asleep no longer than that misses none of the resyncs it would have run.
+DEFAULT_MAX_SLEEP = 10 * 3600.0
+# Well-known operators that publish, per object, when they next have work, and act on it only
+# from a timer in memory (docs/DESIGN.md, "Work on a clock"). An administrator's `dueTimes`
+# extends this table; a kind set to "" there is taken out.
+BUILTIN_DUE_TIMES: Mapping[str, str] = {"Certificate.cert-manager.io": "status.renewalTime"}
 DEFAULT_MAX_KINDS = 50
 DEFAULT_IGNORE = (
     "events",
@@ -33,7 +41,10 @@ DEFAULT_IGNORE = (
     "subjectaccessreviews.authorization.k8s.io",
 )
 _TOP_FIELDS = ("defaults", "bounds", "rules", "inference")
-_DEFAULT_FIELDS = ("idleTimeout", "failOpenWebhooks", "keepAwake", "forcedSleep", "dryRun")
+_DEFAULT_FIELDS = (
+    "idleTimeout", "failOpenWebhooks", "keepAwake", "forcedSleep", "dryRun", "maxSleep",
+    "dueLead", "dueTimes",
+)  # fmt: skip
 _WINDOW_FIELDS = ("days", "start", "end", "timeZone", "except", "activity")
 _WINDOW_MAP_FORM = (
     "a map with days, start, end, timeZone and optionally except and activity "
@@ -52,6 +63,8 @@ _RULE_FIELDS = (
     "keepAwake",
     "forcedSleep",
     "dryRun",
+    "maxSleep",
+    "dueLead",
     "failOpenWebhooks",
 )
 # What a backend whose admission webhook has `failurePolicy: Ignore` does: a request it covers
@@ -85,6 +98,8 @@ class Rule:
     keep_awake: tuple[Window, ...] | None = None
     forced_sleep: tuple[Window, ...] | None = None
     dry_run: bool | None = None
+    max_sleep: float | None = None  # 0: never woken for having slept long
+    due_lead: float | None = None
     fail_open_webhooks: str | None = None
 
     def matches(
@@ -110,6 +125,9 @@ class PolicyDocument:
     from_rbac: bool | None = None
     ignore: tuple[str, ...] | None = None
     max_kinds: int | None = None
+    max_sleep: float | None = None
+    due_lead: float | None = None
+    due_times: Mapping[str, str] | None = None  # kind -> field; "" takes a kind out
     fail_open_webhooks: str | None = None
 
 
@@ -135,6 +153,11 @@ class Policy:
     keep_awake: tuple[Window, ...] = ()
     forced_sleep: tuple[Window, ...] = ()
     dry_run: bool = False
+    max_sleep: float | None = DEFAULT_MAX_SLEEP  # 0: never
+    due_lead: float | None = None  # None: the built-in lead, not written on workloads
+    due_times: tuple[DueField, ...] = tuple(
+        parse_due_field(f"{k}={v}") for k, v in BUILTIN_DUE_TIMES.items()
+    )
     fail_open_webhooks: str = FAIL_OPEN_DEFAULT
 
 
@@ -150,6 +173,9 @@ class Effective:
     keep_awake: tuple[Window, ...] = ()
     forced_sleep: tuple[Window, ...] = ()
     dry_run: bool = False
+    max_sleep: float | None = None  # None or 0: none written
+    due_lead: float | None = None
+    due_times: tuple[DueField, ...] = ()
     fail_open_webhooks: str = FAIL_OPEN_DEFAULT
 
 
@@ -199,6 +225,9 @@ def parse_policy(text: str, source: str) -> PolicyDocument:
         from_rbac=_bool(inference.get("fromRBAC"), "inference.fromRBAC", source, problems),
         ignore=_ignore(inference.get("ignore"), source, problems),
         max_kinds=_max_kinds(inference.get("maxKinds"), source, problems),
+        max_sleep=_duration(defaults.get("maxSleep"), "defaults.maxSleep", source, problems),
+        due_lead=_duration(defaults.get("dueLead"), "defaults.dueLead", source, problems),
+        due_times=_due_times(defaults.get("dueTimes"), source, problems),
         fail_open_webhooks=_fail_open(
             defaults.get("failOpenWebhooks"), "defaults.failOpenWebhooks", source, problems
         ),
@@ -217,6 +246,8 @@ def merge_policies(documents: Iterable[PolicyDocument]) -> Policy:
     forced: tuple[Window, ...] = ()
     dry_run = False
     from_rbac, ignore, max_kinds = True, frozenset(DEFAULT_IGNORE), DEFAULT_MAX_KINDS
+    max_sleep, due_lead = DEFAULT_POLICY.max_sleep, DEFAULT_POLICY.due_lead
+    due_times = dict(BUILTIN_DUE_TIMES)
     fail_open = FAIL_OPEN_DEFAULT
     rules: list[Rule] = []
     seen: dict[str, str] = {}
@@ -231,6 +262,9 @@ def merge_policies(documents: Iterable[PolicyDocument]) -> Policy:
         from_rbac = d.from_rbac if d.from_rbac is not None else from_rbac
         ignore = frozenset(d.ignore) if d.ignore is not None else ignore
         max_kinds = d.max_kinds if d.max_kinds is not None else max_kinds
+        max_sleep = d.max_sleep if d.max_sleep is not None else max_sleep
+        due_lead = d.due_lead if d.due_lead is not None else due_lead
+        due_times.update(d.due_times or {})
         fail_open = d.fail_open_webhooks if d.fail_open_webhooks is not None else fail_open
         for rule in d.rules:
             if rule.name in seen:
@@ -253,6 +287,9 @@ def merge_policies(documents: Iterable[PolicyDocument]) -> Policy:
         keep_awake=keep,
         forced_sleep=forced,
         dry_run=dry_run,
+        max_sleep=max_sleep,
+        due_lead=due_lead,
+        due_times=tuple(parse_due_field(f"{k}={v}") for k, v in sorted(due_times.items()) if v),
         fail_open_webhooks=fail_open,
     )
 
@@ -276,11 +313,17 @@ def evaluate_policy(
                 if rule.forced_sleep is not None
                 else policy.forced_sleep,
                 dry_run=rule.dry_run if rule.dry_run is not None else policy.dry_run,
+                max_sleep=rule.max_sleep if rule.max_sleep is not None else policy.max_sleep,
+                due_lead=rule.due_lead if rule.due_lead is not None else policy.due_lead,
+                due_times=policy.due_times,
                 fail_open_webhooks=rule.fail_open_webhooks or policy.fail_open_webhooks,
             )
     return Effective(
         enabled=True,
         idle_timeout=policy.idle_timeout,
+        max_sleep=policy.max_sleep,
+        due_lead=policy.due_lead,
+        due_times=policy.due_times,
         fail_open_webhooks=policy.fail_open_webhooks,
         keep_awake=policy.keep_awake,
         forced_sleep=policy.forced_sleep,
@@ -367,6 +410,44 @@ def _timeout(value: object, where: str, source: str, problems: list[str]) -> flo
         problems.append(f"{source}: {where}: {value!r} must be longer than zero ({DURATION_FORM})")
         return None
     return seconds
+
+
+def _duration(value: object, where: str, source: str, problems: list[str]) -> float | None:
+    """A duration that may be zero (max-sleep 0: never; lead 0: at the due time itself)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        problems.append(f"{source}: {where}: expected {DURATION_FORM}")
+        return None
+    try:
+        return parse_duration(str(value))
+    except DurationError as e:
+        problems.append(f"{source}: {where}: {e}")
+        return None
+
+
+def _due_times(value: object, source: str, problems: list[str]) -> dict[str, str] | None:
+    where = "defaults.dueTimes"
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        problems.append(
+            f"{source}: {where}: expected a map of Kind.group to a field path "
+            '(e.g. {Certificate.cert-manager.io: status.renewalTime}; "" takes a kind out)'
+        )
+        return None
+    table: dict[str, str] = {}
+    for kind, path in value.items():
+        if path is None or path == "":
+            table[str(kind)] = ""
+            continue
+        try:
+            parsed = parse_due_field(f"{kind}={path}")
+        except ValueError as e:
+            problems.append(f"{source}: {where}: {e}")
+            continue
+        table[parsed.kind.text] = parsed.field
+    return table
 
 
 def _bool(value: object, where: str, source: str, problems: list[str]) -> bool | None:
@@ -473,6 +554,8 @@ def _rules(value: object, source: str, problems: list[str]) -> tuple[Rule, ...]:
                     problems,
                 ),
                 dry_run=_bool(item.get("dryRun"), f"{where}.dryRun", source, problems),
+                max_sleep=_duration(item.get("maxSleep"), f"{where}.maxSleep", source, problems),
+                due_lead=_duration(item.get("dueLead"), f"{where}.dueLead", source, problems),
                 fail_open_webhooks=_fail_open(
                     item.get("failOpenWebhooks"), f"{where}.failOpenWebhooks", source, problems
                 ),

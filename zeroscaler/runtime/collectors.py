@@ -11,6 +11,8 @@ from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector,
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from zeroscaler import DISTRIBUTION
+
 ErrorCounts = Mapping[tuple[str, int], int]  # (HTTP method, status; 0: no answer) -> count
 
 
@@ -30,7 +32,7 @@ PROCESS_FAMILIES = ("process_", "python_", "zeroscaler_build_info")
 def version() -> str:
     """The installed distribution's version; `unknown` when run from a tree pip never installed."""
     try:
-        return metadata.version("zeroscaler")
+        return metadata.version(DISTRIBUTION)
     except metadata.PackageNotFoundError:
         return "unknown"
 
