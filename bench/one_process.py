@@ -62,6 +62,12 @@ class LoadedAPI(FakeAPI):
         self.scopes = max(1, min(SCOPES, workloads // TYPES))
         self.served = 0  # objects and workloads sent, to check that all were
         self._types = {f"/apis/{GROUP}/v1/{kind_of(t)[1]}": t for t in range(TYPES)}
+        # Each type in each namespace of its workloads, as the shared watches by namespace list it.
+        self._namespaced = {
+            f"/apis/{GROUP}/v1/namespaces/zs-bench-{k}/{kind_of(t)[1]}": (t, k)
+            for t in range(TYPES)
+            for k in range(self.scopes)
+        }
 
     async def __call__(self, request: httpx.Request) -> httpx.Response:
         path, params = request.url.path, request.url.params
@@ -73,7 +79,17 @@ class LoadedAPI(FakeAPI):
                 return self._page(
                     params, self.per_type, lambda n: api_object_text(t, n % self.scopes, n)
                 )
+            spaced = self._namespaced.get(path)
+            if spaced is not None:
+                return self._namespace_page(params, *spaced)
         return await super().__call__(request)
+
+    def _namespace_page(self, params: httpx.QueryParams, t: int, k: int) -> httpx.Response:
+        """Type `t`'s objects in namespace `k`: the same objects as the whole type's list holds
+        there, the m-th of them object k + m x scopes."""
+        count = len(range(k, self.per_type, self.scopes))
+        scopes = self.scopes
+        return self._page(params, count, lambda m: api_object_text(t, k, k + m * scopes))
 
     def _page(
         self, params: httpx.QueryParams, total: int, make: Callable[[int], str]
