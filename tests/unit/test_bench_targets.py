@@ -160,8 +160,10 @@ def memory_results(**changes: float) -> dict[str, float]:
         "waiting_event_bytes": 300.0,
         "one_process_10000_peak_bytes": 130 * 2**20,
         "one_process_10000_seconds": 8.0,
+        "one_process_10000_cpu_seconds": 7.0,
         "one_process_100000_peak_bytes": 850 * 2**20,
         "one_process_100000_seconds": 79.0,
+        "one_process_100000_cpu_seconds": 70.0,
     }
     results.update(changes)
     return results
@@ -174,6 +176,10 @@ def test_one_process_is_judged_by_its_memory_and_its_start_per_workload() -> Non
         "one more workload: the controller's own state",
         "one process at 100,000 workloads: start time per workload / at 10,000",
     ]
+    busy = memory_results(one_process_100000_cpu_seconds=134.4)  # as measured on 2026-12-06
+    assert failed(bench_memory.targets(busy)) == [
+        "one process at 100,000 workloads: start CPU per workload / at 10,000"
+    ]
     big = memory_results(one_process_100000_peak_bytes=1.1 * 2**30)
     assert failed(bench_memory.targets(big)) == ["one process at 100,000 workloads: peak resident"]
 
@@ -181,8 +187,10 @@ def test_one_process_is_judged_by_its_memory_and_its_start_per_workload() -> Non
 def test_a_start_per_workload_without_the_10000_to_compare_with_fails() -> None:
     results = memory_results()
     del results["one_process_10000_seconds"], results["one_process_10000_peak_bytes"]
+    del results["one_process_10000_cpu_seconds"]
     assert failed(bench_memory.targets(results)) == [
-        "one process at 100,000 workloads: start time per workload / at 10,000"
+        "one process at 100,000 workloads: start time per workload / at 10,000",
+        "one process at 100,000 workloads: start CPU per workload / at 10,000",
     ]
 
 
