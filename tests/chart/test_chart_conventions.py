@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
+from testkit.exposed_metrics import exposed
+from testkit.promql import check, dashboard_problems, dashboard_queries
 from tests.chart.conftest import CHART, KUBE_VERSION, NAMESPACE, RELEASE, Helm
 from tests.chart.test_chart_render import (
     APP_VERSION,
@@ -24,8 +26,6 @@ from tests.chart.test_chart_render import (
     render,
     webhook_entry,
 )
-from tests.support.exposed_metrics import exposed
-from tests.support.promql import check, dashboard_problems, dashboard_queries
 from zeroscaler.controller.flags import parse_settings
 
 DASHBOARD = ["--set", "monitoring.grafanaDashboard.enabled=true"]

@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 from localcluster import build
+from testkit.promql import dashboard_queries
 from tests.chart.conftest import Helm
 from tests.chart.test_chart_conventions import DASHBOARD, _dashboard
 from tests.chart.test_chart_render import RULES, only, render
-from tests.support.promql import dashboard_queries
 
 # What Grafana puts in place of its variables, as the dashboard's queries use them.
 GRAFANA_RANGES = re.compile(r"\$__(rate_interval|interval|range)\b")

@@ -16,9 +16,9 @@ import yaml
 from pydantic_settings import CliApp
 
 from image import build as image_build
+from testkit.exposed_metrics import exposed as exposed_metrics
+from testkit.real_chart import local_image
 from tests.chart.conftest import CHART, NAMESPACE, RELEASE, Helm
-from tests.support.exposed_metrics import exposed as exposed_metrics
-from tests.support.real_chart import local_image
 from zeroscaler.api.credentials import in_cluster
 from zeroscaler.certs.command import add_certs
 from zeroscaler.controller.flags import parse_settings as parse_controller_flags

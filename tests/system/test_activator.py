@@ -18,16 +18,15 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from localcluster.cluster import Cluster
-from tests.support.admission_backend import Guard
-from tests.support.waiting import wait_for
-from tests.system.activator_kit import (
+from testkit.activator import (
     CONTROLLER_COULD_ACT,
     Zeroscaler,
     serving,
     start_zeroscaler,
     stop_zeroscaler,
 )
-from tests.system.controller_kit import (
+from testkit.admission_backend import Guard
+from testkit.controller import (
     Ref,
     create_widget,
     reasons,
@@ -35,6 +34,7 @@ from tests.system.controller_kit import (
     wait_asleep,
     wait_event,
 )
+from testkit.waiting import wait_for
 from zeroscaler.core.coverage import PROBE_WEBHOOK
 
 pytestmark = pytest.mark.cluster

@@ -31,9 +31,9 @@ from kubernetes.client.exceptions import ApiException
 
 from localcluster.cluster import Cluster
 from localcluster.processes import free_port, stop
-from tests.support.recording_webhook import RecordingWebhook as Recorder
-from tests.support.recording_webhook import recording_webhook
-from tests.support.waiting import wait_for
+from testkit.recording_webhook import RecordingWebhook as Recorder
+from testkit.recording_webhook import recording_webhook
+from testkit.waiting import wait_for
 from zeroscaler.certs.issue import new_ca, new_serving_cert
 from zeroscaler.certs.rotation import split_bundle, stamps_for
 from zeroscaler.core.policy import DEFAULT_IGNORE, parse_policy

@@ -17,10 +17,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from localcluster.cluster import Cluster
-from tests.support.crds import create_crd
-from tests.support.operators import ibm_annotated_deployment, ibm_readme_annotate_args
-from tests.support.waiting import wait_for
-from tests.system.controller_kit import (
+from testkit.controller import (
     WIDGET,
     WIDGET_GROUP,
     WIDGETS,
@@ -43,7 +40,10 @@ from tests.system.controller_kit import (
     wait_event,
     wait_woken,
 )
-from tests.system.webhook_kit import times_reported
+from testkit.crds import create_crd
+from testkit.operators import ibm_annotated_deployment, ibm_readme_annotate_args
+from testkit.waiting import wait_for
+from testkit.webhook import times_reported
 from zeroscaler.core.annotations import STATUS_KEYS
 
 pytestmark = pytest.mark.cluster

@@ -10,8 +10,7 @@ import pytest
 from kubernetes import client as k8s
 
 from localcluster.cluster import Cluster
-from tests.support.waiting import wait_for
-from tests.system.controller_kit import (
+from testkit.controller import (
     ControllerProcess,
     Ref,
     config_for,
@@ -27,6 +26,7 @@ from tests.system.controller_kit import (
     wait_event,
     wait_woken,
 )
+from testkit.waiting import wait_for
 from zeroscaler.core.durations import parse_time
 
 pytestmark = pytest.mark.cluster
