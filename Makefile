@@ -143,6 +143,7 @@ test: install controlplane promtool flux-apply release-tools $(IMAGE_TAR) $(OPER
 # Left out: benchmarks, long fault scenarios and the demo, which test zeroscaler, not the release.
 COMPAT_TESTS := tests/system/test_cluster.py tests/system/test_discovery.py \
 	tests/system/test_webhook.py tests/system/test_controller.py tests/system/test_chart.py \
+	tests/system/test_chart_programs.py \
 	tests/system/test_cli.py tests/system/test_real_node.py
 compat: install
 	@test -n "$(KUBERNETES)" || { echo "make compat needs KUBERNETES=X.Y.Z, e.g. KUBERNETES=1.34.4 (proven ones: docs/compatibility.md)"; exit 2; }
