@@ -17,9 +17,7 @@ import pytest
 from kubernetes import client as k8s
 
 from localcluster.cluster import Cluster
-from tests.support.crds import create_crd
-from tests.support.waiting import wait_for
-from tests.system.controller_kit import (
+from testkit.controller import (
     ControllerProcess,
     Ref,
     config_for,
@@ -29,6 +27,8 @@ from tests.system.controller_kit import (
     wait_asleep,
     wait_woken,
 )
+from testkit.crds import create_crd
+from testkit.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
 
