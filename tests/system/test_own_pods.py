@@ -68,10 +68,11 @@ def test_its_own_pods_and_replicaset_coming_and_going_never_wake_it(
     since = state_of(api, ref)[1]["zeroscaler.io/asleep-since"]
     # The sleep scales its ReplicaSet to zero and deletes its Pod: neither wakes it.
     wait_for(lambda: not own_pods(api, op), "its own Pod gone")
-    # A minute at least: a witness with a 60 s timeout, made now, has to fall asleep first.
+    # Twenty seconds at least, long past its Pod's end and its ReplicaSet's last status write:
+    # a witness with a 20 s timeout, made now, has to fall asleep first.
     grant_watch(api, opted_ns, [("", ["configmaps"])])
-    minute = config_for("60s", "ConfigMap", watch_namespaces=opted_ns)
-    witness = create_workload(api, opted_ns, "witness", minute, paused=True)
+    twenty = config_for("20s", "ConfigMap", watch_namespaces=opted_ns)
+    witness = create_workload(api, opted_ns, "witness", twenty, paused=True)
     wait_asleep(api, witness, 3, timeout=120)
     replicas, annotations = state_of(api, ref)
     assert replicas == 0

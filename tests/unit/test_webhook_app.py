@@ -304,7 +304,7 @@ def shared_client() -> Iterator[TestClient]:
         yield c
 
 
-@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(body=hostile_reviews())
 def test_fuzz_mutate_never_500(shared_client: TestClient, body: Any) -> None:
     resp = shared_client.post(
@@ -433,7 +433,7 @@ ACTIVATE_PATHS = st.sampled_from(
 )
 
 
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(body=hostile_reviews(), path=ACTIVATE_PATHS)
 def test_fuzz_activate_never_500(shared_client: TestClient, body: Any, path: str) -> None:
     resp = shared_client.post(
