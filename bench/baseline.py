@@ -8,7 +8,7 @@ import asyncio
 import time
 from pathlib import Path
 
-from zeroscaler.api import Kube
+from zeroscaler.api import Gone, Kube, KubeError
 from zeroscaler.api.credentials import load_access
 
 
@@ -18,13 +18,19 @@ async def run(kubeconfig: str, watch_path: str, scale_paths: list[str], connecti
         _, rv = await kube.list_all(watch_path, metadata_only=True)
         print("ready", flush=True)
         while True:
-            async for event in kube.watch(watch_path, resource_version=rv, metadata_only=True):
-                rv = str(event["object"]["metadata"].get("resourceVersion", rv))
-                if event["type"] == "BOOKMARK":
-                    continue
-                # All at once: the connection pool alone bounds how many are in flight.
-                body = {"spec": {"replicas": 1}}
-                await asyncio.gather(*(kube.patch(p, body) for p in scale_paths))
+            try:
+                async for event in kube.watch(watch_path, resource_version=rv, metadata_only=True):
+                    rv = str(event["object"]["metadata"].get("resourceVersion", rv))
+                    if event["type"] == "BOOKMARK":
+                        continue
+                    # All at once: the connection pool alone bounds how many are in flight.
+                    body = {"spec": {"replicas": 1}}
+                    await asyncio.gather(*(kube.patch(p, body) for p in scale_paths))
+            except Gone:
+                _, rv = await kube.list_all(watch_path, metadata_only=True)
+            except KubeError as e:  # as any watcher would: again, a moment later
+                print(f"watch failed, again: {e}", flush=True)
+                await asyncio.sleep(0.2)
 
 
 async def list_once(kubeconfig: str, paths: list[str], full: list[str], connections: int) -> None:
@@ -50,10 +56,15 @@ def main() -> None:
         "--list", action="append", default=[], help="collection path to list once, metadata only"
     )
     parser.add_argument("--list-full", action="append", default=[], help="the same, whole objects")
+    parser.add_argument(
+        "--list-file", type=Path, help="a file of paths to list, metadata only, one a line"
+    )
     parser.add_argument("--scale", action="append", default=[], help="scale subresource path")
     parser.add_argument("--scale-file", type=Path, help="a file of scale paths, one a line")
     parser.add_argument("--connections", type=int, default=64, help="the client's connection pool")
     args = parser.parse_args()
+    if args.list_file:
+        args.list += [line for line in args.list_file.read_text().splitlines() if line]
     if args.list or args.list_full:
         asyncio.run(list_once(args.kubeconfig, args.list, args.list_full, args.connections))
         return

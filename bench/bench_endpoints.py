@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.bench_activator import _configuration, _noop_webhook
+from bench.judge import Run, Target, report
 from bench.saved import RESULTS
 from localcluster import build, netns
 from localcluster.cluster import start
@@ -58,20 +59,6 @@ class Trail:
     loaded: bool
     seconds: float
     refused: int  # creates refused for want of an endpoint after the watch showed one
-
-
-def problems(trails: list[Trail], settle: float) -> list[str]:
-    """What fails the target; nothing measured fails too."""
-    found = []
-    for loaded in (False, True):
-        phase = [t for t in trails if t.loaded is loaded]
-        if not phase:
-            found.append(f"no {'loaded' if loaded else 'quiet'} round measured")
-        late = [t for t in phase if t.seconds > settle]
-        if late:
-            worst = max(t.seconds for t in late)
-            found.append(f"{len(late)} rounds over {settle:g} s (worst {worst:.3f} s)")
-    return found
 
 
 def summary(trails: list[Trail]) -> dict[str, Any]:
@@ -237,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         print("control plane not built (make controlplane)", file=sys.stderr)
         return 1
     print("[bench endpoints] starting a control plane", flush=True)
+    run = Run()
     cluster = start(binaries, nodes=1)
     ca = new_ca("bench-endpoints-ca")
     server, port = _serve(ca)
@@ -256,17 +244,24 @@ def main(argv: list[str] | None = None) -> int:
         if s:
             print(f"{phase:<7} {s['rounds']:>3} rounds: p50 {s['p50_ms']:.1f} ms, max "
                   f"{s['max_ms']:.1f} ms, refused first {s['refused_first']}")  # fmt: skip
-    found = problems(trails, READY_SETTLE)
-    for p in found:
-        print(f"OVER TARGET: {p}")
-    if not found:
-        print(f"every round within the activator's {READY_SETTLE:g} s: ok")
+    judged = targets(trails, READY_SETTLE)
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / "endpoints.json"
     saved["trails"] = [asdict(t) for t in trails]
-    out.write_text(json.dumps(saved, indent=2))
+    out.write_text(json.dumps(run.stamped(saved, judged), indent=2))
     print(f"written {out}")
-    return 1 if found else 0
+    return 1 if report(judged) else 0
+
+
+def targets(trails: list[Trail], settle: float) -> list[Target]:
+    """Each phase's slowest round against the activator's settle; a phase not measured fails."""
+    found = []
+    for loaded in (False, True):
+        phase = [t.seconds for t in trails if t.loaded is loaded]
+        slowest = max(phase) if phase else None
+        what = f"{'loaded' if loaded else 'quiet'} rounds: the slowest ({len(phase)} rounds)"
+        found.append(Target(what, slowest, settle, "s"))
+    return found
 
 
 if __name__ == "__main__":

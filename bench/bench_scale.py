@@ -17,7 +17,8 @@ allows. One start varies by ±0.5 s at 10,000 workloads, so the restarts come in
 each figure is the median of its starts. Before and after the restarts, `bench.calibration`
 times a fixed piece of CPU work, so that runs on different days can be told apart from the
 machine's own speed (runs J and K, four hours apart, differed by more than their code did).
-Each figure's growth from the first stage is printed; `check` fails a run that measured nothing.
+Each figure's growth from the first stage is printed; `targets` judges every stage, and a
+figure not measured fails the run as a target missed does.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from bench.bench_controller import (
     setup_cluster,
     workload_name,
 )
+from bench.judge import Run, Target
 from bench.saved import RESULTS, save_json
 from localcluster.processes import free_port, running
 from zeroscaler.api import Kube
@@ -549,29 +551,62 @@ def _list_cpu(s: Stage) -> float:
     return round(statistics.median(s.list_baseline_cpu_s), 2) if s.list_baseline_cpu_s else 0.0
 
 
-def check(results: ScaleResults) -> list[str]:
-    """What makes the run say nothing: a stage without wakes timed, without its baseline beside
-    them, without a restart, without the raw list or the machine's speed beside the restart,
-    without the CPU of either, or without an idle window in a quiet cluster. Empty when all is
-    there."""
+# The row's targets (docs/figures.md, "Scale row"; issue 50 for the restart's CPU).
+WAKE_RATIO = 1.25  # wake p99 over the p99 of the baseline beside it, at every stage
+IDLE_CPU_PERCENT = 0.5
+ASLEEP_S = 30.0  # from the last workload created to all asleep (2 s idle timeout)
+RESTART_S_AT_10000 = 20.0  # to every workload reconciled; growing no faster than the workloads
+RESTART_RATIO = 1.25  # the restart over the raw list beside it, in time and in CPU
+RATIO_FROM = 10_000  # below this, a process's own start is most of a restart: ratios measured
+
+
+def resident_limit_mib(workloads: int) -> float:
+    """The resident target after the run at a size: 100 at 1,000, 150 at 10,000 (the row's),
+    and 1 GiB up to 100,000 (issue 50's)."""
+    if workloads <= 1_000:
+        return 100.0
+    if workloads <= 10_000:
+        return 150.0
+    return 1024.0
+
+
+def targets(results: ScaleResults) -> list[Target]:
+    """Every stage's figures against the row's targets. A figure a stage did not measure (no
+    wake, no restart, no raw list, no CPU, no idle window in a quiet cluster, no calibration)
+    fails; a stage cut short by a phase over its bound fails on what it did not reach."""
     if not results.stages:
-        return ["no stage was measured"]
-    problems = []
+        return []
+    found: list[Target] = []
     for s in results.stages:
-        where = f"{s.workloads} workloads"
-        if not s.latency or not s.paired:
-            problems.append(f"{where}: no wake timed, or no baseline sample beside the wakes")
-        if not s.managed_s:
-            problems.append(f"{where}: no restart to every workload reconciled measured")
-        if not s.list_baseline_s or not s.list_baseline_objects:
-            problems.append(f"{where}: no raw list beside the restart, or it listed nothing")
-        if not s.restart_cpu_s or not s.list_baseline_cpu_s:
-            problems.append(f"{where}: the CPU of the restart or of the raw list not measured")
-        if not s.idle_windows or not s.idle_quiet:
-            problems.append(f"{where}: idle CPU not measured, or measured while workloads changed")
-        if len(s.calibration_ms) < 2:
-            problems.append(f"{where}: the machine's speed not measured beside the restarts")
-    return problems
+        at = f"{s.workloads:,} workloads"
+        wake = _ratio(_p99_ms(s.latency), _p99_ms(s.paired)) if s.latency and s.paired else None
+        found.append(Target(f"{at}: wake p99 / baseline p99", wake, WAKE_RATIO, "x"))
+        idle = s.idle_cpu_percent if s.idle_windows and s.idle_quiet else None
+        found.append(Target(f"{at}: idle CPU, a quiet cluster", idle, IDLE_CPU_PERCENT, "%"))
+        rss = s.idle_rss_mb or None
+        found.append(Target(f"{at}: resident after the run", rss, resident_limit_mib(s.workloads),
+                            "MiB"))  # fmt: skip
+        asleep = s.seconds.get("all asleep")
+        found.append(Target(f"{at}: from the last created to all asleep", asleep, ASLEEP_S, "s"))
+        limit = RESTART_S_AT_10000 * max(1.0, s.workloads / 10_000)
+        restart = s.managed_s or None
+        found.append(Target(f"{at}: restart to every workload reconciled", restart, limit, "s"))
+        ratio_limit = RESTART_RATIO if s.workloads >= RATIO_FROM else None
+        raw = _list_baseline(s) if s.list_baseline_objects else None
+        ratio = _ratio(restart, raw)
+        found.append(Target(f"{at}: restart / raw list", ratio, ratio_limit, "x"))
+        cpu = _ratio(s.restart_cpu_s or None, _list_cpu(s) or None)
+        found.append(Target(f"{at}: restart CPU / raw list CPU", cpu, ratio_limit, "x"))
+        speed = s.calibration_ms[0] if len(s.calibration_ms) > 1 else None
+        found.append(Target(f"{at}: the machine's fixed work (before the restarts)", speed,
+                            None, "ms"))  # fmt: skip
+    return found
+
+
+def _ratio(value: float | None, baseline: float | None) -> float | None:
+    if value is None or not baseline:
+        return None
+    return value / baseline
 
 
 def print_scale(results: ScaleResults) -> None:
@@ -639,10 +674,12 @@ def plot(results: ScaleResults, path: Path) -> None:
     plt.close(fig)
 
 
-def write(results: ScaleResults) -> None:
-    """The JSON beside the other benchmarks' results, with the table's figures."""
+def write(results: ScaleResults, run: Run | None = None) -> None:
+    """The JSON beside the other benchmarks' results, with the table's figures and verdicts."""
     out: dict[str, Any] = asdict(results)
     out["table"] = {name: values for name, values in rows(results)}
+    if run is not None:
+        out = run.stamped(out, targets(results))
     print(f"wrote {save_json('controller-scale', out)}")
     if results.stages:
         plot(results, RESULTS / "controller-scale.png")

@@ -39,7 +39,7 @@ from zeroscaler.controller.subscription import Subscriptions
 from zeroscaler.controller.tasks import Tasks
 from zeroscaler.controller.timers import TimerHeap
 from zeroscaler.controller.warming import Warming
-from zeroscaler.controller.watches import WatchHub
+from zeroscaler.controller.watches import RESERVED, SharedWatch, WatchHub
 from zeroscaler.controller.workload import (
     Workload,
     WorkloadKey,
@@ -96,9 +96,14 @@ class Controller:
         self.hub: WatchHub[WorkloadKey] = WatchHub(
             watcher,
             lambda resource, event: self.changes.on_object(resource, event),
-            lambda resource: self.changes.on_synced(resource),
-            on_first_list=lambda resource, store: self.changes.on_first_list(resource, store),
+            lambda resource, where: self.changes.on_synced(resource, where),
+            on_served=lambda resource, kept, key, where: self.changes.on_served(
+                resource, kept, key, where
+            ),
+            on_listed=lambda resource, objects: self.changes.on_listed(resource, objects),
             streaming=settings.streaming_lists,
+            budget=max(0, settings.max_connections - RESERVED),
+            namespace_count=lambda: len(self.cluster.namespaces.store),
         )
         self.metrics = self._metrics(kube, watcher)
         self.changes = ChangeFeed(
@@ -148,6 +153,7 @@ class Controller:
             count_paused=lambda: count_paused(self.workloads.values()),
             count_dry_run=lambda: count_dry_run(self.workloads.values()),
             count_released=lambda: count_released(self.workloads.values()),
+            count_shared_watches=lambda: self.hub.watches_by_scope(),
         )
         for client in clients:
             client.on_throttled = metrics.throttled.inc
@@ -316,19 +322,24 @@ class Controller:
         else:
             resume_collection()
         log.info(
-            "caught up", extra={"workloads": len(self.workloads), "types": len(self.hub.resources)}
+            "caught up",
+            extra={
+                "workloads": len(self.workloads),
+                "types": len(self.hub.resources),
+                "watches": self.hub.watch_count(),
+            },
         )
 
     async def _catch_up(self) -> None:
         await self._synced.wait()
         await self.queue.until_idle()
         while unsynced := self._unsynced_watches():
-            await asyncio.gather(*(i.synced.wait() for i in unsynced))
+            await asyncio.gather(*(w.ready.wait() for w in unsynced))
             await self.queue.until_idle()
 
-    def _unsynced_watches(self) -> list[Informer]:
-        informers = (self.hub.informer(r) for r in self.hub.resources)
-        return [i for i in informers if i is not None and not i.synced.is_set()]
+    def _unsynced_watches(self) -> list[SharedWatch[WorkloadKey]]:
+        watches = (self.hub.kept(r) for r in self.hub.resources)
+        return [w for w in watches if w is not None and not w.ready.is_set()]
 
     async def _finish_warming(self) -> None:
         """Once every workload has had its first look (a minute at most), warm nothing more and

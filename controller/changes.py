@@ -13,7 +13,7 @@ from datetime import datetime
 from prometheus_client import Counter
 
 from zeroscaler.api import Obj
-from zeroscaler.cluster.informer import Store, WatchEvent, key_of
+from zeroscaler.cluster.informer import Readable, WatchEvent, key_of
 from zeroscaler.controller.clock import Clock
 from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.workload import (
@@ -24,7 +24,7 @@ from zeroscaler.controller.workload import (
     reconcile_inputs,
     settle_start,
 )
-from zeroscaler.core.activity import Activity, Change, due_of, find_activity
+from zeroscaler.core.activity import Activity, Change, Scope, due_of, find_activity
 from zeroscaler.core.flapping import activity_cause
 from zeroscaler.core.kinds import APIResource
 
@@ -74,8 +74,9 @@ class ChangeFeed:
         # to a watched type, while it lasts.
         self.on_first_seen: Callable[[WorkloadKey, Mapping[str, str]], None] | None = None
         self.on_change: Callable[[APIResource, str], None] | None = None
-        # What a workload holding a watch missed, read from its store (`Subscriptions.catch_up`).
-        self.catch_up: Callable[[Workload, APIResource, Store], None] | None = None
+        # What a workload holding a watch missed, read from its store in the namespaces given
+        # (None: all) (`Subscriptions.catch_up`).
+        self.catch_up: Callable[[Workload, APIResource, Readable, Scope], None] | None = None
         self.check_census: Callable[[Workload], None] | None = None  # `Subscriptions.check_census`
 
     def hpa_names(self, key: WorkloadKey) -> list[str]:
@@ -151,10 +152,11 @@ class ChangeFeed:
         if key in self._workloads:
             self._enqueue(key)
 
-    def on_synced(self, resource: APIResource) -> None:
-        """A watch holds its whole collection: sleepers still to compare their census do it now,
-        without a whole reconcile where none is under way (one follows if it differs)."""
-        for key in self._users(resource):
+    def on_synced(self, resource: APIResource, where: Scope = None) -> None:
+        """A watch holds its whole collection in `where` (None: every namespace): sleepers there
+        still to compare their census do it now, without a whole reconcile where none is under
+        way (one follows if it differs)."""
+        for key in self._users_of(resource, where):
             w = self._workloads.get(key)
             if w is None or not w.watch.unchecked:
                 continue
@@ -171,16 +173,23 @@ class ChangeFeed:
             self._event_counters[resource] = counter
         counter.inc(events)
 
-    def on_first_list(self, resource: APIResource, store: Store) -> None:
-        """A watch's first list, handed over whole rather than object by object: counted, and
-        each workload already holding the watch catches up on what changed while none did."""
-        self.count_events(resource, len(store))
-        if self.catch_up is None:
-            return
-        for key in self._users(resource):
-            w = self._workloads.get(key)
-            if w is not None:
-                self.catch_up(w, resource, store)
+    def _users_of(self, resource: APIResource, where: Scope) -> Iterable[WorkloadKey]:
+        if where is None or not resource.namespaced:
+            return list(self._users(resource))
+        return list(dict.fromkeys(k for n in where for k in self._users_in(resource, n)))
+
+    def on_listed(self, resource: APIResource, objects: int) -> None:
+        """A watch's list, handed over whole rather than object by object: counted."""
+        self.count_events(resource, objects)
+
+    def on_served(
+        self, resource: APIResource, kept: Readable, key: WorkloadKey, where: Scope
+    ) -> None:
+        """A workload holding a watch may now read it in `where` (None: everywhere): it catches
+        up on what changed there while it was not told of each change."""
+        w = self._workloads.get(key)
+        if w is not None and self.catch_up is not None:
+            self.catch_up(w, resource, kept, where)
 
     def on_object(self, resource: APIResource, event: WatchEvent) -> None:
         """A watched object changed: note it for every workload it is activity for."""

@@ -51,7 +51,8 @@ class ControllerSettings:
     streaming_lists: bool = False
     warm_watches: bool = True  # on a start, list the types workloads name before reconciling them
     workers: int = 64  # coroutines; requests queue for the request connections
-    max_connections: int = 1024  # for watches: one each
+    # For watches, one each; the shared watches by namespace may take all but 128 of them.
+    max_connections: int = 4096
     request_connections: int = 16  # all kept alive
     api_qps: float = 0.0  # requests a second after a burst; 0: no limit but the server's 429s
     api_burst: int = 1000

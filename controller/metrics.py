@@ -66,6 +66,24 @@ class _StateCollector(Collector):
         )
 
 
+class _WatchCollector(Collector):
+    """The shared watches open, by how far each reaches."""
+
+    def __init__(self, count: Callable[[], Mapping[str, int]]) -> None:
+        self._count = count
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "zeroscaler_shared_watches",
+            "Shared watches open (a connection each), by scope: in one namespace, or cluster-wide",
+            labels=["scope"],
+        )
+        counts = self._count()
+        for scope in ("namespace", "cluster"):
+            family.add_metric([scope], counts.get(scope, 0))
+        yield family
+
+
 class _ControlCollector(Collector):
     """Workloads held by a person (paused) and workloads where zeroscaler only says what it
     would do (dry run), on the leader."""
@@ -266,6 +284,7 @@ class Metrics:
         count_paused: Callable[[], int] = lambda: 0,
         count_dry_run: Callable[[], int] = lambda: 0,
         count_released: Callable[[], Requests] = lambda: NONE,
+        count_shared_watches: Callable[[], Mapping[str, int]] = dict,
     ) -> None:
         self.registry = CollectorRegistry()
         self._count_savings = count_savings
@@ -276,6 +295,7 @@ class Metrics:
         self.registry.register(
             _ControlCollector(count_paused, count_dry_run, count_released, is_leader)
         )
+        self.registry.register(_WatchCollector(count_shared_watches))
         self.workload_series = None if workloads is None else WorkloadSeries(workloads, is_leader)
         self.per_workload = workloads is not None
         self.registry.register(APIErrors("zeroscaler_api_errors", api_errors))

@@ -3,13 +3,14 @@ ServiceAccount may watch them in, and the shared watches it holds."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from zeroscaler.api import KubeError, Obj
-from zeroscaler.cluster.informer import Informer, Store
+from zeroscaler.api import KubeError
+from zeroscaler.cluster.informer import Readable
 from zeroscaler.cluster.view import ClusterView
 from zeroscaler.controller.clock import Clock
 from zeroscaler.controller.permissions import AccessReviews
@@ -25,6 +26,7 @@ from zeroscaler.core.activity import (
     due_of,
     find_activity,
     is_in_interest,
+    scope_alone,
     working_namespaces,
 )
 from zeroscaler.core.annotations import (
@@ -38,9 +40,12 @@ from zeroscaler.core.annotations import (
 from zeroscaler.core.census import (
     Census,
     KindTally,
+    combined,
     difference,
     namespaces_to_read,
+    newest_object,
     parse_census,
+    plain_tally,
     tally,
 )
 from zeroscaler.core.disclosure import object_words
@@ -166,11 +171,11 @@ class Subscriptions:
 
     def _due_times(self, w: Workload, interest: Interest) -> Iterable[DueTime]:
         for resource, paths in w.watch.due.items():
-            informer = self._hub.informer(resource)
-            if informer is None or not informer.synced.is_set():
+            kept = self._hub.kept(resource)
+            if kept is None:
                 continue
-            where = namespaces_to_read(resource, interest)
-            for obj in informer.store.in_namespaces(where):
+            # Namespaces not listed yet hold nothing here; each reaches it when listed (on_served).
+            for obj in kept.in_namespaces(namespaces_to_read(resource, interest)):
                 found = due_of(obj)
                 if not found or not is_in_interest(obj, resource, interest):
                     continue
@@ -330,10 +335,17 @@ class Subscriptions:
             return {}
         found: dict[str, KindTally] = {}
         for resource in w.watch.resources:
-            informer = self._hub.informer(resource)
-            if informer is not None and informer.synced.is_set():
-                found[resource.canonical] = _tally_in(informer, resource, w.watch.interest)
+            kept = self._listed(resource, w.watch.interest)
+            if kept is not None:
+                found[resource.canonical] = _tally_in(kept, resource, w.watch.interest)
         return found
+
+    def _listed(self, resource: APIResource, interest: Interest) -> Readable | None:
+        """The type's watches, if they hold every namespace of the interest's scope listed."""
+        kept = self._hub.kept(resource)
+        if kept is None or not kept.synced_in(namespaces_to_read(resource, interest)):
+            return None
+        return kept
 
     def check_census(self, w: Workload) -> None:
         """Asleep since before we watched: a kind whose objects differ from its census wakes it."""
@@ -345,46 +357,53 @@ class Subscriptions:
         unchecked = set(w.watch.unchecked)
         for kind in w.watch.unchecked:
             resource = served.get(kind)
-            informer = self._hub.informer(resource) if resource is not None else None
             if resource is None or kind not in recorded:  # not watched now: nothing to compare
                 unchecked.discard(kind)
                 continue
-            if informer is None or not informer.synced.is_set():
+            kept = self._listed(resource, w.watch.interest)
+            if kept is None:
                 continue  # its list is still coming; its sync asks for another look
             unchecked.discard(kind)
-            now = _tally_in(informer, resource, w.watch.interest)
+            now = _tally_in(kept, resource, w.watch.interest)
             reason = difference(kind, recorded[kind], now)
             # A wake already due names the object that changed: a better reason than a count,
             # and so does an object changed since the sleep, when the list was not replayed.
             if reason is None or w.idle.activity_at is not None:
                 continue
-            where = namespaces_to_read(resource, w.watch.interest)
-            if not self._replay(w, resource, informer.store.in_namespaces(where), w.watch.interest):
+            if not self._replay(w, resource, kept, w.watch.interest):
                 self._on_activity(w, Activity(resource.kind, "", "", reason), self._clock.now())
         w.watch.unchecked = shared(frozenset(unchecked))
 
     def subscribe(self, w: Workload, wanted: set[APIResource]) -> None:
-        """Hold exactly the watches in `wanted`; a warm one is replayed to an asleep workload."""
+        """Hold exactly the watches in `wanted`. What they hold listed already in namespaces it
+        did not watch before is read as an initial list at once; what they have yet to list is
+        read once listed (`ChangeFeed.on_served`)."""
         for resource in w.watch.resources - wanted:
             self._hub.release(resource, w.key)
         for resource in wanted & w.watch.resources:
-            self._hub.set_scope(resource, w.key, _scope_of(w, resource))
+            self._read(w, resource, self._hub.set_scope(resource, w.key, _scope_of(w, resource)))
             self._hub.set_due(resource, w.key, w.watch.due.get(resource, frozenset()))
         for resource in wanted - w.watch.resources:
             # Its due fields first, so a watch it starts keeps them from its first list.
             self._hub.set_due(resource, w.key, w.watch.due.get(resource, frozenset()))
-            informer = self._hub.acquire(resource, w.key, _scope_of(w, resource))
-            if informer is not None and informer.synced.is_set():
-                self.catch_up(w, resource, informer.store)
+            self._read(w, resource, self._hub.acquire(resource, w.key, _scope_of(w, resource)))
         w.watch.resources = shared(frozenset(wanted))
 
-    def catch_up(self, w: Workload, resource: APIResource, store: Store) -> None:
+    def _read(self, w: Workload, resource: APIResource, where: Scope) -> None:
+        kept = self._hub.kept(resource)
+        if kept is not None and (where is None or where):
+            self.catch_up(w, resource, kept, where)
+
+    def catch_up(
+        self, w: Workload, resource: APIResource, store: Readable, where: Scope = None
+    ) -> None:
         """What `w` missed of `resource`, read from a store it was not told of object by object:
         listed before it joined, or a first list (which tells no one). An asleep one: what
         changed while nobody watched. An awake one: what changed after its idle clock last
         restarted (a first list that came after the workload was first managed holds the
         changes made in between); the API server times changes to the second, so one made in
-        the second the clock restarted is taken as made before it."""
+        the second the clock restarted is taken as made before it. Only the namespaces in
+        `where` (None: all) are read."""
         interest = w.watch.interest
         if interest is None:
             return
@@ -394,15 +413,20 @@ class Subscriptions:
             # Its census, compared next (`check_census`), moves with every change the replay
             # would find: the replay waits for a difference, to name the object.
             return
-        where = namespaces_to_read(resource, interest)
-        self._replay(w, resource, store.in_namespaces(where), interest)
+        self._replay(w, resource, store, interest, where)
 
     def _replay(
-        self, w: Workload, resource: APIResource, objects: Iterable[Obj], interest: Interest
+        self,
+        w: Workload,
+        resource: APIResource,
+        store: Readable,
+        interest: Interest,
+        where: Scope = None,
     ) -> bool:
         """A warm watch's store, seen as an initial list by a workload that joins it late;
-        whether it found activity."""
-        for obj in list(objects):
+        whether it found activity. Where its scope alone decides, only each namespace's newest
+        object can be news, worked out once for every workload that shares the namespace."""
+        for obj in _candidates(store, resource, interest, where):
             found = find_activity(Change("ADDED", obj, initial=True), resource, interest)
             if found is not None:
                 self._on_activity(w, found, self._clock.now())
@@ -410,10 +434,44 @@ class Subscriptions:
         return False
 
 
-def _tally_in(informer: Informer, resource: APIResource, interest: Interest) -> KindTally:
-    """The census of one type, reading only the namespaces the interest covers."""
-    where = namespaces_to_read(resource, interest)
-    return tally(informer.store.in_namespaces(where), resource, interest)
+def _candidates(
+    store: Readable, resource: APIResource, interest: Interest, where: Scope = None
+) -> list[Mapping[str, Any]]:
+    """The stored objects in `where` (None: all) that may be news to `interest` as an initial
+    list would be."""
+    alone, scope = scope_alone(resource, interest)
+    if not alone:
+        return list(store.in_namespaces(_within(namespaces_to_read(resource, interest), where)))
+    since = interest.since
+    if since is None:  # nothing listed is news without a time to be newer than
+        return []
+    scope = _within(scope, where)
+    namespaces = list(store.namespaces()) if scope is None else scope
+    newest = (store.summary(n, _NEWEST, newest_object) for n in namespaces)
+    return [found[1] for found in newest if found is not None and found[0] > since]
+
+
+def _within(scope: Scope, where: Scope) -> Scope:
+    """The namespaces in both (None: all)."""
+    if scope is None:
+        return where
+    return scope if where is None else scope & where
+
+
+def _tally_in(store: Readable, resource: APIResource, interest: Interest) -> KindTally:
+    """The census of one type, reading only the namespaces the interest covers; where its scope
+    alone decides, each namespace's tally is worked out once for every workload that reads it."""
+    alone, scope = scope_alone(resource, interest)
+    if not alone:
+        where = namespaces_to_read(resource, interest)
+        return tally(store.in_namespaces(where), resource, interest)
+    namespaces = list(store.namespaces()) if scope is None else scope
+    work_out = functools.partial(plain_tally, resource=resource)
+    return combined(store.summary(n, _TALLY, work_out) for n in namespaces)
+
+
+# The names under which a store keeps what it worked out of a namespace's objects.
+_NEWEST, _TALLY = "newest", "tally"
 
 
 def _scope_of(w: Workload, resource: APIResource) -> Scope:

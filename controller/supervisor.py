@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import resource
 import socket
 import ssl
 import tempfile
@@ -58,6 +59,7 @@ class Clients:
 async def clients(settings: ControllerSettings) -> AsyncIterator[Clients]:
     """The controller's clients, closed on the way out."""
     access = load_access(settings.kubeconfig)
+    _allow_open_files(settings.max_connections + 256)
     # Every shared watch holds a connection of its own, so watches get a large pool; requests get
     # a small one whose connections all stay open (a TLS handshake costs more than a short wait).
     # httpcore counts busy connections against the idle ones it may keep: with 16 kept, each
@@ -77,6 +79,17 @@ async def clients(settings: ControllerSettings) -> AsyncIterator[Clients]:
         Kube(access, max_connections=2, keepalive_connections=2) as lease_kube,
     ):
         yield Clients(watch_kube, kube, lease_kube)
+
+
+def _allow_open_files(wanted: int) -> None:
+    """Raise the soft limit of open files towards `wanted`, within the hard one: each watch holds
+    a socket, and a container's soft limit may be 1,024."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= wanted:
+        return
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if target > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
 def self_signed_tls(host: str) -> ssl.SSLContext:

@@ -21,6 +21,7 @@ from zeroscaler.cluster.view import ClusterView
 from zeroscaler.controller.permissions import AccessReviews
 from zeroscaler.controller.watches import WatchHub
 from zeroscaler.controller.workload import Workload, WorkloadKey
+from zeroscaler.core.activity import Scope
 from zeroscaler.core.early_watches import named_types
 from zeroscaler.core.kinds import APIResource
 
@@ -52,6 +53,8 @@ class Warming:
         self._hurry = hurry
         self.active = True
         self._asked: set[APIResource] = set()  # types warmed, or being checked
+        self._allowed: set[APIResource] = set()  # types the controller may watch everywhere
+        self._reach: dict[APIResource, Scope] = {}  # where each type is to be warmed
         # Seen before API discovery answered or the namespaces were listed.
         self._undiscovered: list[WorkloadKey] = []
         # Per type, by namespace (ANYWHERE: any), the workloads that name it and have not been
@@ -74,7 +77,15 @@ class Warming:
             by_namespace = self._waiting.setdefault(resource, {})
             for namespace in named.namespaces or (ANYWHERE,):
                 by_namespace.setdefault(namespace, set()).add(key)
-            if resource not in self._asked:
+            if not named.listed:
+                continue  # where RBAC will say: nothing to warm until its reconcile knows
+            was = self._reach.get(resource, frozenset())
+            wanted = None if was is None or named.namespaces is None else was | named.namespaces
+            self._reach[resource] = wanted
+            if resource in self._allowed:
+                if wanted != was:
+                    self._hub.warm(resource, wanted)
+            elif resource not in self._asked:
                 self._asked.add(resource)
                 self._background(self._warm(resource))
 
@@ -96,7 +107,8 @@ class Warming:
             log.info("not warmed: %s", e, extra={"resource": resource.group_resource})
             return
         if allowed and self.active:
-            self._hub.warm(resource)
+            self._allowed.add(resource)
+            self._hub.warm(resource, self._reach.get(resource, frozenset()))
 
     def on_change(self, resource: APIResource, namespace: str) -> None:
         """A change (not an initial list) to `resource`: the workloads that name it there and are
@@ -124,5 +136,6 @@ class Warming:
         self.active = False
         self._waiting.clear()
         self._undiscovered.clear()
+        self._reach.clear()
         unused = self._hub.drop_unused()
         log.info("start warmed", extra={"types": len(self._asked), "unused": len(unused)})

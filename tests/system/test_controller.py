@@ -45,7 +45,7 @@ from testkit.operators import ibm_annotated_deployment, ibm_readme_annotate_args
 from testkit.steps import step
 from testkit.waiting import wait_for
 from testkit.webhook import times_reported
-from zeroscaler.core.annotations import STATUS_KEYS
+from zeroscaler.core.annotations import LEADER_ANNOTATION, STATUS_KEYS
 
 pytestmark = pytest.mark.cluster
 
@@ -95,9 +95,17 @@ def test_seed_demo_sleeps_and_wakes_to_the_previous_count(
                 WIDGET_GROUP, "v1", opted_ns, "widgets", "w1", {"status": {"ready": True}}
             ),
         )
+        # A namespace outside every scope is not watched: its change is never even received. A
+        # leader lock in scope (received, never activity) comes after it on any watch that had it.
+        seen = controller.events_seen("configmaps")
+        create_configmap(api, ns, "outside-the-scope")
+        lock = {LEADER_ANNOTATION: "{}"}
         assert_not_activity(
-            controller, "configmaps", lambda: create_configmap(api, ns, "outside-the-scope")
+            controller,
+            "configmaps",
+            lambda: create_configmap(api, opted_ns, "lock", annotations=lock),
         )
+        assert controller.events_seen("configmaps") == seen + 1
     with step("every sleep and wake is counted, in Events and metrics"):
         for ref in refs:
             assert state_of(api, ref)[0] == 0

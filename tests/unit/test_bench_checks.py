@@ -8,17 +8,21 @@ from bench.bench_scale import (
     RAW,
     ScaleResults,
     Stage,
-    check,
     log_time,
     median_start,
+    resident_limit_mib,
     restart_rounds,
     rows,
+    targets,
 )
+from bench.judge import problems
 
 
 def measured(**changes: object) -> Stage:
     stage = Stage(1000, latency=[0.01], paired=[0.01], managed_s=7.2)
     stage.idle_windows, stage.idle_quiet = [0.3, 0.4], True
+    stage.idle_cpu_percent, stage.idle_rss_mb = 0.3, 90.0
+    stage.seconds = {"all asleep": 12.0}
     stage.list_baseline_s, stage.list_baseline_objects = [6.0, 6.4], 51_000
     stage.calibration_ms = [52.0, 55.5]
     stage.restart_cpu_s, stage.list_baseline_cpu_s = 6.8, [5.5, 5.9, 5.0]
@@ -27,35 +31,75 @@ def measured(**changes: object) -> Stage:
     return stage
 
 
-def test_a_complete_run_passes() -> None:
-    assert check(ScaleResults([measured(), measured(workloads=10_000)])) == []
+def failures(results: ScaleResults) -> list[str]:
+    return [t.verdict() for t in targets(results) if not t.met]
 
 
-def test_no_stage_fails() -> None:
-    assert check(ScaleResults()) == ["no stage was measured"]
+def test_a_complete_run_within_its_targets_passes() -> None:
+    large = measured(workloads=10_000, idle_rss_mb=140.0, managed_s=7.0, restart_cpu_s=6.0)
+    assert failures(ScaleResults([measured(), large])) == []
+
+
+def test_no_stage_is_nothing_to_judge() -> None:
+    assert targets(ScaleResults()) == []
+    assert problems(targets(ScaleResults())) == ["no figure was measured: nothing to judge"]
 
 
 @pytest.mark.parametrize(
     ("missing", "said"),
     [
-        ({"latency": []}, "no wake timed"),
-        ({"paired": []}, "no baseline sample beside the wakes"),
-        ({"managed_s": 0.0}, "no restart"),
-        ({"list_baseline_s": []}, "no raw list"),
-        ({"list_baseline_objects": 0}, "listed nothing"),
-        ({"idle_windows": []}, "idle CPU not measured"),
-        ({"idle_quiet": False}, "measured while workloads changed"),
-        ({"calibration_ms": []}, "the machine's speed not measured"),
-        ({"calibration_ms": [52.0]}, "the machine's speed not measured"),
-        ({"restart_cpu_s": 0.0}, "the CPU of the restart or of the raw list not measured"),
-        ({"list_baseline_cpu_s": []}, "the CPU of the restart or of the raw list not measured"),
+        ({"latency": []}, "wake p99 / baseline p99: not measured"),
+        ({"paired": []}, "wake p99 / baseline p99: not measured"),
+        ({"managed_s": 0.0}, "restart to every workload reconciled: not measured"),
+        ({"list_baseline_s": [], "list_baseline_objects": 0}, "restart / raw list: not measured"),
+        ({"idle_windows": []}, "idle CPU, a quiet cluster: not measured"),
+        ({"idle_quiet": False}, "idle CPU, a quiet cluster: not measured"),
+        ({"seconds": {}}, "to all asleep: not measured"),
+        ({"calibration_ms": [52.0]}, "fixed work (before the restarts): not measured"),
+        ({"restart_cpu_s": 0.0}, "restart CPU / raw list CPU: not measured"),
+        ({"list_baseline_cpu_s": []}, "restart CPU / raw list CPU: not measured"),
     ],
 )
-def test_a_stage_without_samples_fails(missing: dict[str, object], said: str) -> None:
-    problems = check(ScaleResults([measured(), measured(workloads=10_000, **missing)]))
-    assert len(problems) == 1
-    assert problems[0].startswith("10000 workloads: ")
-    assert said in problems[0]
+def test_a_figure_a_stage_did_not_measure_fails(missing: dict[str, object], said: str) -> None:
+    found = failures(ScaleResults([measured(), measured(workloads=2_000, **missing)]))
+    assert found, "a figure not measured passed"
+    assert all(f.startswith("2,000 workloads: ") for f in found)
+    assert said in found[0]
+
+
+def test_the_restart_is_judged_against_the_raw_list_in_time_and_in_cpu_from_10000() -> None:
+    small = measured(managed_s=9.0, restart_cpu_s=9.0)  # 1.45x and 1.64x: measured, not judged
+    large = measured(workloads=10_000, idle_rss_mb=140.0, managed_s=8.1, restart_cpu_s=6.5)
+    assert failures(ScaleResults([small, large])) == [
+        "10,000 workloads: restart / raw list: 1.31x, target at most 1.25x: "
+        "MISSED by 0.06x (5% of the target)"
+    ]
+    judged = {t.what: t for t in targets(ScaleResults([small, large]))}
+    assert judged["1,000 workloads: restart / raw list"].limit is None
+    assert judged["10,000 workloads: restart CPU / raw list CPU"].met
+
+
+def test_the_restart_s_cpu_alone_over_its_ratio_fails() -> None:
+    large = measured(workloads=10_000, idle_rss_mb=140.0, managed_s=6.5, restart_cpu_s=7.0)
+    found = failures(ScaleResults([large]))
+    assert found == [
+        "10,000 workloads: restart CPU / raw list CPU: 1.27x, target at most 1.25x: "
+        "MISSED by 0.02x (2% of the target)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("workloads", "limit"), [(100, 100.0), (1_000, 100.0), (10_000, 150.0), (100_000, 1024.0)]
+)
+def test_the_resident_target_grows_with_the_stage(workloads: int, limit: float) -> None:
+    assert resident_limit_mib(workloads) == limit
+
+
+def test_the_restart_may_grow_with_the_workloads_and_no_faster() -> None:
+    stage = measured(workloads=100_000, idle_rss_mb=900.0, managed_s=210.0, restart_cpu_s=6.0)
+    found = failures(ScaleResults([stage]))
+    assert any("restart to every workload reconciled: 210 s, target at most 200 s" in f
+               for f in found)  # fmt: skip
 
 
 def test_the_table_has_rows_for_the_restart_modes_run_and_no_others() -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from tests.unit.mock_api import kube_served_by
 from zeroscaler.api import Obj
-from zeroscaler.cluster.informer import WatchEvent, key_of
+from zeroscaler.cluster.informer import WatchEvent
 from zeroscaler.controller.changes import ChangeFeed
 from zeroscaler.controller.clock import ManualClock
 from zeroscaler.controller.metrics import Metrics
@@ -52,10 +52,11 @@ def test_the_types_named_are_those_served_and_watchable() -> None:
         ),
         DISCOVERY,
     )
-    assert named == Named((WIDGET, GADGET), frozenset({"ops", "dev"}))
+    assert named == Named((WIDGET, GADGET), frozenset({"ops", "dev"}), listed=True)
     everywhere = notes("Widget.example.com", **{"zeroscaler.io/watch-namespaces": "*"})
-    assert named_types(everywhere, DISCOVERY) == Named((WIDGET,), None)
-    assert named_types(notes("Widget.example.com"), DISCOVERY).namespaces is None
+    assert named_types(everywhere, DISCOVERY) == Named((WIDGET,), None, listed=True)
+    unlisted = named_types(notes("Widget.example.com"), DISCOVERY)  # where RBAC will say
+    assert (unlisted.namespaces, unlisted.listed) == (None, False)
     opted_out = notes("Widget.example.com", **{"zeroscaler.io/enabled": "false"})
     assert named_types(opted_out, DISCOVERY) == Named()
     no_timeout = {"zeroscaler.io/watched-kinds": "Widget.example.com"}
@@ -129,8 +130,9 @@ class Start:
         self.hub: WatchHub[WorkloadKey] = WatchHub(
             self.api.kube,
             lambda r, e: self.feed.on_object(r, e),
-            lambda r: self.feed.on_synced(r),
-            on_first_list=lambda r, store: self.feed.on_first_list(r, store),
+            lambda r, where: self.feed.on_synced(r, where),
+            on_served=lambda r, kept, key, where: self.feed.on_served(r, kept, key, where),
+            on_listed=lambda r, count: self.feed.on_listed(r, count),
         )
         self.workloads: dict[WorkloadKey, Workload] = {}
         self.enqueued: list[WorkloadKey] = []
@@ -190,26 +192,32 @@ class Start:
         await self.api.kube.aclose()
 
 
+IN_OPS = {"zeroscaler.io/watch-namespaces": "ops"}
+
+
 async def test_a_start_warms_what_workloads_name_and_delivers_it_to_no_one() -> None:
     start = Start()
-    start.add(workload("a", "ops", notes("Widget.example.com")))
-    start.add(workload("b", "ops", notes("Secret.example.com")))  # we may not watch it
+    start.add(workload("a", "ops", notes("Widget.example.com", **IN_OPS)))
+    start.add(workload("b", "ops", notes("Secret.example.com", **IN_OPS)))  # we may not watch it
     start.add(workload("c", "ops", {"zeroscaler.io/watched-kinds": "Gadget.example.com"}))
-    start.add(workload("d", "closed", notes("Gadget.example.com")))  # its namespace not opted in
+    start.add(workload("d", "closed", notes("Gadget.example.com", **IN_OPS)))  # not opted in
+    # Its namespaces are whatever RBAC will say: a whole type listed for it could be in vain.
+    start.add(workload("e", "ops", notes("Gadget.example.com")))
     await start.settle()
     assert start.hub.resources == []  # discovery has not answered yet
     start.cluster.list()
     await start.settle()
     assert start.hub.resources == [WIDGET]
-    informer = start.hub.informer(WIDGET)
-    assert informer is not None
-    await informer.synced.wait()
-    assert len(informer.store) == 1
+    kept = start.hub.kept(WIDGET)
+    assert kept is not None
+    await kept.ready.wait()
+    assert len(kept) == 1
     assert start.hub.users(WIDGET) == set()
     assert start.noted == []  # its list reached no workload: none has subscribed
-    # A workload's own reconcile subscribes (after its access checks) and finds it warm.
-    assert start.hub.acquire(WIDGET, ("Deployment", "ops", "a"), frozenset({"ops"})) is informer
-    assert start.api.listed == ["/apis/example.com/v1/widgets"]  # listed once, early
+    # A workload's own reconcile subscribes (after its access checks) and finds it listed.
+    key = ("Deployment", "ops", "a")
+    assert start.hub.acquire(WIDGET, key, frozenset({"ops"})) == frozenset({"ops"})
+    assert start.api.listed == ["/apis/example.com/v1/namespaces/ops/widgets"]  # once, early
     await start.aclose()
 
 
@@ -245,16 +253,36 @@ async def test_a_change_hurries_the_first_look_of_those_naming_it_there_once() -
 async def test_finishing_stops_the_warm_watches_nobody_took_and_warms_no_more() -> None:
     start = Start()
     start.cluster.list()
-    start.add(workload("a", "ops", notes("Widget.example.com")))
-    start.add(workload("b", "ops", notes("Gadget.example.com")))
+    start.add(workload("a", "ops", notes("Widget.example.com", **IN_OPS)))
+    start.add(workload("b", "ops", notes("Gadget.example.com", **IN_OPS)))
     await start.settle()
     assert sorted(r.resource for r in start.hub.resources) == ["gadgets", "widgets"]
     start.hub.acquire(WIDGET, ("Deployment", "ops", "a"), frozenset({"ops"}))
     start.warming.finish()
     assert start.hub.resources == [WIDGET]
-    start.add(workload("later", "ops", notes("Gadget.example.com")))
+    start.add(workload("later", "ops", notes("Gadget.example.com", **IN_OPS)))
     await start.settle()
     assert start.hub.resources == [WIDGET]
+    await start.aclose()
+
+
+async def test_a_type_is_warmed_in_the_namespaces_named_and_narrows_to_its_users_after() -> None:
+    start = Start()
+    start.cluster.list()
+    start.add(workload("a", "ops", notes("Widget.example.com", **IN_OPS)))
+    start.add(
+        workload(
+            "b", "dev", notes("Widget.example.com", **{"zeroscaler.io/watch-namespaces": "dev"})
+        )
+    )
+    await start.settle()
+    kept = start.hub.kept(WIDGET)
+    assert kept is not None
+    await kept.ready.wait()
+    assert sorted(kept.spaced) == ["dev", "ops"]  # by namespace, not the whole type
+    start.hub.acquire(WIDGET, ("Deployment", "ops", "a"), frozenset({"ops"}))
+    start.warming.finish()  # b never came: dev is no longer wanted
+    assert sorted(kept.spaced) == ["ops"]
     await start.aclose()
 
 
@@ -263,7 +291,8 @@ BEFORE = {"manager": "kubectl", "operation": "Update", "time": "2026-05-01T10:00
 AFTER = {"manager": "kubectl", "operation": "Update", "time": "2026-05-01T11:30:00Z"}
 
 
-def widget(name: str, written: dict[str, str] = BEFORE) -> Obj:
+def raw_widget(name: str, written: dict[str, str] = BEFORE) -> Obj:
+    """As the API server lists it."""
     version = "5" if written is BEFORE else "6"  # an update moves the resourceVersion
     meta = {
         "name": name,
@@ -271,19 +300,24 @@ def widget(name: str, written: dict[str, str] = BEFORE) -> Obj:
         "resourceVersion": version,
         "managedFields": [written],
     }
-    return cast(Obj, shrink({"metadata": meta}))  # stored as the shared watches store it
+    return {"metadata": meta}
 
 
-def joining_warm_widgets(w: Workload, listed: list[Obj]) -> tuple[Start, Subscriptions, list[str]]:
+def widget(name: str, written: dict[str, str] = BEFORE) -> Obj:
+    return cast(Obj, shrink(raw_widget(name, written)))  # stored as the shared watches store it
+
+
+async def joining_warm_widgets(
+    w: Workload, listed: list[Obj]
+) -> tuple[Start, Subscriptions, list[str]]:
     """A start whose warm Widget watch has listed `listed`, and `w` subscribing to it late; the
     reasons of the activity found go into the list returned."""
     start = Start()
-    start.hub.warm(WIDGET)
-    informer = start.hub.informer(WIDGET)
-    assert informer is not None
-    for obj in listed:
-        informer.store[key_of(obj)] = obj
-    informer.synced.set()
+    start.api.widgets = listed
+    start.hub.warm(WIDGET, frozenset({"ops"}))
+    kept = start.hub.kept(WIDGET)
+    assert kept is not None
+    await kept.ready.wait()
     found: list[str] = []
     subs = start.subscriptions(found)
     subs.set_interest(w, w.status)
@@ -311,10 +345,10 @@ async def test_a_sleeper_joining_a_warm_watch_is_woken_by_what_changed_while_dow
     w.watch.unchecked = frozenset({"Widget.example.com"})
     w.watch.scopes = ({("example.com", "Widget"): frozenset({"ops"})}, {})
     listed = [
-        widget(name.rstrip("*"), AFTER if name.endswith("*") or name == "c" else BEFORE)
+        raw_widget(name.rstrip("*"), AFTER if name.endswith("*") or name == "c" else BEFORE)
         for name in at_restart
     ]
-    start, subs, found = joining_warm_widgets(w, listed)
+    start, subs, found = await joining_warm_widgets(w, listed)
     subs.check_census(w)
     if woken is None:
         assert found == []
@@ -341,7 +375,7 @@ async def test_an_awake_workload_catches_up_on_what_changed_since_its_clock_rest
     w = workload("awake", "ops", notes("Widget.example.com"))
     w.idle.last_activity = clock_restarted
     w.watch.scopes = ({("example.com", "Widget"): frozenset({"ops"})}, {})
-    start, _, found = joining_warm_widgets(w, [widget("a"), widget("c", AFTER)])
+    start, _, found = await joining_warm_widgets(w, [raw_widget("a"), raw_widget("c", AFTER)])
     assert found == (["Widget ops/c changed while zeroscaler was not watching"] if woken else [])
     await start.aclose()
 
@@ -380,7 +414,7 @@ async def test_a_first_list_catches_up_the_workloads_already_holding_its_watch(
     w.watch.scopes = ({("example.com", "Widget"): frozenset({"ops"})}, {})
     start = Start()
     changed = {"name": "c", "namespace": "ops", "resourceVersion": "6", "managedFields": [AFTER]}
-    start.api.widgets = [dict(widget("a")), {"metadata": changed}]
+    start.api.widgets = [raw_widget("a"), {"metadata": changed}]
     start.workloads[w.key] = w
     found: list[str] = []
     subs = start.subscriptions(found)
@@ -390,10 +424,10 @@ async def test_a_first_list_catches_up_the_workloads_already_holding_its_watch(
         start.running.add(w.key)
     subs.set_interest(w, w.status)
     subs.subscribe(w, {WIDGET})  # before the list: nothing to catch up on yet
-    informer = start.hub.informer(WIDGET)
-    assert informer is not None
+    kept = start.hub.kept(WIDGET)
+    assert kept is not None
     assert found == []
-    await informer.synced.wait()
+    await kept.ready.wait()
     assert [reason.split(" (")[0] for reason in found] == woken
     assert start.enqueued == ([w.key] if enqueued else [])
     await start.aclose()

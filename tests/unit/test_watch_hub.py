@@ -78,9 +78,11 @@ async def test_a_type_whose_due_times_someone_reads_is_watched_whole_and_trimmed
     hub.set_due(THING, "cert-manager", frozenset({renewal}))
     hub.acquire(THING, "cert-manager", None)
     hub.acquire(THING, "other", None)  # reads no due times: the same watch serves it
-    informer = hub.informer(THING)
-    assert informer is not None
-    await asyncio.wait_for(informer.synced.wait(), 5)
+    kept = hub.kept(THING)
+    assert kept is not None
+    await asyncio.wait_for(kept.ready.wait(), 5)
+    assert kept.cluster is not None  # watched everywhere: one cluster-wide watch
+    informer = kept.cluster.informer
     assert not informer.metadata_only
     assert "as=PartialObjectMetadata" not in asked[0]
     stored = informer.store.get(("ns-1", "web"))
@@ -88,9 +90,10 @@ async def test_a_type_whose_due_times_someone_reads_is_watched_whole_and_trimmed
     assert "spec" not in dict(stored or {})  # nothing of the object but metadata and due times
     # The last reader of due times goes: the watch is listed again, metadata only.
     hub.release(THING, "cert-manager")
-    again = hub.informer(THING)
+    again = hub.kept(THING)
     assert again is not None
-    assert again is not informer
-    assert again.metadata_only
+    assert again is not kept
+    assert again.cluster is not None
+    assert again.cluster.informer.metadata_only
     assert hub.due_paths(THING) == frozenset()
     await hub.aclose()

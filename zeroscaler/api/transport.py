@@ -117,30 +117,48 @@ class Transport:
         # Requests waiting for the pacer, one line per priority; the most urgent line goes first.
         self._waiting: tuple[deque[asyncio.Future[float]], ...] = tuple(deque() for _ in Priority)
         self._quiet = asyncio.Event()  # set when the last request in flight is answered
-        self.http = httpx.AsyncClient(
-            base_url=access.server,
-            verify=access.ssl_context(),
-            auth=access.auth(),
-            proxy=access.proxy,
-            headers={"User-Agent": "zeroscaler"},
-            timeout=httpx.Timeout(timeout),
-            # Idle connections kept 30 s, not httpx's 5: the leader renews its Lease every 5 s and
-            # would pay a new TLS handshake for each. The API server keeps them 90 s (IdleTimeout
-            # in its secure serving).
-            limits=httpx.Limits(
-                max_connections=max_connections,
-                max_keepalive_connections=keepalive_connections,
-                keepalive_expiry=30.0,
-            ),
-            transport=transport,
-        )
-        cheap_idle_checks(self.http)
+        # What each client of these connections is made with (`dedicated` makes more).
+        self._client_options: dict[str, Any] = {
+            "base_url": access.server,
+            "verify": access.ssl_context(),  # one context: loading the CAs costs each time
+            "auth": access.auth(),
+            "proxy": access.proxy,
+            "headers": {"User-Agent": "zeroscaler"},
+            "timeout": httpx.Timeout(timeout),
+            "transport": transport,
+        }
+        self.http = self._client(max_connections, keepalive_connections)
         # SNI and certificate check against this name instead of the server's host (a tunnel).
         self.extensions: dict[str, Any] | None = (
             {"sni_hostname": access.tls_server_name} if access.tls_server_name else None
         )
         # Failed requests by (method, HTTP status; 0 when no answer came), for /metrics.
         self.errors: collections.Counter[tuple[str, int]] = collections.Counter()
+
+    def _client(self, connections: int, keepalive: int) -> httpx.AsyncClient:
+        client = httpx.AsyncClient(
+            # Idle connections kept 30 s, not httpx's 5: the leader renews its Lease every 5 s and
+            # would pay a new TLS handshake for each. The API server keeps them 90 s (IdleTimeout
+            # in its secure serving).
+            limits=httpx.Limits(
+                max_connections=connections,
+                max_keepalive_connections=keepalive,
+                keepalive_expiry=30.0,
+            ),
+            **self._client_options,
+        )
+        cheap_idle_checks(client)
+        return client
+
+    def dedicated(self) -> Self:
+        """Another client with one connection of its own (closed by `aclose`), sharing this
+        one's pacer, credentials, failed-request counts and `on_throttled`: for one long watch
+        that also lists. A pool's upkeep walks every connection it holds at each request's start
+        and end, so a thousand watches in one pool made each of a start's thousand lists walk a
+        thousand connections (docs/scaling.md)."""
+        other = copy.copy(self)
+        other.http = self._client(1, 1)
+        return other
 
     def sharing(self) -> Self:
         """Another client over these connections, pacer and caches that counts its own failed

@@ -28,7 +28,7 @@ from collections.abc import (
     ValuesView,
 )
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, Protocol, TypeVar
 
 from zeroscaler.api import Gone, Invalid, Kube, KubeError, Obj, Silent, Transient
 from zeroscaler.core.activity import MetadataOnly
@@ -55,6 +55,7 @@ class WatchEvent:
 
 
 Handler = Callable[[WatchEvent], None]
+T = TypeVar("T")
 
 
 def key_of(obj: Obj) -> Key:
@@ -67,11 +68,15 @@ def key_of(obj: Obj) -> Key:
 
 class Store(MutableMapping[Key, Obj]):
     """An informer's objects by namespace, then name: the objects of a few namespaces are read
-    without walking the rest of the type (a sleep's census of a workload's scope)."""
+    without walking the rest of the type (a sleep's census of a workload's scope).
 
-    __slots__ = ("_count", "_namespaces")
+    What is worked out from a namespace's objects (`summary`) is kept until one of them changes:
+    workloads sharing a namespace read it once between them, not once each."""
+
+    __slots__ = ("_count", "_namespaces", "_summaries")
 
     def __init__(self, objects: Iterable[Obj] = ()) -> None:
+        self._summaries: dict[str, dict[str, Any]] = {}
         # A list's objects, filed without a call per object to `__setitem__`.
         self._namespaces: dict[str, dict[str, Obj]] = {}
         groups = self._namespaces
@@ -87,6 +92,8 @@ class Store(MutableMapping[Key, Obj]):
         return self._namespaces[key[0]][key[1]]
 
     def __setitem__(self, key: Key, obj: Obj) -> None:
+        if self._summaries:
+            self._summaries.pop(key[0], None)
         names = self._namespaces.get(key[0])
         if names is None:
             names = self._namespaces[key[0]] = {}
@@ -95,6 +102,8 @@ class Store(MutableMapping[Key, Obj]):
         names[key[1]] = obj
 
     def __delitem__(self, key: Key) -> None:
+        if self._summaries:
+            self._summaries.pop(key[0], None)
         names = self._namespaces[key[0]]
         del names[key[1]]
         self._count -= 1
@@ -130,6 +139,39 @@ class Store(MutableMapping[Key, Obj]):
     def groups(self) -> ItemsView[str, dict[str, Obj]]:
         """Each namespace with its objects by name (read only)."""
         return self._namespaces.items()
+
+    def namespaces(self) -> Collection[str]:
+        """The namespaces that hold objects ("" for the cluster-scoped ones)."""
+        return self._namespaces.keys()
+
+    def named(self, namespace: str) -> Mapping[str, Obj]:
+        """The objects of one namespace by name (read only)."""
+        return self._namespaces.get(namespace, _NO_OBJECTS)
+
+    def summary(self, namespace: str, name: str, work_out: Callable[[Iterable[Obj]], T]) -> T:
+        """`work_out` of the objects in `namespace`, kept under `name` until one of them changes."""
+        kept = self._summaries.get(namespace)
+        if kept is None:
+            kept = self._summaries[namespace] = {}
+        elif name in kept:
+            found: T = kept[name]
+            return found
+        value = kept[name] = work_out(self._namespaces.get(namespace, {}).values())
+        return value
+
+
+_NO_OBJECTS: Mapping[str, Obj] = {}
+
+
+class Readable(Protocol):
+    """What a census or a replay reads of a type's objects: a store, or several stores of one
+    type that each hold some of its namespaces (a namespaced shared watch)."""
+
+    def in_namespaces(self, namespaces: Collection[str] | None) -> Iterator[Obj]: ...
+
+    def namespaces(self) -> Collection[str]: ...
+
+    def summary(self, namespace: str, name: str, work_out: Callable[[Iterable[Obj]], T]) -> T: ...
 
 
 class _Values(ValuesView[Obj]):
@@ -172,8 +214,10 @@ class Informer:
         max_backoff: float = 5.0,  # 30 s, after an API server outage, delayed wakes as long
         streaming: bool = False,
         initial_events: bool = True,
+        owns_client: bool = False,  # `kube` is its own (`Kube.dedicated`): closed when it ends
     ) -> None:
         self.kube = kube
+        self.owns_client = owns_client
         self.path = path
         self.metadata_only = metadata_only
         self.params = dict(params or {})
@@ -213,6 +257,13 @@ class Informer:
 
     async def run(self) -> None:
         """List (or stream the list) and watch until cancelled."""
+        try:
+            await self._run()
+        finally:
+            if self.owns_client:
+                await self.kube.aclose()
+
+    async def _run(self) -> None:
         backoff = 0.2
         while True:
             lists = self._lists

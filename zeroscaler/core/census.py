@@ -13,6 +13,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from zeroscaler.core.activity import (
@@ -25,6 +26,7 @@ from zeroscaler.core.activity import (
     Writer,
     is_in_interest,
     kept_writes,
+    newest_change_time,
     rarer_fields,
     scope_alone,
     writes,
@@ -200,6 +202,41 @@ def tally(
         count += 1
         digest += _hash(_fingerprint_text(meta, resource, scaled))  # reduced once, at the end
     return KindTally(count, digest % _MODULUS)
+
+
+def plain_tally(objects: Iterable[Mapping[str, Any]], resource: APIResource) -> KindTally:
+    """`tally` of every object given, for an interest whose scope alone decides (`scope_alone`):
+    a namespace's, worked out once for every workload that reads it."""
+    count, digest = 0, 0
+    scaled = _is_scaled(resource)
+    for obj in objects:
+        meta: Meta = obj if type(obj) is MetadataOnly else (obj.get("metadata") or {})
+        count += 1
+        digest += _hash(_fingerprint_text(meta, resource, scaled))
+    return KindTally(count, digest % _MODULUS)
+
+
+def combined(tallies: Iterable[KindTally]) -> KindTally:
+    """The tally of several namespaces' objects together: counts and digests add up."""
+    count, digest = 0, 0
+    for part in tallies:
+        count += part.count
+        digest += part.digest
+    return KindTally(count, digest % _MODULUS)
+
+
+def newest_object(
+    objects: Iterable[Mapping[str, Any]],
+) -> tuple[datetime, Mapping[str, Any]] | None:
+    """The object changed last by someone other than zeroscaler, and when (`newest_change_time`):
+    an initial list holds news for a workload whose scope alone decides exactly when this is
+    after its `since`."""
+    found: tuple[datetime, Mapping[str, Any]] | None = None
+    for obj in objects:
+        when = newest_change_time(obj.get("metadata") or {})
+        if when is not None and (found is None or when > found[0]):
+            found = (when, obj)
+    return found
 
 
 def difference(kind: str, before: KindTally, after: KindTally) -> str | None:

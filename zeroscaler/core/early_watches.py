@@ -21,6 +21,7 @@ class Named:
 
     resources: tuple[APIResource, ...] = ()
     namespaces: Scope = None
+    listed: bool = False  # whether the annotations list its namespaces ("*": every namespace)
 
 
 def named_types(annotations: Mapping[str, str], discovery: Discovery) -> Named:
@@ -37,4 +38,4 @@ def named_types(annotations: Mapping[str, str], discovery: Discovery) -> Named:
         found.append(resource)
     listed = config.watch_namespaces
     where = None if listed is None or "*" in listed else frozenset(listed)
-    return Named(tuple(found), where)
+    return Named(tuple(found), where, listed is not None)
