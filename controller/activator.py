@@ -299,8 +299,7 @@ class Activator:
         covers anything, and keep the backends awake while it goes unanswered."""
         if not self.enabled:
             return
-        loop = asyncio.get_running_loop()
-        next_probe = loop.time()
+        next_probe = self._clock.monotonic()
         while True:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self._probe_interval):
@@ -308,8 +307,9 @@ class Activator:
             self._dirty.clear()
             try:
                 token = await self.sync()
-                if self._is_leader() and loop.time() >= next_probe and self._worth_probing():
-                    next_probe = loop.time() + self._probe_interval
+                now = self._clock.monotonic()
+                if self._is_leader() and now >= next_probe and self._worth_probing():
+                    next_probe = now + self._probe_interval
                     self._set_health("serving" if await self.probe(token, 20) else "failed")
             except KubeError as e:
                 log.warning("activator configuration not written: %s", e)
