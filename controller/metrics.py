@@ -7,6 +7,7 @@ import logging
 import ssl
 import urllib.parse
 from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -246,6 +247,28 @@ class WorkloadSeries(Collector):
 _EMPTY = WorkloadCounts()
 
 
+@dataclass(frozen=True, slots=True)
+class Readings:
+    """What the metrics read from the other parts at a scrape: managed workloads by state, the
+    shared watches open, wakes due, Events waiting, and the API clients' failed requests."""
+
+    by_state: Callable[[], Mapping[str, int]] = dict
+    watches: Callable[[], int] = lambda: 0
+    pending: Callable[[], int] = lambda: 0
+    events: Callable[[], int] = lambda: 0
+    api_errors: Callable[[], Iterable[ErrorCounts]] = lambda: ()
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderReadings:
+    """What only the leader reports (0 on a standby): paused and dry-run workloads, and the
+    requests the sleepers gave back."""
+
+    paused: Callable[[], int] = lambda: 0
+    dry_run: Callable[[], int] = lambda: 0
+    released: Callable[[], Requests] = lambda: NONE
+
+
 class Metrics:
     """The controller's metrics, in their own registry.
 
@@ -255,30 +278,32 @@ class Metrics:
 
     def __init__(
         self,
-        count_by_state: Callable[[], Mapping[str, int]],
-        count_watches: Callable[[], int],
         is_leader: Callable[[], bool],
-        count_pending: Callable[[], int] = lambda: 0,
-        count_events: Callable[[], int] = lambda: 0,
-        api_errors: Callable[[], Iterable[ErrorCounts]] = lambda: (),
+        readings: Readings = Readings(),
+        leader_readings: LeaderReadings = LeaderReadings(),
+        *,
         workloads: Callable[[], Iterable[Workload]] | None = None,
         count_savings: Callable[[], None] = lambda: None,
-        count_paused: Callable[[], int] = lambda: 0,
-        count_dry_run: Callable[[], int] = lambda: 0,
-        count_released: Callable[[], Requests] = lambda: NONE,
     ) -> None:
         self.registry = CollectorRegistry()
         self._count_savings = count_savings
         register_process_collectors(self.registry)
         self.registry.register(
-            _StateCollector(count_by_state, count_watches, is_leader, count_pending, count_events)
+            _StateCollector(
+                readings.by_state, readings.watches, is_leader, readings.pending, readings.events
+            )
         )
         self.registry.register(
-            _ControlCollector(count_paused, count_dry_run, count_released, is_leader)
+            _ControlCollector(
+                leader_readings.paused,
+                leader_readings.dry_run,
+                leader_readings.released,
+                is_leader,
+            )
         )
         self.workload_series = None if workloads is None else WorkloadSeries(workloads, is_leader)
         self.per_workload = workloads is not None
-        self.registry.register(APIErrors("zeroscaler_api_errors", api_errors))
+        self.registry.register(APIErrors("zeroscaler_api_errors", readings.api_errors))
         self.watch_events = Counter(
             "zeroscaler_watch_events_total",
             "Watch events received on shared watches, by resource",

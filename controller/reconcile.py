@@ -12,7 +12,7 @@ from typing import Any
 from zeroscaler.api import Conflict, KubeError, NotFound, urgently
 from zeroscaler.cluster.view import ClusterView
 from zeroscaler.controller.accounting import Accounting
-from zeroscaler.controller.clock import Clock
+from zeroscaler.controller.context import Context
 from zeroscaler.controller.queue import KeyedQueue, WakeGate
 from zeroscaler.controller.reporting import Reporter
 from zeroscaler.controller.scaling import Scaling
@@ -69,14 +69,11 @@ RETRY_AFTER = 5.0  # seconds before a failed reconcile is tried again
 
 @dataclass(frozen=True, slots=True)
 class Scheduling:
-    """When reconciles run: the keyed queue, the wakes due, the timers, the clock, and the task
-    group that takes a workload's writes off the workers."""
+    """When reconciles run: the keyed queue, the wakes due and the timers."""
 
     queue: KeyedQueue[WorkloadKey]
     gate: WakeGate[WorkloadKey]
     timers: TimerHeap[WorkloadKey]
-    clock: Clock
-    background: Callable[[Coroutine[Any, Any, None]], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,16 +82,21 @@ class ReconcileInputs:
 
     cluster: ClusterView
     hpa_names: Callable[[WorkloadKey], list[str]]
-    is_leader: Callable[[], bool]
-    dry_run: bool = False
     policy: Callable[[], Policy | None] = lambda: None  # None until its ConfigMaps are listed
-    excluded: frozenset[str] = frozenset()  # namespaces policy is never written in
-    serving: Callable[[Workload], Serving | None] = lambda _: Serving()
-    keep_awake_jitter: float = 0.0  # seconds over which keep-awake wakes are spread
     # Whether the policy ConfigMaps' first list was answered or failed (then it may never come).
     policy_attempted: Callable[[], bool] = lambda: True
+    serving: Callable[[Workload], Serving | None] = lambda _: Serving()
     # Its due times: the latest at or before `now`, the earliest after `after` (`due.py`).
     due: Callable[[Workload, datetime, datetime], DueSummary] = lambda *_: NO_DUE
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcileFlags:
+    """The controller's flags a reconcile reads."""
+
+    dry_run: bool = False
+    excluded: frozenset[str] = frozenset()  # namespaces policy is never written in
+    keep_awake_jitter: float = 0.0  # seconds over which keep-awake wakes are spread
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +115,9 @@ class Reconciler:
     def __init__(
         self,
         workloads: dict[WorkloadKey, Workload],
+        context: Context,
         inputs: ReconcileInputs,
+        flags: ReconcileFlags,
         parts: ReconcileParts,
         scheduling: Scheduling,
     ) -> None:
@@ -126,15 +130,15 @@ class Reconciler:
         self._queue = scheduling.queue
         self._gate = scheduling.gate
         self._timers = scheduling.timers
-        self._clock = scheduling.clock
-        self._background = scheduling.background
+        self._clock = context.clock
+        self._background = context.background
         self._hpa_names = inputs.hpa_names
-        self._is_leader = inputs.is_leader
-        self._dry_run = inputs.dry_run
+        self._is_leader = context.is_leader
+        self._dry_run = flags.dry_run
         self._policy = inputs.policy
-        self._excluded = inputs.excluded
+        self._excluded = flags.excluded
         self._serving = inputs.serving
-        self._jitter = inputs.keep_awake_jitter
+        self._jitter = flags.keep_awake_jitter
         self._policy_attempted = inputs.policy_attempted
         self._due = inputs.due
         self._wake_failures: dict[WorkloadKey, int] = {}  # failed wakes in a row, for backoff

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -19,7 +20,7 @@ from zeroscaler.api import (
     prioritized,
 )
 from zeroscaler.controller.accounting import Accounting
-from zeroscaler.controller.clock import Clock
+from zeroscaler.controller.context import Context
 from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.queue import WakeGate
 from zeroscaler.controller.reporting import Reporter
@@ -65,39 +66,53 @@ async def _covered(_: Workload) -> bool:
     return True
 
 
+@dataclass(frozen=True, slots=True)
+class Outcomes:
+    """Where a write's outcome goes: Events and warnings, savings counted, wakes made due or
+    done, and the metrics."""
+
+    reporter: Reporter
+    accounting: Accounting
+    gate: WakeGate[WorkloadKey]
+    metrics: Metrics
+
+
+@dataclass(frozen=True, slots=True)
+class BeforeSleep:
+    """What a sleep asks of the other parts first: the census it records, whether what the
+    workload serves keeps it awake, and the activator's cover for its webhooks (and its end)."""
+
+    census: Callable[[Workload], Census]
+    keeps_awake: Callable[[Workload], bool] = lambda _: False
+    cover: Callable[[Workload], Awaitable[bool]] = _covered
+    covered_done: Callable[[Workload], None] = lambda _: None
+
+
 class Scaling:
     """Carries out decisions through the `scale` subresource; a 409 means "look again"."""
 
     def __init__(
         self,
         kube: Kube,
-        reporter: Reporter,
-        accounting: Accounting,
-        gate: WakeGate[WorkloadKey],
-        metrics: Metrics,
-        clock: Clock,
+        context: Context,
+        outcomes: Outcomes,
+        before_sleep: BeforeSleep,
         *,
         dry_run: bool,
-        enqueue: Callable[[WorkloadKey], None],
-        is_leader: Callable[[], bool],
-        census: Callable[[Workload], Census],
-        keeps_awake: Callable[[Workload], bool] = lambda _: False,
-        cover: Callable[[Workload], Awaitable[bool]] = _covered,
-        covered_done: Callable[[Workload], None] = lambda _: None,
     ) -> None:
         self._kube = kube
-        self._reporter = reporter
-        self._accounting = accounting
-        self._gate = gate
-        self._metrics = metrics
-        self._clock = clock
+        self._reporter = outcomes.reporter
+        self._accounting = outcomes.accounting
+        self._gate = outcomes.gate
+        self._metrics = outcomes.metrics
+        self._clock = context.clock
         self._dry_run = dry_run
-        self._enqueue = enqueue
-        self._is_leader = is_leader
-        self._census = census
-        self._keeps_awake = keeps_awake
-        self._cover = cover  # the activator answers for its webhooks before it sleeps
-        self._covered_done = covered_done
+        self._enqueue = context.enqueue
+        self._is_leader = context.is_leader
+        self._census = before_sleep.census
+        self._keeps_awake = before_sleep.keeps_awake
+        self._cover = before_sleep.cover  # the activator answers for its webhooks before it sleeps
+        self._covered_done = before_sleep.covered_done
         self._follow_ups: dict[WorkloadKey, FollowUp] = {}
 
     def _is_not_leader(self) -> bool:

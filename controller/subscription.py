@@ -3,17 +3,14 @@ ServiceAccount may watch them in, and the shared watches it holds."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from zeroscaler.api import KubeError, Obj
 from zeroscaler.cluster.informer import Informer, Store
-from zeroscaler.cluster.view import ClusterView
-from zeroscaler.controller.clock import Clock
-from zeroscaler.controller.permissions import AccessReviews
-from zeroscaler.controller.watches import WatchHub
+from zeroscaler.controller.context import Context, Watching
 from zeroscaler.controller.workload import Scopes, Workload, WorkloadKey
 from zeroscaler.core.activity import (
     Activity,
@@ -58,22 +55,17 @@ class Subscriptions:
 
     def __init__(
         self,
-        hub: WatchHub[WorkloadKey],
-        access: AccessReviews,
-        cluster: ClusterView,
-        *,
-        clock: Clock,
+        context: Context,
+        watching: Watching,
         on_activity: OnActivity,
-        background: Callable[[Coroutine[Any, Any, None]], None],
-        enqueue: Callable[[WorkloadKey], None],
     ) -> None:
-        self._hub = hub
-        self._access = access
-        self._cluster = cluster
-        self._clock = clock
+        self._hub = watching.hub
+        self._access = watching.access
+        self._cluster = watching.cluster
+        self._clock = context.clock
         self._on_activity = on_activity
-        self._background = background
-        self._enqueue = enqueue
+        self._background = context.background
+        self._enqueue = context.enqueue
         # Workloads whose aged access answers are being asked again, and those just answered.
         self._asking: set[WorkloadKey] = set()
         self._answered: set[WorkloadKey] = set()

@@ -4,6 +4,7 @@ and which wake requests count. The API server is a function (`httpx.MockTranspor
 from __future__ import annotations
 
 import json
+from collections.abc import Coroutine
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -12,8 +13,9 @@ import pytest
 
 from tests.unit.mock_api import kube_served_by
 from zeroscaler.cluster.informer import Informer, WatchEvent
-from zeroscaler.controller.activator import Activator
+from zeroscaler.controller.activator import Activator, ActivatorSettings
 from zeroscaler.controller.clock import ManualClock
+from zeroscaler.controller.context import Context
 from zeroscaler.controller.registrations import ServingIndex, trim_registration, trim_service
 from zeroscaler.controller.workload import Workload, WorkloadKey, settle_start, trim_workload
 from zeroscaler.core.activity import Activity
@@ -91,6 +93,11 @@ def webhooks(**fields: Any) -> dict[str, Any]:
     return trim_registration("ValidatingWebhookConfiguration")(raw)
 
 
+def _no_tasks(work: Coroutine[Any, Any, None]) -> None:
+    """The activator runs nothing in the background here."""
+    work.close()
+
+
 class Rig:
     """An activator over a serving index that knows one backend and its webhook."""
 
@@ -110,29 +117,24 @@ class Rig:
         self.activity: list[tuple[WorkloadKey, str]] = []
         kube = kube_served_by(api)
         crds = Informer(kube, "/crds")
-        self.index = ServingIndex(
-            kube, crds, self.workloads, self.enqueued.append, activation=self._activation
-        )
+        context = Context(ManualClock(NOW), lambda: leader, self.enqueued.append, _no_tasks)
+        self.index = ServingIndex(kube, context, crds, self.workloads, activation=self._activation)
         for informer in [*self.index.informers, crds]:
             informer.synced.set()
         service = {"metadata": {"name": "op-webhook", "namespace": "ops"},
                    "spec": {"selector": {"app": "op"}}}  # fmt: skip
         self.index.on_service(WatchEvent("ADDED", trim_service(service), initial=True))
         self.index.on_registration(WatchEvent("ADDED", hooks or webhooks(), initial=True))
-        self.activator = Activator(
-            kube,
-            self.index,
-            self.workloads,
+        settings = ActivatorSettings(
             configuration=ACTIVATOR,
             webhook_configuration=OWN,
             namespace="zeroscaler",
             requests="requests",
             timeout=10,
             probe_interval=10.0,
-            clock=ManualClock(NOW),
-            is_leader=lambda: leader,
-            enqueue=self.enqueued.append,
-            on_activity=self._on_activity,
+        )
+        self.activator = Activator(
+            kube, context, self.index, self.workloads, settings, self._on_activity
         )
 
     def _activation(self, w: Workload, hooks: Any) -> str | None:
