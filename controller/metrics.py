@@ -402,6 +402,10 @@ class Metrics:
             tally.cpu_seconds += replica_seconds * requests.cpu
             tally.memory_seconds += replica_seconds * requests.memory
 
+    def forget(self, w: Workload) -> None:
+        """No longer managed: its own series' counts go."""
+        w.report.tally = None
+
     def _tally(self, w: Workload) -> WorkloadCounts | None:
         if not self.per_workload or not w.managed:
             return None

@@ -20,7 +20,6 @@ from zeroscaler.controller.subscription import Subscriptions
 from zeroscaler.controller.timers import TimerHeap
 from zeroscaler.controller.workload import (
     EPOCH,
-    WatchMemory,
     Workload,
     WorkloadKey,
     owes_wake,
@@ -29,7 +28,6 @@ from zeroscaler.controller.workload import (
 from zeroscaler.controller.workload_kinds import settle_kinds
 from zeroscaler.core.admission import annotate_from_policy
 from zeroscaler.core.annotations import (
-    CENSUS,
     ENABLED,
     NAMESPACE_ENABLED_LABEL,
     PAUSED,
@@ -45,7 +43,6 @@ from zeroscaler.core.annotations import (
     read_config,
     read_status,
 )
-from zeroscaler.core.census import parse_census
 from zeroscaler.core.decision import (
     Decision,
     Observed,
@@ -259,17 +256,13 @@ class Reconciler:
             await self._scaling.act(w, decision, now)
 
     def _settle_dry_run(self, w: Workload) -> None:
-        """Whether only what would be done is said for `w`, and why; leaving a dry run forgets
-        the state it pretended."""
+        """Whether only what would be done is said for `w`, and why (scaling keeps it)."""
         why = "--dry-run" if self._dry_run else None
         if why is None:
             meta = w.obj.get("metadata") or {}
             labels = self._namespace_meta(w).get("labels") or {}
             why = dry_run_reason(self._policy(), labels, meta.get("labels") or {})
-        if why is None and w.scaling.dry_run is not None:
-            w.scaling.pretend = None
-            log.info("dry run over", extra={"workload": w.label})
-        w.scaling.dry_run = why
+        self._scaling.settle_dry_run(w, why)
 
     def _hold(self, w: Workload, decision: Decision) -> None:
         """Activity a forced-sleep window holds: said once, and no longer a wake owed (the
@@ -403,10 +396,8 @@ class Reconciler:
             )
         )
         status, status_problems = read_status(annotations)
-        status = self._recorded_status(w, status)
+        status = self._scaling.status_read(w, status)
         w.config, w.status = config, status
-        if status.state != "asleep":  # recorded (by us or by the next leader): nothing pending
-            w.scaling.own_wake = None
         if status.last_activity is not None and status.last_activity > w.idle.last_activity:
             w.idle.last_activity = status.last_activity  # a person's `zeroscaler wake` restarts it
         warnings = [("InvalidAnnotation", f"{p}; ignored") for p in [*problems, *status_problems]]
@@ -414,22 +405,6 @@ class Reconciler:
         if unanchored:
             warnings.append(("InvalidAnnotation", unanchored))
         return config, status, warnings
-
-    @staticmethod
-    def _recorded_status(w: Workload, status: WorkloadStatus) -> WorkloadStatus:
-        """The status recorded on it, or, where an update by someone else dropped it while it
-        slept, the one last seen (remembered as the annotations that held it)."""
-        if status.state is not None:
-            w.scaling.recorded = (w.obj.get("metadata") or {}).get("annotations")
-            return status
-        recorded = w.scaling.recorded
-        if recorded is None or not w.managed:
-            return status
-        before, _ = read_status(recorded)
-        if before.state != "asleep":
-            w.scaling.recorded = None
-            return status
-        return before
 
     def _decide(
         self, w: Workload, config: WorkloadConfig, status: WorkloadStatus, hpa_targeted: bool
@@ -501,7 +476,7 @@ class Reconciler:
             return
         w.managed = True
         if status.state == "asleep":  # asleep before we watched: compare what it saw at sleep
-            w.watch.unchecked = shared(frozenset(parse_census(w.annotations.get(CENSUS, ""))[0]))
+            self._subscriptions.recall_census(w)
         self._accounting.start(w)
         w.idle.last_activity = (
             (status.asleep_since or EPOCH)
@@ -514,10 +489,8 @@ class Reconciler:
 
     def _stop_managing(self, w: Workload, why: str) -> None:
         self._timers.cancel(w.key)
-        self._subscriptions.subscribe(w, set())
-        w.watch = WatchMemory()  # resolved afresh if it is managed again
-        w.scaling.pretend = None
-        w.scaling.recorded = None  # a status removed from now on is the release's doing
+        self._subscriptions.forget(w)
+        self._scaling.forget(w)
         if w.managed:
             log.info("no longer managed", extra={"workload": w.label, "why": why})
         w.managed = False

@@ -118,6 +118,44 @@ class Scaling:
     def _is_not_leader(self) -> bool:
         return not self._is_leader()
 
+    def status_read(self, w: Workload, status: WorkloadStatus) -> WorkloadStatus:
+        """The status in force, from the one just read from its annotations: that one, or,
+        where an update by someone else dropped it while it slept, the one last seen
+        (remembered as the annotations that held it). One not asleep is recorded (by us or by
+        the next leader): no wake of ours is pending any more."""
+        status = self._recorded_status(w, status)
+        if status.state != "asleep":
+            w.scaling.own_wake = None
+        return status
+
+    @staticmethod
+    def _recorded_status(w: Workload, status: WorkloadStatus) -> WorkloadStatus:
+        if status.state is not None:
+            w.scaling.recorded = (w.obj.get("metadata") or {}).get("annotations")
+            return status
+        recorded = w.scaling.recorded
+        if recorded is None or not w.managed:
+            return status
+        before, _ = read_status(recorded)
+        if before.state != "asleep":
+            w.scaling.recorded = None
+            return status
+        return before
+
+    def settle_dry_run(self, w: Workload, why: str | None) -> None:
+        """Only what would be done is said for `w` while `why` (the flag, its namespace, or
+        policy); leaving a dry run forgets the state it pretended."""
+        if why is None and w.scaling.dry_run is not None:
+            w.scaling.pretend = None
+            log.info("dry run over", extra={"workload": w.label})
+        w.scaling.dry_run = why
+
+    def forget(self, w: Workload) -> None:
+        """No longer managed: no pretended state, and a status removed from now on is the
+        release's doing."""
+        w.scaling.pretend = None
+        w.scaling.recorded = None
+
     def _is_dry_run(self, w: Workload) -> bool:
         """Only say what would be done: everywhere (the flag), or where `w` is."""
         return self._dry_run or w.scaling.dry_run is not None

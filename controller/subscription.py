@@ -11,7 +11,7 @@ from typing import Any
 from zeroscaler.api import KubeError, Obj
 from zeroscaler.cluster.informer import Informer, Store
 from zeroscaler.controller.context import Context, Watching
-from zeroscaler.controller.workload import Scopes, Workload, WorkloadKey
+from zeroscaler.controller.workload import Scopes, WatchMemory, Workload, WorkloadKey
 from zeroscaler.core.activity import (
     Activity,
     Change,
@@ -73,6 +73,16 @@ class Subscriptions:
         # it look again (a refusal was a review's, asked again as it ages).
         self._granted: dict[WorkloadKey, tuple[tuple[APIResource, str, str], ...]] = {}
         self._revisions: dict[WorkloadKey, int] = {}  # grants taken back, part of the signature
+
+    def recall_census(self, w: Workload) -> None:
+        """Asleep before we watched: the kinds of the census its sleep recorded are compared
+        once their watches have listed (`check_census`)."""
+        w.watch.unchecked = shared(frozenset(parse_census(w.annotations.get(CENSUS, ""))[0]))
+
+    def forget(self, w: Workload) -> None:
+        """No longer managed: no watch held, and its kinds resolved afresh if it is again."""
+        self.subscribe(w, set())
+        w.watch = WatchMemory()
 
     def _signature(self, w: Workload, config: WorkloadConfig) -> tuple[Any, ...]:
         """What the resolution depends on; the access answers' age comes last."""
