@@ -127,7 +127,7 @@ class ChangeFeed:
             w = Workload(key, event.obj, last_activity=start)
             # Not Ready when first seen (just created, or woken before a restart): its clock
             # waits for Ready, as after a wake.
-            w.idle.starting = w.replicas > 0 and w.is_ready() is False
+            w.idle.first_seen(starting=w.replicas > 0 and w.is_ready() is False)
             self._workloads[key] = w
             self._enqueue(key)
             if self.on_first_seen is not None:

@@ -269,7 +269,7 @@ class Reconciler:
         window's end wakes it, from the activity kept in its idle clock)."""
         if w.idle.activity_at is None:
             return
-        w.idle.activity_at = None
+        w.idle.owe_nothing()
         self._gate.done(w.key)
         message = f"{w.idle.activity_reason}: not woken; {decision.reason}"
         log.info("wake held", extra={"workload": w.label, "reason": decision.reason})
@@ -398,8 +398,7 @@ class Reconciler:
         status, status_problems = read_status(annotations)
         status = self._scaling.status_read(w, status)
         w.config, w.status = config, status
-        if status.last_activity is not None and status.last_activity > w.idle.last_activity:
-            w.idle.last_activity = status.last_activity  # a person's `zeroscaler wake` restarts it
+        w.idle.restarted_by_person(status.last_activity)
         warnings = [("InvalidAnnotation", f"{p}; ignored") for p in [*problems, *status_problems]]
         unanchored = pause_in_force(config, w.paused_at, EPOCH).problem
         if unanchored:
@@ -478,7 +477,7 @@ class Reconciler:
         if status.state == "asleep":  # asleep before we watched: compare what it saw at sleep
             self._subscriptions.recall_census(w)
         self._accounting.start(w)
-        w.idle.last_activity = (
+        w.idle.managed_from(
             (status.asleep_since or EPOCH)
             if status.state == "asleep"
             else max(w.idle.last_activity, self._clock.now())

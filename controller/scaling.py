@@ -38,7 +38,7 @@ from zeroscaler.core.annotations import (
     state_label,
 )
 from zeroscaler.core.census import Census, format_census
-from zeroscaler.core.decision import Decision, plan_release, restart_clock, wake_replicas
+from zeroscaler.core.decision import Decision, plan_release, wake_replicas
 from zeroscaler.core.durations import format_duration, format_time
 from zeroscaler.core.flapping import (
     RIGHT_AFTER,
@@ -176,7 +176,7 @@ class Scaling:
             # What it was decided on: activity seen from now calls the sleep off.
             seen = (w.idle.last_activity, w.resource_version)
             # Activity so far is in `seen`; only later activity is owed a wake.
-            w.idle.activity_at = None
+            w.idle.owe_nothing()
             self._follow_ups[w.key] = self._guarded(w, self._sleep(w, decision, now, seen))
         elif decision.action == "wake":
             reason = decision.reason or "activity"
@@ -265,7 +265,7 @@ class Scaling:
             log.warning(
                 "not put to sleep: the activator is unanswered", extra={"workload": w.label}
             )
-            w.idle.activity_at = None
+            w.idle.owe_nothing()
             self._enqueue(w.key)
             return
         # One write, status and scale together: a crash never leaves a workload at zero without
@@ -294,18 +294,18 @@ class Scaling:
             )
         except Withdrawn:
             log.debug("sleep called off", extra={"workload": w.label})
-            w.idle.activity_at = None  # still awake: no wake is owed
+            w.idle.owe_nothing()  # still awake: no wake is owed
             self._enqueue(w.key)
             return
         await self._give_up_replicas(w, slept)
         cause = "not-ready" if w.idle.starting else "idle"
         if decision.rule == "forced-sleep":
             cause = "window"
-        w.idle.starting = False
+        w.idle.slept()
         if w.idle.last_activity > decided_on:  # activity while the write was on its way: wake it
             self._gate.due(w.key)
         else:
-            w.idle.activity_at = None
+            w.idle.owe_nothing()
         self._accounting.start(w)
         self._metrics.slept(w, cause)
         kinds = ", ".join(sorted(w.kind_names()))
@@ -323,14 +323,13 @@ class Scaling:
         `flap_cause` names what woke it, for flapping (none: a wake that counts for nothing)."""
         self._accounting.account(w, stop=True)
         await self._scale_up(w, replicas)
-        w.idle.starting = True  # its idle clock starts again once it is Ready
-        w.idle.woken_at = self._clock.now()
-        # The clock restarts once it is awake, not at the event: a wake may come long after it.
-        w.idle.last_activity = restart_clock(w.idle.last_activity, self._clock.now())
+        # Its idle clock starts again once it is Ready; it restarts once it is awake, not at
+        # the event: a wake may come long after it.
+        w.idle.woken(self._clock.now())
         waking_event = w.idle.activity_at
         latency = None if waking_event is None else self._clock.monotonic() - waking_event
         self._metrics.woke(w, cause, latency)
-        w.idle.activity_at = None
+        w.idle.owe_nothing()
         self._gate.done(w.key)
         # Recording the wake can wait for other scale writes. Until it lands the wake is
         # remembered here, so a failed record is tried again rather than read as someone
@@ -378,7 +377,7 @@ class Scaling:
         w.scaling.own_wake = None
         w.scaling.streak = streak
         # Only now does it read as awake: a record that came late must not shorten its time up.
-        w.idle.last_activity = restart_clock(w.idle.last_activity, self._clock.now())
+        w.idle.restart(self._clock.now())
         message = f"{own.reason}: scaled from 0 to {own.replicas} replicas"
         extra: dict[str, object] = {"workload": w.label, "reason": own.reason}
         if own.latency is not None:  # from the watch event to the scale write's answer
@@ -426,11 +425,9 @@ class Scaling:
         self._reporter.event(w, "Warning", "Flapping", message)
 
     async def _mark_awake(self, w: Workload, decision: Decision, now: datetime) -> None:
-        w.idle.last_activity = now
-        w.idle.starting = True
-        w.idle.woken_at = now
+        w.idle.marked_awake(now)
         self._accounting.account(w, stop=True)
-        w.idle.activity_at = None
+        w.idle.owe_nothing()
         manager = w.replicas_manager
         replicas = decision.replicas or w.replicas
         streak = Streak()
@@ -516,7 +513,7 @@ class Scaling:
             reason = "WouldSleep"
         elif decision.action == "wake":
             replicas = decision.replicas or 1
-            w.idle.last_activity = restart_clock(w.idle.last_activity, now)
+            w.idle.restart(now)
             w.scaling.pretend = (
                 WorkloadStatus("awake", last_activity=w.idle.last_activity),
                 replicas,
@@ -529,7 +526,7 @@ class Scaling:
             w.scaling.pretend = None
             return
         self._metrics.dry_run_decisions.labels(decision.action).inc()
-        w.idle.activity_at = None
+        w.idle.owe_nothing()
         log.info(message, extra={"workload": w.label})
         self._reporter.event(w, "Normal", reason, message)
         self._enqueue(w.key)

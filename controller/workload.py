@@ -26,6 +26,7 @@ from zeroscaler.core.annotations import (
     read_injected,
     read_status,
 )
+from zeroscaler.core.decision import restart_clock
 from zeroscaler.core.flapping import Streak, replicas_manager
 from zeroscaler.core.kinds import APIResource
 from zeroscaler.core.managers import Manager, detect, field_managers_of, is_applied
@@ -178,6 +179,48 @@ class IdleMemory:
     starting: bool = False  # woken (or first seen) and not Ready since: the idle clock waits
     woken_at: datetime | None = None  # when its last wake from zero was written, until Ready
     started_in: float | None = None  # seconds from its last wake to Ready (the activator asks)
+
+    # Its writes, named for what happened; the change feed's activity is noted in `noting.py`.
+
+    def first_seen(self, *, starting: bool) -> None:
+        """Seen for the first time, not Ready yet (just created, or woken before a restart):
+        its clock waits for Ready, as after a wake."""
+        self.starting = starting
+
+    def owe_nothing(self) -> None:
+        """The activity seen so far is answered (a sleep decided on it, a wake written, a wake
+        held or called off): no wake is owed for it."""
+        self.activity_at = None
+
+    def restart(self, now: datetime) -> None:
+        """The clock restarts at `now`, or stays at newer activity."""
+        self.last_activity = restart_clock(self.last_activity, now)
+
+    def woken(self, now: datetime) -> None:
+        """Scaled up at `now`: the clock waits for Ready, and restarts at the wake."""
+        self.starting = True
+        self.woken_at = now
+        self.restart(now)
+
+    def marked_awake(self, now: datetime) -> None:
+        """Found awake at `now`, woken by someone else: the clock starts there, once Ready."""
+        self.last_activity = now
+        self.starting = True
+        self.woken_at = now
+
+    def slept(self) -> None:
+        """Put to sleep: nothing to wait for."""
+        self.starting = False
+
+    def managed_from(self, at: datetime) -> None:
+        """Managed from now on: its clock counts from `at`."""
+        self.last_activity = at
+
+    def restarted_by_person(self, at: datetime | None) -> None:
+        """Its status says it was last active at `at` (a person's `zeroscaler wake`): a newer
+        time restarts the clock."""
+        if at is not None and at > self.last_activity:
+            self.last_activity = at
 
 
 @dataclass(slots=True)
