@@ -8,7 +8,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zeroscaler.api import Obj
 from zeroscaler.core.activity import GroupKind, Interest, Scope
@@ -34,6 +34,10 @@ from zeroscaler.core.readiness import is_ready
 from zeroscaler.core.savings import NONE, Requests, pod_requests
 from zeroscaler.core.sharing import NOTHING, shared, shared_mapping, shared_strings
 from zeroscaler.core.workloads import workload_path
+
+if TYPE_CHECKING:  # each declared by the part that keeps it, which imports this module
+    from zeroscaler.controller.metrics import WorkloadCounts
+    from zeroscaler.controller.scaling import OwnWake
 
 WorkloadKey = tuple[str, str, str]  # kind, namespace, name
 Scopes = tuple[Mapping[GroupKind, Scope], Mapping[GroupKind, Scope]]  # watched, owned
@@ -145,29 +149,6 @@ def initial_last_activity(annotations: Mapping[str, str], now: datetime) -> date
     return now
 
 
-@dataclass(frozen=True, slots=True)
-class OwnWake:
-    """A wake the controller scaled up but has not yet recorded in the status annotations."""
-
-    replicas: int
-    reason: str
-    latency: float | None  # seconds from the waking event to the scale write's answer
-    cause: str = ""  # what woke it, for flapping ("": nothing that counts)
-
-
-@dataclass(slots=True)
-class WorkloadCounts:
-    """What one workload's own metric series count (only while per-workload metrics are on)."""
-
-    wakes: dict[str, int] = field(default_factory=dict)  # by reason
-    sleeps: dict[str, int] = field(default_factory=dict)  # by reason
-    saved: float = 0.0  # replica-seconds
-    cpu_seconds: float = 0.0  # core-seconds of CPU requested by those replicas
-    memory_seconds: float = 0.0  # byte-seconds of memory requested
-    latency_sum: float = 0.0  # seconds, over the wakes that had a waking event
-    latency_count: int = 0
-
-
 @dataclass(slots=True)
 class IdleMemory:
     """The idle clock, kept by the change feed (`changes.py`) and restarted by scaling writes."""
@@ -245,7 +226,8 @@ class WatchMemory:
 
 @dataclass(slots=True)
 class ScalingMemory:
-    """What `scaling.py` remembers between writes."""
+    """What `scaling.py` remembers between writes; only it writes them (`Scaling.status_read`,
+    `settle_dry_run`, `forget` for what a reconcile asks)."""
 
     # Scaled up by us, still annotated asleep: in memory, so a failed record is not read as a
     # wake by someone else (only a crash before the record loses it).
@@ -260,11 +242,12 @@ class ScalingMemory:
 
 @dataclass(slots=True)
 class ReportMemory:
-    """What `reporting.py` has said and `accounting.py` and `metrics.py` have counted."""
+    """What `reporting.py` has said and `accounting.py` and `metrics.py` have counted: one
+    memory of three fields, each written by its part alone (one object a workload, not three)."""
 
-    warned: frozenset[Notice] = NOTHING  # replaced, never changed in place
-    accounted_at: float | None = None  # loop time replica-seconds were last counted
-    tally: WorkloadCounts | None = None  # its own metric series; kept only while it is managed
+    warned: frozenset[Notice] = NOTHING  # `reporting.py`'s; replaced, never changed in place
+    accounted_at: float | None = None  # `accounting.py`'s: loop time last counted
+    tally: WorkloadCounts | None = None  # `metrics.py`'s own series; only while it is managed
 
 
 class Workload:
