@@ -11,6 +11,7 @@ ENV PIP_BREAK_SYSTEM_PACKAGES=1 PIP_ROOT_USER_ACTION=ignore
 WORKDIR /src
 COPY pyproject.toml ./
 COPY image ./image
+COPY oci ./oci
 COPY zeroscaler ./zeroscaler
 COPY webhook ./webhook
 COPY controller ./controller

@@ -60,7 +60,7 @@ flux-apply: install
 # Rebuilt when the pins or the code in it change.
 IMAGE_TAR := dist/zeroscaler-image.tar
 IMAGE_INPUTS := pyproject.toml $(wildcard image/*.lock) \
-	$(shell find image zeroscaler webhook controller certs -name '*.py' 2>/dev/null)
+	$(shell find image oci zeroscaler webhook controller certs -name '*.py' 2>/dev/null)
 
 $(IMAGE_TAR): $(STAMP) $(IMAGE_INPUTS)
 	@$(PY) -m image build --out $@ >/dev/null
@@ -68,7 +68,7 @@ $(IMAGE_TAR): $(STAMP) $(IMAGE_INPUTS)
 # The demo's example operator: the same Debian base, its own locked wheels and module.
 OPERATOR_TAR := dist/backup-operator-image.tar
 OPERATOR_INPUTS := image/debian.lock examples/backup-operator/requirements.lock \
-	examples/backup-operator/operator.py $(shell find image -name '*.py' 2>/dev/null)
+	examples/backup-operator/operator.py $(shell find image oci -name '*.py' 2>/dev/null)
 
 $(OPERATOR_TAR): $(STAMP) $(OPERATOR_INPUTS)
 	@$(PY) -m image build --image backup-operator --out $@ >/dev/null
@@ -77,7 +77,7 @@ $(OPERATOR_TAR): $(STAMP) $(OPERATOR_INPUTS)
 # committed go.mod and go.sum (the Go module proxy, so outside the namespace), in an image of its own.
 GO_OPERATOR_TAR := dist/widget-operator-image.tar
 GO_OPERATOR_INPUTS := $(wildcard examples/widget-operator/*.go examples/widget-operator/go.*) \
-	image/static.py image/archive.py localcluster/build.py
+	image/static.py oci/archive.py localcluster/build.py
 
 $(GO_OPERATOR_TAR): $(STAMP) $(GO_OPERATOR_INPUTS)
 	@$(PY) -m image build --image widget-operator --out $@ >/dev/null
@@ -86,7 +86,7 @@ $(GO_OPERATOR_TAR): $(STAMP) $(GO_OPERATOR_INPUTS)
 # proof that a due time wakes an operator with a timer. Its CRDs are cached beside the binary.
 CERT_MANAGER_TAR := dist/cert-manager-controllers-image.tar
 CERT_MANAGER_INPUTS := $(wildcard examples/cert-manager/*.go examples/cert-manager/go.*) \
-	image/static.py image/archive.py localcluster/build.py
+	image/static.py oci/archive.py localcluster/build.py
 
 $(CERT_MANAGER_TAR): $(STAMP) $(CERT_MANAGER_INPUTS)
 	@$(PY) -m image build --image cert-manager --out $@ >/dev/null
@@ -143,6 +143,7 @@ test: install controlplane promtool flux-apply release-tools $(IMAGE_TAR) $(OPER
 # Left out: benchmarks, long fault scenarios and the demo, which test zeroscaler, not the release.
 COMPAT_TESTS := tests/system/test_cluster.py tests/system/test_discovery.py \
 	tests/system/test_webhook.py tests/system/test_controller.py tests/system/test_chart.py \
+	tests/system/test_chart_programs.py \
 	tests/system/test_cli.py tests/system/test_real_node.py
 compat: install
 	@test -n "$(KUBERNETES)" || { echo "make compat needs KUBERNETES=X.Y.Z, e.g. KUBERNETES=1.34.4 (proven ones: docs/compatibility.md)"; exit 2; }
@@ -165,7 +166,7 @@ bench: install controlplane $(IMAGE_TAR)
 
 # Kills the API server, etcd and controllers of its own cluster; bounded in time per scenario.
 chaos: install controlplane
-	$(ISOLATE) $(PY) -m tests.support.chaos $(CHAOS_ARGS)
+	$(ISOLATE) $(PY) -m chaos $(CHAOS_ARGS)
 
 # As a user installs it: the wheel and the sdist built (`python -m build`), each installed into
 # fresh virtualenvs (PyPI, so outside the loopback-only namespace): with the server extra (what the
@@ -174,7 +175,7 @@ chaos: install controlplane
 # for the system tests, which run `zeroscaler status` from them against the local cluster.
 PACKAGE_DIR := dist/package-check
 PACKAGE_STAMP := $(PACKAGE_DIR)/.checked
-PACKAGE_INPUTS := pyproject.toml README.md LICENSE tests/support/package_check.py \
+PACKAGE_INPUTS := pyproject.toml README.md LICENSE testkit/programs/package_check.py \
 	$(shell find zeroscaler controller webhook certs -name '*.py' 2>/dev/null)
 $(PACKAGE_STAMP): $(STAMP) $(PACKAGE_INPUTS)
 	@rm -rf $(PACKAGE_DIR) && mkdir -p $(PACKAGE_DIR)
@@ -186,7 +187,7 @@ $(PACKAGE_STAMP): $(STAMP) $(PACKAGE_INPUTS)
 	    echo "package-check: $$(basename $$file)$$extra into an empty virtualenv"; \
 	    $(PYTHON) -m venv $$venv; \
 	    $$venv/bin/python -m pip install --quiet --disable-pip-version-check "$$file$$extra"; \
-	    $$venv/bin/python tests/support/package_check.py $$kind; \
+	    $$venv/bin/python testkit/programs/package_check.py $$kind; \
 	  done; \
 	  rm -rf $(PACKAGE_DIR)/server-$$from; \
 	done

@@ -155,7 +155,7 @@ async def _until_called(kube: Kube, namespace: str, way: str) -> None:
 
 
 async def _part_one(cluster: Cluster, rate: int, seconds: float) -> list[Way]:
-    from tests.system.webhook_kit import Webhook
+    from testkit.webhook import Webhook
 
     work = Path(tempfile.mkdtemp(prefix="bench-activator-"))
     ca = new_ca("bench-ca")
@@ -244,7 +244,7 @@ class _Firsts:
     def _poll(self) -> None:
         from kubernetes import client as k8s
 
-        from tests.system.activator_kit import serving
+        from testkit.activator import serving
 
         apps, core = k8s.AppsV1Api(self.api), k8s.CoreV1Api(self.api)
         while not self._stop.is_set():
@@ -272,10 +272,10 @@ def _part_two(binaries: dict[str, Path], wakes: int) -> list[Wake]:
     from kubernetes import config as k8s_config
 
     from image import build as image_build
-    from tests.support.crds import create_crd
-    from tests.support.waiting import wait_for
-    from tests.system.activator_kit import deployed_guard, start_zeroscaler, stop_zeroscaler
-    from tests.system.controller_kit import WIDGET_GROUP, Ref, create_widget, wait_asleep
+    from testkit.activator import deployed_guard, start_zeroscaler, stop_zeroscaler
+    from testkit.controller import WIDGET_GROUP, Ref, create_widget, wait_asleep
+    from testkit.crds import create_crd
+    from testkit.waiting import wait_for
 
     archive = image_build.REPO / "dist" / "zeroscaler-image.tar"
     cluster = start({**binaries, **build.ensure_binaries(node=True)}, nodes=1, real_node=True)

@@ -27,7 +27,7 @@ from image import build as image_build
 from localcluster import build
 from localcluster.cluster import Cluster, start
 from localcluster.processes import free_port
-from tests.support.real_chart import real_node_values
+from testkit.real_chart import real_node_values
 
 CHART = Path(__file__).resolve().parents[1] / "charts" / "zeroscaler"
 ARCHIVE = Path(os.environ.get("ZEROSCALER_IMAGE", image_build.REPO / "dist/zeroscaler-image.tar"))

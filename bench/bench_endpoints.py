@@ -37,7 +37,7 @@ from bench.saved import RESULTS
 from localcluster import build, netns
 from localcluster.cluster import start
 from localcluster.processes import free_port, stop
-from tests.support.admission_backend import SERVER
+from testkit.admission_backend import SERVER
 from zeroscaler.api import Kube, KubeError
 from zeroscaler.api.credentials import load_access
 from zeroscaler.certs.issue import CertPair, new_ca, new_serving_cert

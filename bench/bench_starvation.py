@@ -36,7 +36,7 @@ from bench.saved import save_json
 from localcluster import build
 from localcluster.cluster import Cluster, start
 from localcluster.processes import free_port
-from tests.system.webhook_kit import Webhook
+from testkit.webhook import Webhook
 from zeroscaler.api import Kube
 from zeroscaler.api.credentials import load_access
 

@@ -61,7 +61,7 @@ def noop_app() -> FastAPI:
 
 def webhook_app() -> FastAPI:
     """The real app over a fixed view: every operator's RBAC, built-in kinds and their CRDs."""
-    from tests.unit.fixtures import builtin_resources, operators
+    from testkit.discovery import builtin_resources, operators
     from zeroscaler.core.inference import RBACSnapshot
     from zeroscaler.core.kinds import Discovery
     from zeroscaler.webhook.app import create_app
@@ -99,7 +99,7 @@ def serve(kind: str, port: int, cert: str, key: str) -> None:
 
 def reviews(count: int, seed: int = 7) -> list[bytes]:
     """Realistic Deployment reviews of 5-40 KB, CREATE and UPDATE, for the operators' accounts."""
-    from tests.unit.fixtures import operators
+    from testkit.discovery import operators
 
     accounts = sorted(
         {
@@ -415,7 +415,7 @@ def run_e2e(applies: int) -> list[ApplyResult] | None:
 
     from localcluster import build
     from localcluster.cluster import start
-    from tests.system.webhook_kit import Webhook
+    from testkit.webhook import Webhook
 
     binaries = build.find_binaries(build.load_versions())
     if any(name not in binaries for name in ("kube-apiserver", "etcd", "kubectl")):

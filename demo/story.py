@@ -30,8 +30,8 @@ from demo.timeline import Recorder, Sample
 from image import build as image_build
 from localcluster.cluster import Cluster
 from localcluster.processes import free_port, running
-from tests.support.real_chart import PLACEMENT, real_node_values
-from tests.support.standin import StandIn, service_account_kubeconfig
+from testkit.real_chart import PLACEMENT, real_node_values
+from testkit.standin import StandIn, service_account_kubeconfig
 from zeroscaler.certs.issue import new_ca, new_serving_cert
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,9 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from image import archive, debian, python
-from image.archive import Image, Layer
+from image import debian, python
 from image.platform import AMD64, ARM64, Platform
+from oci import archive
+from oci.archive import Image, Layer
 
 REPO = Path(__file__).resolve().parents[1]
 _PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]

@@ -39,8 +39,9 @@ from typing import Any
 
 import yaml
 
-from image import archive, build, cli_bundle, debian, krew, sbom
+from image import build, cli_bundle, debian, krew, sbom
 from image.platform import Platform
+from oci import archive
 
 CHART = build.REPO / "charts" / "zeroscaler"
 NAMESPACE = "zeroscaler"  # the plain manifest's; a chart install picks its own

@@ -7,8 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from image import archive
 from image.build import GROUP, PASSWD, USER, Result, version
+from oci import archive
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ control plane: each is built with `go install` into a directory of its own, like
 The real node's parts: the kubelet from the same wrapper module; containerd, ctr and the runc shim
 with `go install`; runc and the CNI plugins from Debian packages (`apt-get download` and
 `dpkg-deb -x` into the cache, never installed system-wide); the pause image from a C program of ours
-(`gcc -static`) and a test image from Debian's static busybox, both written by `image.archive`.
+(`gcc -static`) and a test image from Debian's static busybox, both written by `oci.archive`.
 
 `ZEROSCALER_KUBERNETES=X.Y.Z` builds and runs another Kubernetes release than the pinned one (the
 compatibility run); everything else stays as pinned.
@@ -42,7 +42,7 @@ from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 
-from image import archive
+from oci import archive
 
 KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
 ALL_BINARIES = (*KUBE_BINARIES, "etcd", "kwok")

@@ -13,32 +13,26 @@ from typing import Any
 import pytest
 import yaml
 
+from testkit.exposed_metrics import exposed
+from testkit.promql import check, dashboard_problems, dashboard_queries
 from tests.chart.conftest import CHART, KUBE_VERSION, NAMESPACE, RELEASE, Helm
-from tests.chart.test_chart_render import (
+from tests.chart.rendered import (
     APP_VERSION,
+    DASHBOARD,
     MONITORING,
     RULES,
     container,
+    dashboard,
     deployment,
     only,
     render,
     webhook_entry,
 )
-from tests.support.exposed_metrics import exposed
-from tests.support.promql import check, dashboard_problems, dashboard_queries
 from zeroscaler.controller.flags import parse_settings
 
-DASHBOARD = ["--set", "monitoring.grafanaDashboard.enabled=true"]
 CA_VOLUME = {"name": "corporate-ca", "configMap": {"name": "corporate-ca-bundle"}}
 CA_MOUNT = {"name": "corporate-ca", "mountPath": "/etc/ssl/corporate", "readOnly": True}
 Obj = dict[str, Any]
-
-
-def _dashboard(objs: list[Obj]) -> Obj:
-    config = only(objs, "ConfigMap", f"{RELEASE}-zeroscaler-dashboard")
-    assert list(config["data"]) == ["zeroscaler.json"]
-    board: Obj = json.loads(config["data"]["zeroscaler.json"])
-    return board
 
 
 def _controller_args(objs: list[Obj]) -> list[str]:
@@ -59,7 +53,7 @@ def test_no_dashboard_unless_asked(helm: Helm) -> None:
 def test_every_dashboard_query_asks_only_for_exposed_metrics_and_labels(
     helm: Helm, mode: str
 ) -> None:
-    board = _dashboard(render(helm, *DASHBOARD, mode=mode))
+    board = dashboard(render(helm, *DASHBOARD, mode=mode))
     assert len(dashboard_queries(board)) >= 10
     assert dashboard_problems(board, exposed()) == []
     titles = " ".join(p["title"] for p in board["panels"]).lower()

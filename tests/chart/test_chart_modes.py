@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from tests.chart.conftest import CHART, RELEASE, Helm
-from tests.chart.test_chart_render import render
+from tests.chart.rendered import render
 from tools.chart_modes import UNUSED, message
 
 Obj = dict[str, Any]

@@ -13,10 +13,9 @@ import pytest
 import yaml
 
 from localcluster import build
+from testkit.promql import dashboard_queries
 from tests.chart.conftest import Helm
-from tests.chart.test_chart_conventions import DASHBOARD, _dashboard
-from tests.chart.test_chart_render import RULES, only, render
-from tests.support.promql import dashboard_queries
+from tests.chart.rendered import DASHBOARD, RULES, dashboard, only, render
 
 # What Grafana puts in place of its variables, as the dashboard's queries use them.
 GRAFANA_RANGES = re.compile(r"\$__(rate_interval|interval|range)\b")
@@ -58,7 +57,7 @@ def test_promtool_accepts_every_alert(
 
 
 def test_promtool_accepts_every_dashboard_query(helm: Helm, promtool: Path, tmp_path: Path) -> None:
-    queries = dashboard_queries(_dashboard(render(helm, *DASHBOARD)))
+    queries = dashboard_queries(dashboard(render(helm, *DASHBOARD)))
     assert len(queries) >= 10
     rules = [
         {"record": f"zeroscaler:dashboard_query_{i}", "expr": as_prometheus(expr)}

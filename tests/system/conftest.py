@@ -17,11 +17,11 @@ from image import build as image_build
 from localcluster import build, netns
 from localcluster.cluster import Cluster, start
 from localcluster.realnode import RealNode
-from tests.support.admission_backend import Guard
-from tests.support.crds import create_crd
-from tests.support.namespaces import publish_root_ca
-from tests.system.activator_kit import deployed_guard
-from tests.system.controller_kit import WIDGET_GROUP, ControllerProcess, start_controller
+from testkit.activator import deployed_guard
+from testkit.admission_backend import Guard
+from testkit.controller import WIDGET_GROUP, ControllerProcess, start_controller
+from testkit.crds import create_crd
+from testkit.namespaces import publish_root_ca
 
 ENABLED_LABEL = "zeroscaler.io/enabled"
 # The controllers, webhooks and commands these tests start import this checkout's code, even where
@@ -144,6 +144,6 @@ def guard(
     api: k8s.ApiClient, opted_ns: str, tmp_path: Path, guard_image: str, widgets: None
 ) -> Iterator[Guard]:
     """A webhook backend, awake and Ready, its webhooks registered for Widgets in its namespace
-    (`tests.system.activator_kit.deployed_guard`)."""
+    (`testkit.activator.deployed_guard`)."""
     with deployed_guard(api, opted_ns, tmp_path, guard_image) as backend:
         yield backend

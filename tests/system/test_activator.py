@@ -18,16 +18,15 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from localcluster.cluster import Cluster
-from tests.support.admission_backend import Guard
-from tests.support.waiting import wait_for
-from tests.system.activator_kit import (
+from testkit.activator import (
     CONTROLLER_COULD_ACT,
     Zeroscaler,
     serving,
     start_zeroscaler,
     stop_zeroscaler,
 )
-from tests.system.controller_kit import (
+from testkit.admission_backend import Guard
+from testkit.controller import (
     Ref,
     create_widget,
     reasons,
@@ -35,6 +34,8 @@ from tests.system.controller_kit import (
     wait_asleep,
     wait_event,
 )
+from testkit.steps import step
+from testkit.waiting import wait_for
 from zeroscaler.core.coverage import PROBE_WEBHOOK
 
 pytestmark = pytest.mark.cluster
@@ -81,50 +82,57 @@ def test_a_sleeping_webhook_backend_is_woken_by_a_covered_request_and_reviews_it
     api: k8s.ApiClient, zeroscaler: Zeroscaler, guard: Guard
 ) -> None:
     ref = Ref(guard.namespace, guard.name)
-    # Awake, its webhooks work as shipped: the validating one refuses, the mutating one labels.
-    assert "guard refuses bad-awake" in _refused(api, guard.namespace, "bad-awake")
-    awake = create_widget(api, guard.namespace, "while-awake")
-    assert awake["metadata"]["labels"] == {"defaulted-by": "guard"}
-    assert _activator_webhooks(api, zeroscaler.activator) in ([], [PROBE_WEBHOOK])
+    with step("awake: its webhooks work as shipped"):
+        # The validating one refuses, the mutating one labels.
+        assert "guard refuses bad-awake" in _refused(api, guard.namespace, "bad-awake")
+        awake = create_widget(api, guard.namespace, "while-awake")
+        assert awake["metadata"]["labels"] == {"defaulted-by": "guard"}
+        assert _activator_webhooks(api, zeroscaler.activator) in ([], [PROBE_WEBHOOK])
 
-    wait_asleep(api, ref, 1, timeout=90)
-    # Covered before it was scaled down: a copy of each of its two webhooks, and the probe.
-    covering = _activator_webhooks(api, zeroscaler.activator)
-    assert covering[0] == PROBE_WEBHOOK
-    assert len(covering) == 3
+    with step("sleeps, covered by the activator"):
+        wait_asleep(api, ref, 1, timeout=90)
+        # Covered before it was scaled down: a copy of each of its two webhooks, and the probe.
+        covering = _activator_webhooks(api, zeroscaler.activator)
+        assert covering[0] == PROBE_WEBHOOK
+        assert len(covering) == 3
 
-    # Asleep: the create is neither refused nor unchecked. The activator wakes it, the
-    # mutating webhook (its configuration called after the activator's) defaults it, and the
-    # validating webhook reviews it.
-    asleep = create_widget(api, guard.namespace, "while-asleep")
-    assert asleep["metadata"]["labels"] == {"defaulted-by": "guard"}
-    assert "/validate CREATE while-asleep" in guard.reviewed()
-    assert "/mutate CREATE while-asleep" in guard.reviewed()
-    wait_for(lambda: _woken_by_request(api, ref), "a Woken Event naming the request", 30)
-    # Validation is never skipped: a bad object is refused by the woken backend itself.
-    assert "guard refuses bad-asleep" in _refused(api, guard.namespace, "bad-asleep")
+    with step("a request while asleep wakes it and is reviewed"):
+        # Asleep: the create is neither refused nor unchecked. The activator wakes it, the
+        # mutating webhook (its configuration called after the activator's) defaults it, and the
+        # validating webhook reviews it.
+        asleep = create_widget(api, guard.namespace, "while-asleep")
+        assert asleep["metadata"]["labels"] == {"defaulted-by": "guard"}
+        assert "/validate CREATE while-asleep" in guard.reviewed()
+        assert "/mutate CREATE while-asleep" in guard.reviewed()
+        wait_for(lambda: _woken_by_request(api, ref), "a Woken Event naming the request", 30)
+        # Validation is never skipped: a bad object is refused by the woken backend itself.
+        assert "guard refuses bad-asleep" in _refused(api, guard.namespace, "bad-asleep")
 
-    # Awake and Ready, it is no longer covered, and it sleeps again after its timeout.
-    wait_for(
-        lambda: _activator_webhooks(api, zeroscaler.activator) == [PROBE_WEBHOOK],
-        "the activator to stop covering the awake backend",
-        60,
-    )
-    wait_asleep(api, ref, 1, timeout=90)
-    assert "BacksWebhook" not in reasons(api, ref)
+    with step("awake and Ready: no longer covered, and sleeps again"):
+        # It sleeps again after its timeout.
+        wait_for(
+            lambda: _activator_webhooks(api, zeroscaler.activator) == [PROBE_WEBHOOK],
+            "the activator to stop covering the awake backend",
+            60,
+        )
+        wait_asleep(api, ref, 1, timeout=90)
+        assert "BacksWebhook" not in reasons(api, ref)
 
 
 def test_a_backend_is_woken_when_the_activator_stops_answering(
     api: k8s.ApiClient, zeroscaler: Zeroscaler, guard: Guard
 ) -> None:
     ref = Ref(guard.namespace, guard.name)
-    wait_asleep(api, ref, 1, timeout=90)
-    zeroscaler.webhook.stop()  # no activator to answer: its probe goes unanswered
-    wait_for(lambda: state_of(api, ref)[0] == 1, "the backend woken", 60)
-    wait_event(api, ref, "BacksWebhook", "the activator cannot serve")
-    wait_for(lambda: serving(api, guard.namespace), "the guard Ready", timeout=90)
-    time.sleep(CONTROLLER_COULD_ACT)
-    assert state_of(api, ref)[0] == 1  # kept awake while the activator is unanswered
+    with step("sleeps"):
+        wait_asleep(api, ref, 1, timeout=90)
+    with step("wakes when the activator stops answering"):
+        zeroscaler.webhook.stop()  # no activator to answer: its probe goes unanswered
+        wait_for(lambda: state_of(api, ref)[0] == 1, "the backend woken", 60)
+        wait_event(api, ref, "BacksWebhook", "the activator cannot serve")
+    with step("kept awake while the activator is unanswered"):
+        wait_for(lambda: serving(api, guard.namespace), "the guard Ready", timeout=90)
+        time.sleep(CONTROLLER_COULD_ACT)
+        assert state_of(api, ref)[0] == 1  # kept awake while the activator is unanswered
 
 
 def test_without_the_activator_a_webhook_backend_never_sleeps(

@@ -3,7 +3,7 @@ its wake needs stays awake, with a Warning naming the webhook and its rule; narr
 namespace, the same webhook lets it sleep, and a covered request wakes it as ever; and zeroscaler
 restarted while it sleeps still wakes it.
 
-The backend is the real TLS server of `tests/support/admission_backend.py` on the real node,
+The backend is the real TLS server of `testkit/admission_backend.py` on the real node,
 registered by `clientConfig.service` as kubebuilder's operators register theirs. The extra hooks
 point at the same server; they cover only this test's namespaces, so no other test's requests
 reach them.
@@ -24,15 +24,15 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from localcluster.cluster import Cluster
-from tests.support.admission_backend import Guard
-from tests.system.activator_kit import (
+from testkit.activator import (
     CONTROLLER_COULD_ACT,
     REQUESTS,
     Zeroscaler,
     start_zeroscaler,
     stop_zeroscaler,
 )
-from tests.system.controller_kit import (
+from testkit.admission_backend import Guard
+from testkit.controller import (
     Ref,
     create_widget,
     start_controller,

@@ -23,8 +23,8 @@ from cryptography import x509
 from kubernetes import client as k8s
 
 from localcluster.cluster import Cluster
-from tests.support.waiting import wait_for
-from tests.system.webhook_kit import RUN_LABEL, Webhook, create_workload, deployment
+from testkit.waiting import wait_for
+from testkit.webhook import RUN_LABEL, Webhook, create_workload, deployment
 from zeroscaler.certs.issue import new_ca, new_serving_cert
 from zeroscaler.certs.rotation import CA_CERT, CA_KEY, TLS_CERT, TLS_KEY, split_bundle, stamps_for
 

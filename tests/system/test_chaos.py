@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from chaos.scenarios import SCENARIOS, SHORT, Soak, own_cluster, soak
 from localcluster.cluster import Cluster
-from tests.support.chaos import SCENARIOS, SHORT, Soak, own_cluster, soak
 
 pytestmark = [
     pytest.mark.cluster,

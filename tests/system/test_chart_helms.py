@@ -25,8 +25,8 @@ from image import build as image_build
 from localcluster import realnode
 from localcluster.cluster import Cluster
 from localcluster.processes import free_port
-from tests.support.real_chart import real_node_values
-from tests.support.waiting import wait_for
+from testkit.real_chart import real_node_values
+from testkit.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
 

@@ -38,9 +38,9 @@ from image import build as image_build
 from localcluster import realnode
 from localcluster.cluster import Cluster
 from localcluster.processes import free_port
-from tests.support.real_chart import real_node_values
-from tests.support.waiting import wait_for
-from tests.system.controller_kit import create_workload, grant_watch
+from testkit.controller import create_workload, grant_watch
+from testkit.real_chart import real_node_values
+from testkit.waiting import wait_for
 from zeroscaler.certs.issue import new_ca
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "zeroscaler"

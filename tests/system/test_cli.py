@@ -17,9 +17,7 @@ from kubernetes import client as k8s
 
 from localcluster.cluster import Cluster
 from localcluster.processes import free_port
-from tests.support.standin import service_account_kubeconfig
-from tests.support.waiting import wait_for
-from tests.system.controller_kit import (
+from testkit.controller import (
     WIDGET,
     WIDGET_GROUP,
     ControllerProcess,
@@ -35,7 +33,9 @@ from tests.system.controller_kit import (
     wait_asleep,
     wait_woken,
 )
-from tests.system.webhook_kit import times_reported
+from testkit.standin import service_account_kubeconfig
+from testkit.waiting import wait_for
+from testkit.webhook import times_reported
 
 pytestmark = pytest.mark.cluster
 

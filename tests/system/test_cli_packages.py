@@ -22,7 +22,7 @@ from kubernetes import client as k8s
 from image import build as image_build
 from image import cli_bundle, debian
 from image.platform import PLATFORMS
-from tests.system.controller_kit import create_workload
+from testkit.controller import create_workload
 
 pytestmark = pytest.mark.cluster
 

@@ -15,9 +15,9 @@ from kubernetes import client as k8s
 
 from localcluster.build import load_versions
 from localcluster.cluster import Cluster
-from tests.support.recording_webhook import RecordingWebhook, recording_webhook
-from tests.support.relay import CuttableRelay
-from tests.support.waiting import wait_for
+from testkit.recording_webhook import RecordingWebhook, recording_webhook
+from testkit.relay import CuttableRelay
+from testkit.waiting import wait_for
 from zeroscaler.api import Kube
 from zeroscaler.api.credentials import load_access
 from zeroscaler.cluster.informer import Informer, WatchEvent

@@ -12,8 +12,7 @@ from kubernetes import client as k8s
 
 from localcluster.cluster import Cluster
 from localcluster.processes import free_port
-from tests.support.waiting import wait_for
-from tests.system.controller_kit import (
+from testkit.controller import (
     Ref,
     create_configmap,
     grant_watch,
@@ -21,7 +20,8 @@ from tests.system.controller_kit import (
     wait_asleep,
     wait_woken,
 )
-from tests.system.webhook_kit import INJECTED, Webhook, admitted_until, create_workload, deployment
+from testkit.waiting import wait_for
+from testkit.webhook import INJECTED, Webhook, admitted_until, create_workload, deployment
 from zeroscaler.core.durations import parse_time
 
 pytestmark = pytest.mark.cluster

@@ -17,10 +17,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from localcluster.cluster import Cluster
-from tests.support.crds import create_crd
-from tests.support.operators import ibm_annotated_deployment, ibm_readme_annotate_args
-from tests.support.waiting import wait_for
-from tests.system.controller_kit import (
+from testkit.controller import (
     WIDGET,
     WIDGET_GROUP,
     WIDGETS,
@@ -43,7 +40,11 @@ from tests.system.controller_kit import (
     wait_event,
     wait_woken,
 )
-from tests.system.webhook_kit import times_reported
+from testkit.crds import create_crd
+from testkit.operators import ibm_annotated_deployment, ibm_readme_annotate_args
+from testkit.steps import step
+from testkit.waiting import wait_for
+from testkit.webhook import times_reported
 from zeroscaler.core.annotations import STATUS_KEYS
 
 pytestmark = pytest.mark.cluster
@@ -52,83 +53,94 @@ pytestmark = pytest.mark.cluster
 def test_seed_demo_sleeps_and_wakes_to_the_previous_count(
     api: k8s.ApiClient, opted_ns: str, ns: str, controller: ControllerProcess
 ) -> None:
-    grant_watch(api, opted_ns, [("", ["configmaps"]), (WIDGET_GROUP, ["widgets"])])
-    create_widget(api, opted_ns, "w1")
-    config = config_for("3s", f"{WIDGET}, ConfigMap", watch_namespaces=opted_ns)
-    refs = [
-        create_workload(api, opted_ns, "dep-operator", config),
-        create_workload(api, opted_ns, "sts-operator", config, kind="StatefulSet"),
-    ]
-    custom = k8s.CustomObjectsApi(api)
-    core = k8s.CoreV1Api(api)
-    for ref in refs:
-        wait_asleep(api, ref, 3)
-        wait_event(api, ref, "Sleeping", "scaled from 3 to 0 replicas")
+    with step("sleeps: both workloads, each with a Sleeping Event"):
+        grant_watch(api, opted_ns, [("", ["configmaps"]), (WIDGET_GROUP, ["widgets"])])
+        create_widget(api, opted_ns, "w1")
+        config = config_for("3s", f"{WIDGET}, ConfigMap", watch_namespaces=opted_ns)
+        refs = [
+            create_workload(api, opted_ns, "dep-operator", config),
+            create_workload(api, opted_ns, "sts-operator", config, kind="StatefulSet"),
+        ]
+        custom = k8s.CustomObjectsApi(api)
+        core = k8s.CoreV1Api(api)
+        for ref in refs:
+            wait_asleep(api, ref, 3)
+            wait_event(api, ref, "Sleeping", "scaled from 3 to 0 replicas")
 
-    create_configmap(api, opted_ns, "trigger")
-    for ref in refs:
-        wait_woken(api, ref, f"ConfigMap {opted_ns}/trigger created", 3)
-        wait_asleep(api, ref, 3)
+    with step("wakes on a ConfigMap created, to its count, and sleeps again"):
+        create_configmap(api, opted_ns, "trigger")
+        for ref in refs:
+            wait_woken(api, ref, f"ConfigMap {opted_ns}/trigger created", 3)
+            wait_asleep(api, ref, 3)
 
-    custom.patch_namespaced_custom_object(
-        WIDGET_GROUP, "v1", opted_ns, "widgets", "w1", {"spec": {"size": 2}}
-    )
-    for ref in refs:
-        wait_woken(api, ref, f"Widget {opted_ns}/w1 changed", 3)
-        wait_asleep(api, ref, 3)
+    with step("wakes on a Widget changed, and sleeps again"):
+        custom.patch_namespaced_custom_object(
+            WIDGET_GROUP, "v1", opted_ns, "widgets", "w1", {"spec": {"size": 2}}
+        )
+        for ref in refs:
+            wait_woken(api, ref, f"Widget {opted_ns}/w1 changed", 3)
+            wait_asleep(api, ref, 3)
 
-    core.delete_namespaced_config_map("trigger", opted_ns)
-    for ref in refs:
-        wait_woken(api, ref, f"ConfigMap {opted_ns}/trigger deleted", 3)
-        wait_asleep(api, ref, 3)
+    with step("wakes on a ConfigMap deleted, and sleeps again"):
+        core.delete_namespaced_config_map("trigger", opted_ns)
+        for ref in refs:
+            wait_woken(api, ref, f"ConfigMap {opted_ns}/trigger deleted", 3)
+            wait_asleep(api, ref, 3)
 
-    assert_not_activity(
-        controller,
-        WIDGETS,
-        lambda: custom.patch_namespaced_custom_object_status(
-            WIDGET_GROUP, "v1", opted_ns, "widgets", "w1", {"status": {"ready": True}}
-        ),
-    )
-    assert_not_activity(
-        controller, "configmaps", lambda: create_configmap(api, ns, "outside-the-scope")
-    )
-    for ref in refs:
-        assert state_of(api, ref)[0] == 0
-        # Four sleeps with the same message are one Event counted four times.
-        sleeping = [e for e in events_of(api, ref) if e.reason == "Sleeping"]
-        assert times_reported(sleeping, "Sleeping") == 4
-        assert len({e.message for e in sleeping}) == len(sleeping)
-    assert controller.metric("zeroscaler_managed_workloads", state="asleep") == 2
-    assert controller.metric("zeroscaler_sleeps_total") == 8
-    assert controller.metric("zeroscaler_wakes_total") == 6
-    assert controller.metric("zeroscaler_wake_latency_seconds_count") == 6
-    assert controller.metric("zeroscaler_saved_replica_seconds_total") > 0
-    # Process figures for watching memory in production; every wake succeeded.
-    assert controller.metric("process_resident_memory_bytes") > 0
-    assert "process_cpu_seconds_total" in {name for name, _ in controller.metrics()}
-    assert controller.metric("zeroscaler_wake_failures_total") == 0
-    assert controller.metric("zeroscaler_pending_wakes") == 0
-    # The Events above were read from the API server: the backlog they passed through is empty.
-    wait_for(lambda: controller.metric("zeroscaler_pending_events") == 0, "every Event written")
+    with step("a status change and a change outside the scope are not activity"):
+        assert_not_activity(
+            controller,
+            WIDGETS,
+            lambda: custom.patch_namespaced_custom_object_status(
+                WIDGET_GROUP, "v1", opted_ns, "widgets", "w1", {"status": {"ready": True}}
+            ),
+        )
+        assert_not_activity(
+            controller, "configmaps", lambda: create_configmap(api, ns, "outside-the-scope")
+        )
+    with step("every sleep and wake is counted, in Events and metrics"):
+        for ref in refs:
+            assert state_of(api, ref)[0] == 0
+            # Four sleeps with the same message are one Event counted four times.
+            sleeping = [e for e in events_of(api, ref) if e.reason == "Sleeping"]
+            assert times_reported(sleeping, "Sleeping") == 4
+            assert len({e.message for e in sleeping}) == len(sleeping)
+        assert controller.metric("zeroscaler_managed_workloads", state="asleep") == 2
+        assert controller.metric("zeroscaler_sleeps_total") == 8
+        assert controller.metric("zeroscaler_wakes_total") == 6
+        assert controller.metric("zeroscaler_wake_latency_seconds_count") == 6
+        assert controller.metric("zeroscaler_saved_replica_seconds_total") > 0
+        # Process figures for watching memory in production; every wake succeeded.
+        assert controller.metric("process_resident_memory_bytes") > 0
+        assert "process_cpu_seconds_total" in {name for name, _ in controller.metrics()}
+        assert controller.metric("zeroscaler_wake_failures_total") == 0
+        assert controller.metric("zeroscaler_pending_wakes") == 0
+        # The Events above were read from the API server: the backlog they passed through is empty.
+        wait_for(lambda: controller.metric("zeroscaler_pending_events") == 0, "every Event written")
 
 
 def test_one_write_wakes_every_workload_watching_it_to_its_own_count(
     api: k8s.ApiClient, opted_ns: str, controller: ControllerProcess
 ) -> None:
     # Scale writes of all of them go before any of them is recorded awake: check nothing mixes up.
-    grant_watch(api, opted_ns, [("", ["configmaps"])])
-    config = config_for("3s", "ConfigMap", watch_namespaces=opted_ns)
-    refs = [create_workload(api, opted_ns, f"fan-{i}", config, replicas=i + 1) for i in range(8)]
-    for i, ref in enumerate(refs):
-        wait_asleep(api, ref, i + 1)
-    create_configmap(api, opted_ns, "shared-trigger")
-    for i, ref in enumerate(refs):
-        wait_woken(api, ref, f"ConfigMap {opted_ns}/shared-trigger created", i + 1)
-    for i, ref in enumerate(refs):
-        wait_asleep(api, ref, i + 1)
-        assert times_reported(events_of(api, ref), "Woken") == 1
-        assert "WokenExternally" not in reasons(api, ref)
-    assert controller.metric("zeroscaler_wakes_total") == 8
+    with step("eight workloads sleep, each at its own count"):
+        grant_watch(api, opted_ns, [("", ["configmaps"])])
+        config = config_for("3s", "ConfigMap", watch_namespaces=opted_ns)
+        refs = [
+            create_workload(api, opted_ns, f"fan-{i}", config, replicas=i + 1) for i in range(8)
+        ]
+        for i, ref in enumerate(refs):
+            wait_asleep(api, ref, i + 1)
+    with step("one write wakes them all, each to its own count"):
+        create_configmap(api, opted_ns, "shared-trigger")
+    with step("each sleeps again, woken once"):
+        for i, ref in enumerate(refs):
+            wait_woken(api, ref, f"ConfigMap {opted_ns}/shared-trigger created", i + 1)
+        for i, ref in enumerate(refs):
+            wait_asleep(api, ref, i + 1)
+            assert times_reported(events_of(api, ref), "Woken") == 1
+            assert "WokenExternally" not in reasons(api, ref)
+        assert controller.metric("zeroscaler_wakes_total") == 8
 
 
 def test_owned_object_wakes_only_through_a_controller_reference(
@@ -493,30 +505,33 @@ def test_rbac_resource_names_limit_what_wakes_an_inferred_workload(
 def test_a_paused_workload_is_held_as_it_is(
     api: k8s.ApiClient, opted_ns: str, controller: ControllerProcess
 ) -> None:
-    grant_watch(api, opted_ns, [(WIDGET_GROUP, ["widgets"])])
-    config = config_for("3s", WIDGET, watch_namespaces=opted_ns)
-    held = create_workload(api, opted_ns, "held", {**config, "zeroscaler.io/paused": "true"})
-    # The same settings without the pause: what happens to it shows what the pause held back.
-    sentinel = create_workload(api, opted_ns, "sentinel", config)
-    wait_event(api, held, "Paused", "held at 3 replicas")
-    wait_asleep(api, sentinel, 3)
-    assert state_of(api, held)[0] == 3  # idle longer than the sentinel, yet not put to sleep
+    with step("paused, it is held awake while the sentinel sleeps"):
+        grant_watch(api, opted_ns, [(WIDGET_GROUP, ["widgets"])])
+        config = config_for("3s", WIDGET, watch_namespaces=opted_ns)
+        held = create_workload(api, opted_ns, "held", {**config, "zeroscaler.io/paused": "true"})
+        # The same settings without the pause: what happens to it shows what the pause held back.
+        sentinel = create_workload(api, opted_ns, "sentinel", config)
+        wait_event(api, held, "Paused", "held at 3 replicas")
+        wait_asleep(api, sentinel, 3)
+        assert state_of(api, held)[0] == 3  # idle longer than the sentinel, yet not put to sleep
 
-    patch_workload(api, held, {"metadata": {"annotations": {"zeroscaler.io/paused": None}}})
-    wait_asleep(api, held, 3)
-    patch_workload(api, held, {"metadata": {"annotations": {"zeroscaler.io/paused": "true"}}})
-    wait_for(lambda: times_reported(events_of(api, held), "Paused") == 2, "paused again")
-    create_widget(api, opted_ns, "while-held")
-    wait_woken(api, sentinel, f"Widget {opted_ns}/while-held created")
-    wait_asleep(api, sentinel, 3)
-    # Leaving the opt-in hands the sentinel back; the paused one stays at zero.
-    k8s.CoreV1Api(api).patch_namespace(
-        opted_ns, {"metadata": {"labels": {"zeroscaler.io/enabled": None}}}
-    )
-    wait_released(api, sentinel, 3)
-    replicas, ann = state_of(api, held)
-    assert (replicas, ann["zeroscaler.io/state"]) == (0, "asleep")
-    assert "Woken" not in reasons(api, held)
+    with step("resumed, it sleeps; paused again, it is held asleep"):
+        patch_workload(api, held, {"metadata": {"annotations": {"zeroscaler.io/paused": None}}})
+        wait_asleep(api, held, 3)
+        patch_workload(api, held, {"metadata": {"annotations": {"zeroscaler.io/paused": "true"}}})
+        wait_for(lambda: times_reported(events_of(api, held), "Paused") == 2, "paused again")
+        create_widget(api, opted_ns, "while-held")
+        wait_woken(api, sentinel, f"Widget {opted_ns}/while-held created")
+        wait_asleep(api, sentinel, 3)
+    with step("leaving the opt-in releases the sentinel, not the paused one"):
+        # Leaving the opt-in hands the sentinel back; the paused one stays at zero.
+        k8s.CoreV1Api(api).patch_namespace(
+            opted_ns, {"metadata": {"labels": {"zeroscaler.io/enabled": None}}}
+        )
+        wait_released(api, sentinel, 3)
+        replicas, ann = state_of(api, held)
+        assert (replicas, ann["zeroscaler.io/state"]) == (0, "asleep")
+        assert "Woken" not in reasons(api, held)
 
 
 def test_a_refused_wake_is_counted_pending_and_retried(

@@ -10,8 +10,7 @@ import pytest
 from kubernetes import client as k8s
 
 from localcluster.cluster import Cluster
-from tests.support.waiting import wait_for
-from tests.system.controller_kit import (
+from testkit.controller import (
     ControllerProcess,
     Ref,
     config_for,
@@ -27,6 +26,8 @@ from tests.system.controller_kit import (
     wait_event,
     wait_woken,
 )
+from testkit.steps import step
+from testkit.waiting import wait_for
 from zeroscaler.core.durations import parse_time
 
 pytestmark = pytest.mark.cluster
@@ -65,42 +66,47 @@ def _change_settings_while_down(api: k8s.ApiClient, ref: Ref) -> None:
 def test_restart_keeps_sleepers_asleep_and_catches_changes_made_meanwhile(
     api: k8s.ApiClient, cluster: Cluster, opted_ns: str, tmp_path: Path
 ) -> None:
-    grant_watch(api, opted_ns, [("", ["configmaps"])])
-    create_configmap(api, opted_ns, "settings")
-    ref = create_workload(
-        api, opted_ns, "restarted", config_for("3s", "ConfigMap", watch_namespaces=opted_ns)
-    )
-    first = start_controller(cluster, opted_ns, tmp_path, id="first")
-    try:
-        wait_asleep(api, ref, 3)
-    finally:
-        first.stop()
+    with step("sleeps under a first controller"):
+        grant_watch(api, opted_ns, [("", ["configmaps"])])
+        create_configmap(api, opted_ns, "settings")
+        ref = create_workload(
+            api, opted_ns, "restarted", config_for("3s", "ConfigMap", watch_namespaces=opted_ns)
+        )
+        first = start_controller(cluster, opted_ns, tmp_path, id="first")
+        try:
+            wait_asleep(api, ref, 3)
+        finally:
+            first.stop()
 
-    second = start_controller(cluster, opted_ns, tmp_path, id="second")
-    try:
-        wait_for(lambda: _settled(second), "restarted controller settled")
-        # The end of its catch-up is logged (the scale row times restarts by that line).
-        wait_for(lambda: 'msg="caught up"' in second.log.read_text(), "the catch-up's end logged")
-        assert second.metric("zeroscaler_activity_total") == 0
-        assert state_of(api, ref)[0] == 0
-        assert "Woken" not in reasons(api, ref)
-    finally:
-        second.stop()
+    with step("a restarted controller keeps it asleep"):
+        second = start_controller(cluster, opted_ns, tmp_path, id="second")
+        try:
+            wait_for(lambda: _settled(second), "restarted controller settled")
+            # The end of its catch-up is logged (the scale row times restarts by that line).
+            wait_for(
+                lambda: 'msg="caught up"' in second.log.read_text(), "the catch-up's end logged"
+            )
+            assert second.metric("zeroscaler_activity_total") == 0
+            assert state_of(api, ref)[0] == 0
+            assert "Woken" not in reasons(api, ref)
+        finally:
+            second.stop()
 
-    k8s.CoreV1Api(api).patch_namespaced_config_map(
-        "settings", opted_ns, {"data": {"changed": "while the controller was down"}}
-    )
-    third = start_controller(cluster, opted_ns, tmp_path, id="third")
-    try:
-        # Two findings race at the relist and either may be first: the ConfigMap itself, newer
-        # than the sleep, or the census of the workload's scope, whose digest moved.
-        woken = wait_event(api, ref, "Woken", "changed while zeroscaler was not watching")
-        assert woken.message.startswith(
-            (f"ConfigMap {opted_ns}/settings changed", "ConfigMap objects changed")
-        ), woken.message
-        assert woken.message.endswith("scaled from 0 to 3 replicas"), woken.message
-    finally:
-        third.stop()
+    with step("a change made while no controller ran wakes it after the next start"):
+        k8s.CoreV1Api(api).patch_namespaced_config_map(
+            "settings", opted_ns, {"data": {"changed": "while the controller was down"}}
+        )
+        third = start_controller(cluster, opted_ns, tmp_path, id="third")
+        try:
+            # Two findings race at the relist and either may be first: the ConfigMap itself, newer
+            # than the sleep, or the census of the workload's scope, whose digest moved.
+            woken = wait_event(api, ref, "Woken", "changed while zeroscaler was not watching")
+            assert woken.message.startswith(
+                (f"ConfigMap {opted_ns}/settings changed", "ConfigMap objects changed")
+            ), woken.message
+            assert woken.message.endswith("scaled from 0 to 3 replicas"), woken.message
+        finally:
+            third.stop()
 
 
 def _asleep_since_after(api: k8s.ApiClient, ref: Ref, moment: datetime) -> dict[str, str] | None:

@@ -13,9 +13,8 @@ from kubernetes import client as k8s
 
 from localcluster import realnode
 from localcluster.cluster import Cluster
-from tests.support import cert_manager
-from tests.support.waiting import wait_for
-from tests.system.controller_kit import (
+from testkit import cert_manager
+from testkit.controller import (
     ControllerProcess,
     Ref,
     config_for,
@@ -24,6 +23,7 @@ from tests.system.controller_kit import (
     wait_asleep,
     wait_event,
 )
+from testkit.waiting import wait_for
 from zeroscaler.core.durations import parse_time
 
 pytestmark = pytest.mark.cluster

@@ -14,8 +14,7 @@ import pytest
 from kubernetes import client as k8s
 
 from localcluster.cluster import Cluster
-from tests.support.waiting import wait_for
-from tests.system.controller_kit import (
+from testkit.controller import (
     ControllerProcess,
     Ref,
     config_for,
@@ -28,6 +27,7 @@ from tests.system.controller_kit import (
     wait_awake,
     wait_event,
 )
+from testkit.waiting import wait_for
 from tests.system.test_cli import ZEROSCALER, cli, ok, server_now
 
 pytestmark = pytest.mark.cluster

@@ -9,8 +9,7 @@ import pytest
 from kubernetes import client as k8s
 
 from localcluster.cluster import Cluster
-from tests.support.waiting import wait_for
-from tests.system.controller_kit import (
+from testkit.controller import (
     WIDGET,
     WIDGET_GROUP,
     ControllerProcess,
@@ -21,7 +20,8 @@ from tests.system.controller_kit import (
     wait_asleep,
     wait_event,
 )
-from tests.system.webhook_kit import events_for, put_policy
+from testkit.waiting import wait_for
+from testkit.webhook import events_for, put_policy
 
 pytestmark = pytest.mark.cluster
 

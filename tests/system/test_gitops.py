@@ -12,8 +12,7 @@ import yaml
 from kubernetes import client as k8s
 
 from localcluster import build
-from tests.support.waiting import wait_for
-from tests.system.controller_kit import (
+from testkit.controller import (
     ControllerProcess,
     Ref,
     config_for,
@@ -28,7 +27,8 @@ from tests.system.controller_kit import (
     wait_event,
     workload_body,
 )
-from tests.system.webhook_kit import times_reported
+from testkit.waiting import wait_for
+from testkit.webhook import times_reported
 
 pytestmark = pytest.mark.cluster
 

@@ -12,8 +12,7 @@ import pytest
 from kubernetes import client as k8s
 
 from localcluster.cluster import Cluster
-from tests.support.waiting import wait_for
-from tests.system.controller_kit import (
+from testkit.controller import (
     ControllerProcess,
     Ref,
     config_for,
@@ -24,6 +23,7 @@ from tests.system.controller_kit import (
     wait_event,
     workload_body,
 )
+from testkit.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
 

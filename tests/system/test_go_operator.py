@@ -2,7 +2,7 @@
 real node: its reconciler, its defaulting and validating webhooks called by the API server, its
 leader election; and what today's zeroscaler does with an operator that serves its own webhooks.
 
-The install is `tests/support/go_operator.py`'s, so a later test (an activator that lets such an
+The install is `testkit/go_operator.py`'s, so a later test (an activator that lets such an
 operator sleep) installs the same operator the same way.
 """
 
@@ -17,11 +17,9 @@ from kubernetes.client.exceptions import ApiException
 
 from localcluster import realnode
 from localcluster.cluster import Cluster
-from tests.support import go_operator
-from tests.support.go_operator import GoOperator, create_widget, read_widget
-from tests.support.waiting import wait_for
-from tests.system.activator_kit import start_zeroscaler, stop_zeroscaler
-from tests.system.controller_kit import (
+from testkit import go_operator
+from testkit.activator import start_zeroscaler, stop_zeroscaler
+from testkit.controller import (
     ControllerProcess,
     Ref,
     config_for,
@@ -32,6 +30,8 @@ from tests.system.controller_kit import (
     wait_asleep,
     wait_event,
 )
+from testkit.go_operator import GoOperator, create_widget, read_widget
+from testkit.waiting import wait_for
 from tests.system.test_cli import cli, ok
 
 pytestmark = pytest.mark.cluster

@@ -28,9 +28,8 @@ from kubernetes import client as k8s
 from localcluster import netns
 from localcluster.cluster import Cluster
 from localcluster.processes import free_port
-from tests.support.waiting import wait_for
-from tests.system.activator_kit import REQUESTS, start_zeroscaler, stop_zeroscaler
-from tests.system.controller_kit import (
+from testkit.activator import REQUESTS, start_zeroscaler, stop_zeroscaler
+from testkit.controller import (
     Ref,
     config_for,
     create_configmap,
@@ -41,7 +40,8 @@ from tests.system.controller_kit import (
     wait_asleep,
     wait_woken,
 )
-from tests.system.webhook_kit import INJECTED, Webhook, admitted_until, deployment
+from testkit.waiting import wait_for
+from testkit.webhook import INJECTED, Webhook, admitted_until, deployment
 
 pytestmark = pytest.mark.cluster
 

@@ -2,7 +2,7 @@
 
 kopf lists and watches Namespaces and CRDs cluster-wide, so its ServiceAccount may watch both; the
 operator itself works in one namespace. It runs on the host as its own ServiceAccount, started while
-its Deployment has replicas and stopped at zero (tests/support/standin.py).
+its Deployment has replicas and stopped at zero (testkit/standin.py).
 """
 
 from __future__ import annotations
@@ -20,9 +20,7 @@ import yaml
 from kubernetes import client as k8s
 
 from localcluster.cluster import Cluster
-from tests.support.standin import StandIn, service_account_kubeconfig
-from tests.support.waiting import wait_for
-from tests.system.controller_kit import (
+from testkit.controller import (
     ControllerProcess,
     Ref,
     assert_not_activity,
@@ -34,8 +32,10 @@ from tests.system.controller_kit import (
     wait_asleep,
     wait_woken,
 )
-from tests.system.controller_kit import create_workload as create_annotated
-from tests.system.webhook_kit import (
+from testkit.controller import create_workload as create_annotated
+from testkit.standin import StandIn, service_account_kubeconfig
+from testkit.waiting import wait_for
+from testkit.webhook import (
     admitted_until,
     apply_objects,
     create_workload,

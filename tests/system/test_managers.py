@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from tests.support.waiting import wait_for
-from tests.system.controller_kit import (
+from testkit.controller import (
     ControllerProcess,
     Ref,
     config_for,
@@ -24,6 +23,7 @@ from tests.system.controller_kit import (
     wait_event,
     workload_body,
 )
+from testkit.waiting import wait_for
 from zeroscaler.core.durations import parse_time
 
 pytestmark = pytest.mark.cluster

@@ -13,9 +13,7 @@ import yaml
 from kubernetes import client as k8s
 
 from localcluster.cluster import Cluster
-from tests.support.standin import service_account_kubeconfig
-from tests.support.waiting import wait_for
-from tests.system.controller_kit import (
+from testkit.controller import (
     config_for,
     create_configmap,
     create_workload,
@@ -23,6 +21,8 @@ from tests.system.controller_kit import (
     start_controller,
     wait_asleep,
 )
+from testkit.standin import service_account_kubeconfig
+from testkit.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
 

@@ -11,10 +11,8 @@ from kubernetes import client as k8s
 
 from localcluster import realnode
 from localcluster.cluster import Cluster
-from tests.support import go_operator
-from tests.support.go_operator import GoOperator
-from tests.support.waiting import wait_for
-from tests.system.controller_kit import (
+from testkit import go_operator
+from testkit.controller import (
     IMAGE,
     ControllerProcess,
     Ref,
@@ -26,6 +24,8 @@ from tests.system.controller_kit import (
     wait_asleep,
     wait_event,
 )
+from testkit.go_operator import GoOperator
+from testkit.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
 

@@ -8,8 +8,7 @@ import pytest
 from kubernetes import client as k8s
 
 from localcluster.cluster import Cluster
-from tests.support.waiting import wait_for
-from tests.system.controller_kit import (
+from testkit.controller import (
     WIDGET,
     WIDGET_GROUP,
     ControllerProcess,
@@ -25,7 +24,8 @@ from tests.system.controller_kit import (
     wait_event,
     wait_woken,
 )
-from tests.system.webhook_kit import times_reported
+from testkit.waiting import wait_for
+from testkit.webhook import times_reported
 
 pytestmark = pytest.mark.cluster
 ANSWERS = "zeroscaler_access_answers_total"

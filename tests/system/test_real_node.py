@@ -14,7 +14,7 @@ from kubernetes import config as k8s_config
 from localcluster import build, realnode
 from localcluster.cluster import Cluster, start
 from localcluster.processes import free_port
-from tests.support.waiting import wait_for
+from testkit.waiting import wait_for
 
 IMAGE = build.BUSYBOX_IMAGE
 

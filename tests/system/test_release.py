@@ -33,9 +33,9 @@ from image import release
 from localcluster import build, realnode
 from localcluster.cluster import Cluster
 from localcluster.processes import free_port
-from tests.support.real_chart import real_node_values
-from tests.support.waiting import wait_for
-from tests.system.controller_kit import create_workload, grant_watch
+from testkit.controller import create_workload, grant_watch
+from testkit.real_chart import real_node_values
+from testkit.waiting import wait_for
 
 RELEASE = Path(os.environ.get("ZEROSCALER_RELEASE", image_build.REPO / "dist" / "release"))
 CHART = image_build.REPO / "charts" / "zeroscaler"

@@ -20,8 +20,7 @@ from kubernetes.client.exceptions import ApiException
 from localcluster import build, realnode
 from localcluster.cluster import Cluster
 from localcluster.processes import free_port
-from tests.support.waiting import wait_for
-from tests.system.controller_kit import (
+from testkit.controller import (
     ControllerProcess,
     Ref,
     config_for,
@@ -34,6 +33,7 @@ from tests.system.controller_kit import (
     wait_event,
     wait_woken,
 )
+from testkit.waiting import wait_for
 
 NOWHERE_GROUP = "zs-serving.example.com"  # no object of this group is ever created
 

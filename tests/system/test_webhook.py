@@ -13,9 +13,9 @@ from cryptography import x509
 from kubernetes import client as k8s
 
 from localcluster.cluster import Cluster
-from tests.support.crds import create_crd
-from tests.support.waiting import wait_for
-from tests.system.webhook_kit import (
+from testkit.crds import create_crd
+from testkit.waiting import wait_for
+from testkit.webhook import (
     ZEROSCALER,
     Admitted,
     Webhook,

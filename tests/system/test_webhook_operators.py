@@ -12,8 +12,9 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from localcluster.cluster import Cluster
-from tests.support.crds import create_crd
-from tests.system.webhook_kit import (
+from testkit.crds import create_crd
+from testkit.discovery import OPERATOR_EXPECTED, Operator, operators
+from testkit.webhook import (
     Admitted,
     Webhook,
     admitted_until,
@@ -21,8 +22,6 @@ from tests.system.webhook_kit import (
     create_workload,
     running_webhook,
 )
-from tests.unit.fixtures import Operator, operators
-from tests.unit.test_inference import OPERATOR_EXPECTED
 
 pytestmark = pytest.mark.cluster
 

@@ -1,5 +1,5 @@
 """Windows on the real control plane: the controller as a real process whose clock is moved to a
-Monday just before 09:00 in Berlin (tests/support/clock_shift.py), living through a one-minute
+Monday just before 09:00 in Berlin (testkit/programs/clock_shift.py), living through a one-minute
 keep-awake window and a one-minute forced-sleep window that holds activity."""
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ import pytest
 from kubernetes import client as k8s
 
 from localcluster.cluster import Cluster
-from tests.support.waiting import wait_for
-from tests.system.controller_kit import (
+from testkit.controller import (
     Ref,
     config_for,
     create_configmap,
@@ -25,6 +24,7 @@ from tests.system.controller_kit import (
     wait_awake,
     wait_event,
 )
+from testkit.waiting import wait_for
 from tests.system.test_serving import conversion_crd, create_service
 from zeroscaler.core.durations import parse_time
 

@@ -9,8 +9,7 @@ import pytest
 from kubernetes import client as k8s
 
 from localcluster.cluster import Cluster
-from tests.support.waiting import wait_for
-from tests.system.controller_kit import (
+from testkit.controller import (
     ControllerProcess,
     config_for,
     create_configmap,
@@ -21,6 +20,7 @@ from tests.system.controller_kit import (
     wait_asleep,
     wait_woken,
 )
+from testkit.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
 

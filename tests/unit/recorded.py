@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from tests.support.invariants import Sample, WorkloadRecord
+from chaos.invariants import Sample, WorkloadRecord
 
 T0 = datetime(2026, 12, 1, 14, 15, 30, tzinfo=UTC)
 BOUND = timedelta(seconds=15)

@@ -8,7 +8,7 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from tests.unit.fixtures import builtin_resources, crd_resource
+from testkit.discovery import builtin_resources, crd_resource
 from zeroscaler.core.admission import (
     AdmissionRequest,
     PatchDecision,

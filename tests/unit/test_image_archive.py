@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from image import archive, build, python, static
+from image import build, python, static
 from image.debian import Package, load_lock
 from image.python import LOCK as PYTHON_LOCK
+from oci import archive
 
 FILES = [
     archive.Entry("/usr/bin/tool", 0o755, data=b"#!/bin/true\n"),

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from image import archive, build, debian, python
+from image import build, debian, python
 from image.platform import AMD64, ARM64, PLATFORMS
+from oci import archive
 
 FILES = [archive.Entry("/bin", 0o755, "dir"), archive.Entry("/bin/tool", 0o755, data=b"x")]
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.fixtures import builtin_resources, crd_resource, operators
+from testkit.discovery import OPERATOR_EXPECTED, builtin_resources, crd_resource, operators
 from zeroscaler.core.admission import service_account_of
 from zeroscaler.core.inference import Inferred, RBACSnapshot, infer_kinds, is_builtin_group
 from zeroscaler.core.kinds import APIResource, Discovery
@@ -424,114 +424,6 @@ def test_malformed_objects_are_tolerated() -> None:
     assert infer_kinds(snapshot, NS, SA, DISCOVERY) == Inferred()
 
 
-# What each real operator's shipped RBAC yields (the README table in docs/inference-table.md).
-OPERATOR_EXPECTED: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
-    "argo-rollouts": (
-        (
-            "AnalysisRun.argoproj.io",
-            "AnalysisTemplate.argoproj.io",
-            "ClusterAnalysisTemplate.argoproj.io",
-            "ConfigMap",
-            "Deployment.apps",
-            "Experiment.argoproj.io",
-            "Pod",
-            "PodTemplate",
-            "Rollout.argoproj.io",
-            "Secret",
-        ),
-        ("Ingress.networking.k8s.io", "Job.batch", "ReplicaSet.apps", "Service"),
-        ("*",),
-    ),
-    "banzaicloud-istio-operator": ((), (), ()),
-    "controller-zero-scaler": ((), (), ()),
-    "kube-green": (
-        ("CronJob.batch", "Deployment.apps", "SleepInfo.kube-green.com", "StatefulSet.apps"),
-        ("ConfigMap", "Secret"),
-        ("*",),
-    ),
-    "postgres-operator": (
-        (
-            "Node",
-            "OperatorConfiguration.acid.zalan.do",
-            "Pod",
-            "PostgresTeam.acid.zalan.do",
-            "postgresql.acid.zalan.do",
-        ),
-        ("ConfigMap", "Endpoints"),
-        ("*",),
-    ),
-    "prometheus-operator": (
-        (
-            "Alertmanager.monitoring.coreos.com",
-            "AlertmanagerConfig.monitoring.coreos.com",
-            "Ingress.networking.k8s.io",
-            "Namespace",
-            "Node",
-            "PodMonitor.monitoring.coreos.com",
-            "Probe.monitoring.coreos.com",
-            "Prometheus.monitoring.coreos.com",
-            "PrometheusAgent.monitoring.coreos.com",
-            "PrometheusRule.monitoring.coreos.com",
-            "ScrapeConfig.monitoring.coreos.com",
-            "ServiceMonitor.monitoring.coreos.com",
-            "ThanosRuler.monitoring.coreos.com",
-        ),
-        ("ConfigMap", "Secret", "StatefulSet.apps"),
-        ("*",),
-    ),
-    "redis-operator": (
-        (
-            "CustomResourceDefinition.apiextensions.k8s.io",
-            "Redis.redis.redis.opstreelabs.in",
-            "RedisCluster.redis.redis.opstreelabs.in",
-            "RedisReplication.redis.redis.opstreelabs.in",
-            "RedisSentinel.redis.redis.opstreelabs.in",
-        ),
-        (
-            "ConfigMap",
-            "Namespace",
-            "PersistentVolumeClaim",
-            "Pod",
-            "PodDisruptionBudget.policy",
-            "Secret",
-            "Service",
-            "StatefulSet.apps",
-        ),
-        ("*",),
-    ),
-    "strimzi-kafka-operator": (
-        (
-            "Kafka.kafka.strimzi.io",
-            "KafkaBridge.kafka.strimzi.io",
-            "KafkaConnect.kafka.strimzi.io",
-            "KafkaConnector.kafka.strimzi.io",
-            "KafkaMirrorMaker2.kafka.strimzi.io",
-            "KafkaNodePool.kafka.strimzi.io",
-            "KafkaRebalance.kafka.strimzi.io",
-            "KafkaTopic.kafka.strimzi.io",
-            "KafkaUser.kafka.strimzi.io",
-            "StrimziPodSet.core.strimzi.io",
-        ),
-        (
-            "ClusterRoleBinding.rbac.authorization.k8s.io",
-            "ConfigMap",
-            "Deployment.apps",
-            "Endpoints",
-            "Ingress.networking.k8s.io",
-            "NetworkPolicy.networking.k8s.io",
-            "PersistentVolumeClaim",
-            "Pod",
-            "PodDisruptionBudget.policy",
-            "ReplicaSet.apps",
-            "Role.rbac.authorization.k8s.io",
-            "RoleBinding.rbac.authorization.k8s.io",
-            "Secret",
-            "Service",
-            "ServiceAccount",
-        ),
-        ("myproject",),
-    ),
-}
 OPERATOR_WARNINGS = {
     "argo-rollouts": "does not serve, left out: ambassadormappings.getambassador.io",
     "banzaicloud-istio-operator": "default may watch every resource",

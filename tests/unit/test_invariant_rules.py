@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.invariants import (
+from chaos.invariants import (
     NothingToJudge,
     WorkloadRecord,
     check_premature,

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 from kubernetes import client as k8s
 
-from tests.support.invariants import (
+from chaos.invariants import (
     NothingToJudge,
     Observer,
     Sample,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.system.controller_kit import MissingMetric, read_metric
+from testkit.controller import MissingMetric, read_metric
 from zeroscaler.controller.metrics import Metrics, Readings
 
 

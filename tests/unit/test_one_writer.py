@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.invariants import NothingToJudge, check_one_writer, read_leadership
+from chaos.invariants import NothingToJudge, check_one_writer, read_leadership
 from tests.unit.recorded import AT, HOLDERS, REPLICA_A, REPLICA_B, SCALING, at
 from zeroscaler.controller import leader, scaling, supervisor
 from zeroscaler.runtime.logs import LogfmtFormatter

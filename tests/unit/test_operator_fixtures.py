@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.operators import FIXTURES, FixtureError, load_operator, load_operators
+from testkit.operators import FIXTURES, FixtureError, load_operator, load_operators
 
 SMALL = """\
 source: {repository: example/op, commit: 0123456789abcdef0123456789abcdef01234567, files: [a.yaml]}

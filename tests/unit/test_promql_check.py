@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.exposed_metrics import exposed
-from tests.support.promql import (
+from testkit.exposed_metrics import exposed
+from testkit.promql import (
     PromQLError,
     Selector,
     check,

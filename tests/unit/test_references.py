@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.fixtures import builtin_resources, crd_resource
+from testkit.discovery import builtin_resources, crd_resource
 from zeroscaler.core.annotations import read_config
 from zeroscaler.core.durations import DurationError, format_duration, parse_duration
 from zeroscaler.core.kinds import (

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic_settings import CliApp
 
-from tests.unit.fixtures import builtin_resources, crd_resource
+from testkit.discovery import builtin_resources, crd_resource
 from zeroscaler.certs.issue import new_ca, new_serving_cert
 from zeroscaler.cluster.policy_watch import PolicyKeeper
 from zeroscaler.core.inference import Binding, RBACSnapshot

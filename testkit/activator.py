@@ -13,7 +13,7 @@ from kubernetes import client as k8s
 
 from localcluster.cluster import Cluster
 from localcluster.processes import free_port
-from tests.support.admission_backend import (
+from testkit.admission_backend import (
     Guard,
     guard_deployment,
     guard_service,
@@ -21,15 +21,15 @@ from tests.support.admission_backend import (
     register_guard,
     unregister,
 )
-from tests.support.waiting import wait_for
-from tests.system.controller_kit import (
+from testkit.controller import (
     WIDGET_GROUP,
     ControllerProcess,
     config_for,
     grant_watch,
     start_controller,
 )
-from tests.system.webhook_kit import Webhook
+from testkit.waiting import wait_for
+from testkit.webhook import Webhook
 from zeroscaler.core.coverage import has_ready_endpoint
 
 REQUESTS = "zeroscaler-activator-requests"

@@ -22,7 +22,7 @@ from kubernetes.client.exceptions import ApiException
 
 from localcluster.cluster import Cluster
 from localcluster.processes import free_port, stop
-from tests.support.waiting import wait_for
+from testkit.waiting import wait_for
 from zeroscaler.certs.issue import CertPair, new_ca, new_serving_cert
 
 WEBHOOK = Path(sys.executable).parent / "zeroscaler-webhook"

@@ -21,8 +21,8 @@ from image.build import REPO
 from localcluster import build
 from localcluster.cluster import Cluster
 from localcluster.processes import free_port
-from tests.support.real_chart import PLACEMENT
-from tests.support.waiting import wait_for
+from testkit.real_chart import PLACEMENT
+from testkit.waiting import wait_for
 
 NAME = "cert-manager"
 GROUP, VERSION = "cert-manager.io", "v1"

@@ -1,7 +1,7 @@
 """What a PromQL expression asks of the metrics: the series it selects and the labels it names.
 
 No Prometheus runs here, so the chart's alerts and dashboard are checked against the metrics the
-components really expose (`tests/support/exposed_metrics.py`) by reading their expressions with
+components really expose (`testkit/exposed_metrics.py`) by reading their expressions with
 this small reader. It knows PromQL's shape (selectors, functions, aggregations and their
 grouping, ranges, binary operators) and Grafana's variables (`$namespace`, `$__rate_interval`),
 enough to name every metric and label an expression uses; it refuses what it cannot read.

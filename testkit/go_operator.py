@@ -28,9 +28,9 @@ from image import static
 from image.build import REPO
 from localcluster.cluster import Cluster
 from localcluster.processes import free_port
-from tests.support.crds import create_crd
-from tests.support.real_chart import PLACEMENT
-from tests.support.waiting import wait_for
+from testkit.crds import create_crd
+from testkit.real_chart import PLACEMENT
+from testkit.waiting import wait_for
 from zeroscaler.certs.issue import new_ca, new_serving_cert
 
 GROUP, VERSION, KIND, PLURAL = "example.zeroscaler.io", "v1", "Widget", "widgets"

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "operators"
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "operators"
 RBAC = "rbac.authorization.k8s.io"
 Obj = dict[str, Any]
 

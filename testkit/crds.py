@@ -7,7 +7,7 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from tests.support.waiting import wait_for
+from testkit.waiting import wait_for
 
 
 def create_crd(

@@ -1,4 +1,5 @@
-"""Test data for the webhook core: discovery of built-in kinds, and the real operators."""
+"""What discovery is told in tests: a stock API server's kinds, and the real operators with their
+CRDs and the kinds their shipped RBAC yields (shared by the unit and the system tests)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tests.support.operators import load_operators
+from testkit.operators import load_operators
 from zeroscaler.core.kinds import APIResource, Discovery
 
 WATCHABLE = frozenset({"create", "delete", "get", "list", "patch", "update", "watch"})
@@ -115,3 +116,113 @@ def operators() -> Iterator[Operator]:
     for op in load_operators():
         crds = [crd_resource(c.group, c.kind, c.plural, c.namespaced, c.version) for c in op.crds]
         yield Operator(op.name, op.objects, crds)
+
+
+# What each real operator's shipped RBAC yields (the README table in docs/inference-table.md).
+OPERATOR_EXPECTED: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
+    "argo-rollouts": (
+        (
+            "AnalysisRun.argoproj.io",
+            "AnalysisTemplate.argoproj.io",
+            "ClusterAnalysisTemplate.argoproj.io",
+            "ConfigMap",
+            "Deployment.apps",
+            "Experiment.argoproj.io",
+            "Pod",
+            "PodTemplate",
+            "Rollout.argoproj.io",
+            "Secret",
+        ),
+        ("Ingress.networking.k8s.io", "Job.batch", "ReplicaSet.apps", "Service"),
+        ("*",),
+    ),
+    "banzaicloud-istio-operator": ((), (), ()),
+    "controller-zero-scaler": ((), (), ()),
+    "kube-green": (
+        ("CronJob.batch", "Deployment.apps", "SleepInfo.kube-green.com", "StatefulSet.apps"),
+        ("ConfigMap", "Secret"),
+        ("*",),
+    ),
+    "postgres-operator": (
+        (
+            "Node",
+            "OperatorConfiguration.acid.zalan.do",
+            "Pod",
+            "PostgresTeam.acid.zalan.do",
+            "postgresql.acid.zalan.do",
+        ),
+        ("ConfigMap", "Endpoints"),
+        ("*",),
+    ),
+    "prometheus-operator": (
+        (
+            "Alertmanager.monitoring.coreos.com",
+            "AlertmanagerConfig.monitoring.coreos.com",
+            "Ingress.networking.k8s.io",
+            "Namespace",
+            "Node",
+            "PodMonitor.monitoring.coreos.com",
+            "Probe.monitoring.coreos.com",
+            "Prometheus.monitoring.coreos.com",
+            "PrometheusAgent.monitoring.coreos.com",
+            "PrometheusRule.monitoring.coreos.com",
+            "ScrapeConfig.monitoring.coreos.com",
+            "ServiceMonitor.monitoring.coreos.com",
+            "ThanosRuler.monitoring.coreos.com",
+        ),
+        ("ConfigMap", "Secret", "StatefulSet.apps"),
+        ("*",),
+    ),
+    "redis-operator": (
+        (
+            "CustomResourceDefinition.apiextensions.k8s.io",
+            "Redis.redis.redis.opstreelabs.in",
+            "RedisCluster.redis.redis.opstreelabs.in",
+            "RedisReplication.redis.redis.opstreelabs.in",
+            "RedisSentinel.redis.redis.opstreelabs.in",
+        ),
+        (
+            "ConfigMap",
+            "Namespace",
+            "PersistentVolumeClaim",
+            "Pod",
+            "PodDisruptionBudget.policy",
+            "Secret",
+            "Service",
+            "StatefulSet.apps",
+        ),
+        ("*",),
+    ),
+    "strimzi-kafka-operator": (
+        (
+            "Kafka.kafka.strimzi.io",
+            "KafkaBridge.kafka.strimzi.io",
+            "KafkaConnect.kafka.strimzi.io",
+            "KafkaConnector.kafka.strimzi.io",
+            "KafkaMirrorMaker2.kafka.strimzi.io",
+            "KafkaNodePool.kafka.strimzi.io",
+            "KafkaRebalance.kafka.strimzi.io",
+            "KafkaTopic.kafka.strimzi.io",
+            "KafkaUser.kafka.strimzi.io",
+            "StrimziPodSet.core.strimzi.io",
+        ),
+        (
+            "ClusterRoleBinding.rbac.authorization.k8s.io",
+            "ConfigMap",
+            "Deployment.apps",
+            "Endpoints",
+            "Ingress.networking.k8s.io",
+            "NetworkPolicy.networking.k8s.io",
+            "PersistentVolumeClaim",
+            "Pod",
+            "PodDisruptionBudget.policy",
+            "ReplicaSet.apps",
+            "Role.rbac.authorization.k8s.io",
+            "RoleBinding.rbac.authorization.k8s.io",
+            "Secret",
+            "Service",
+            "ServiceAccount",
+        ),
+        ("myproject",),
+    ),
+}

@@ -1,4 +1,4 @@
-"""`python -m tests.support.clock_shift INSTANT FLAGS...`: the controller, as a real process,
+"""`python -m testkit.programs.clock_shift INSTANT FLAGS...`: the controller, as a real process,
 whose wall clock reads INSTANT (RFC 3339) when it starts and runs on from there.
 
 The windows' system tests need the controller to live through a window's start and end at a

@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from localcluster.cluster import Cluster
 from localcluster.processes import free_port, stop
-from tests.support.waiting import wait_for
+from testkit.waiting import wait_for
 
 CONTROLLER = Path(sys.executable).parent / "zeroscaler-controller"
 IMAGE = "registry.k8s.io/pause:3.10"  # never pulled: kwok only pretends to run containers
@@ -132,13 +132,13 @@ def start_controller(
 ) -> ControllerProcess:
     """Start the controller with short test timings and wait until it is ready; with
     `clock_at` (RFC 3339), its wall clock reads that instant at its start
-    (tests/support/clock_shift.py)."""
+    (testkit/programs/clock_shift.py)."""
     port = free_port()
     log = workdir / f"controller-{id}.log"
     program = (
         [str(CONTROLLER)]
         if clock_at is None
-        else [sys.executable, "-m", "tests.support.clock_shift", clock_at]
+        else [sys.executable, "-m", "testkit.programs.clock_shift", clock_at]
     )
     cmd = [
         *program,

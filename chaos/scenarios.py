@@ -1,9 +1,9 @@
-"""Fault scenarios against a control plane of their own, checked by `tests.support.invariants`.
+"""Fault scenarios against a control plane of their own, checked by `chaos.invariants`.
 
 Each scenario puts workloads to sleep, breaks something (the API server, etcd, the controller,
 the leader, the workload's other writers), makes activity, and lets the `Observer` judge. Sizes are
 small in `make test` (tests/system/test_chaos.py) and full in `make chaos`
-(`python -m tests.support.chaos`), which prints a table and writes bench/results/chaos.json. Every
+(`python -m chaos`), which prints a table and writes bench/results/chaos.json. Every
 scenario is bounded in time: it stops at its deadline whatever it has done.
 """
 
@@ -30,14 +30,10 @@ from pathlib import Path
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from chaos.invariants import Observer, Report, Unsettled, wait_settled
 from localcluster import build
 from localcluster.cluster import Cluster, start
-from tests.support.crds import create_crd
-from tests.support.invariants import Observer, Report, Unsettled, wait_settled
-from tests.support.namespaces import publish_root_ca
-from tests.support.relay import CuttableRelay
-from tests.support.waiting import wait_for
-from tests.system.controller_kit import (
+from testkit.controller import (
     ControllerProcess,
     config_for,
     create_configmap,
@@ -45,12 +41,16 @@ from tests.system.controller_kit import (
     grant_watch,
     start_controller,
 )
-from tests.system.webhook_kit import Webhook
+from testkit.crds import create_crd
+from testkit.namespaces import publish_root_ca
+from testkit.relay import CuttableRelay
+from testkit.waiting import wait_for
+from testkit.webhook import Webhook
 
 REPLICAS = 3
 TIMEOUT = 3.0  # seconds idle before a sleep
 BOUND = 15.0  # seconds after the controller can see activity by which its workload must be awake
-RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results" / "chaos.json"
+RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results" / "chaos.json"
 
 
 @dataclass(frozen=True)
@@ -731,7 +731,7 @@ def table(outcomes: list[Outcome]) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.support.chaos")
+    parser = argparse.ArgumentParser(prog="python -m chaos")
     parser.add_argument("scenarios", nargs="*", choices=[[], *SCENARIOS], default=[])
     parser.add_argument("--short", action="store_true", help="the sizes `make test` runs")
     parser.add_argument("--logs", type=Path, help="keep the controllers' logs here")
@@ -798,7 +798,3 @@ def main() -> int:
     rows = {"size": size.__dict__, "scenarios": [o.row() for o in outcomes], "soak": usage}
     RESULTS.write_text(json.dumps(rows, indent=2) + "\n")
     return 1 if any(o.report.violations for o in outcomes) else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,1 +1,0 @@
-"""What the system tests, the fault scenarios and the benchmarks share: no tests of their own."""
