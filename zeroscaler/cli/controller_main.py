@@ -16,7 +16,8 @@ from zeroscaler.runtime.shutdown import stop_on_signals
 
 async def run(settings: ControllerSettings, clock: Clock | None = None) -> None:
     """Run until SIGTERM or SIGINT; give the Lease up on the way out. `clock` defaults to the
-    real one; a test may hand in one that reads another instant (testkit/programs/clock_shift.py)."""
+    real one; a test may hand in one that reads another instant
+    (testkit/programs/clock_shift.py)."""
     stop = stop_on_signals()
     async with supervisor.clients(settings) as clients:
         scaler = Controller(clients.requests, settings, clients.watches, clock)
