@@ -297,6 +297,8 @@ def waiting_events(count: int = 10_000) -> dict[str, float]:
     from bench.workload_state import _deployment
     from zeroscaler.api import Kube
     from zeroscaler.cluster.events import EventRecorder
+    from zeroscaler.controller.clock import LoopClock
+    from zeroscaler.controller.context import Context
     from zeroscaler.controller.reporting import Reporter
     from zeroscaler.controller.workload import Workload, trim_workload
 
@@ -308,7 +310,9 @@ def waiting_events(count: int = 10_000) -> dict[str, float]:
     def held(waiting: bool) -> int:
         # No writer ever runs: every Event stays waiting, as behind a burst of scale writes.
         events = EventRecorder(cast(Kube, None), "bench")
-        reporter = Reporter(events, background=lambda work: work.close(), is_leader=lambda: True)
+        reporter = Reporter(
+            events, Context(LoopClock(), lambda: True, lambda _: None, lambda work: work.close())
+        )
         now = datetime.now(UTC)
         workloads = [
             Workload(("Deployment", NAMESPACE, f"op-{i:05d}"), version(i, 100 + i), now)

@@ -42,8 +42,6 @@ def fleet(count: int) -> dict[WorkloadKey, Workload]:
 
 def metrics_for(workloads: dict[WorkloadKey, Workload], per_workload: bool) -> Metrics:
     metrics = Metrics(
-        lambda: {},
-        lambda: 0,
         lambda: True,
         workloads=workloads.values if per_workload else None,
     )

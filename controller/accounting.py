@@ -38,7 +38,7 @@ class Accounting:
         saved = cpu = memory = 0.0
         for w in workloads:
             if not w.managed:
-                w.report.tally = None
+                self._metrics.forget(w)
                 continue
             if w.report.accounted_at is None:
                 w.report.accounted_at = now

@@ -15,12 +15,13 @@ import json
 import logging
 import secrets
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from zeroscaler.api import Kube, KubeError, NotFound, Obj
 from zeroscaler.cluster.informer import Informer, WatchEvent
-from zeroscaler.controller.clock import Clock
+from zeroscaler.controller.context import Context
 from zeroscaler.controller.registrations import ServingIndex
 from zeroscaler.controller.workload import Workload, WorkloadKey
 from zeroscaler.core.activity import Activity
@@ -50,38 +51,43 @@ PROBE_ATTEMPTS = 50  # the API server's configuration cache follows a write with
 PROBE_PAUSE = 0.1
 
 
+@dataclass(frozen=True, slots=True)
+class ActivatorSettings:
+    """The activator's flags: its configuration and zeroscaler's own, the namespace and ConfigMap
+    the webhook writes wake requests to, how long a request is held, and the probe's interval."""
+
+    configuration: str
+    webhook_configuration: str
+    namespace: str
+    requests: str
+    timeout: int
+    probe_interval: float
+
+
 class Activator:
     """Covers the webhooks of backends from before their sleep until they are Ready again."""
 
     def __init__(
         self,
         kube: Kube,
+        context: Context,
         index: ServingIndex,
         workloads: Mapping[WorkloadKey, Workload],
-        *,
-        configuration: str,
-        webhook_configuration: str,
-        namespace: str,
-        requests: str,
-        timeout: int,
-        probe_interval: float,
-        clock: Clock,
-        is_leader: Callable[[], bool],
-        enqueue: Callable[[WorkloadKey], None],
+        settings: ActivatorSettings,
         on_activity: Callable[[Workload, Activity, datetime], None],
     ) -> None:
         self._kube = kube
         self._index = index
         self._workloads = workloads
-        self._webhook_configuration = webhook_configuration
-        self._namespace = namespace
-        self._timeout = timeout
-        self._probe_interval = probe_interval
-        self._clock = clock
-        self._is_leader = is_leader
-        self._enqueue = enqueue
+        self._webhook_configuration = settings.webhook_configuration
+        self._namespace = namespace = settings.namespace
+        self._timeout = settings.timeout
+        self._probe_interval = settings.probe_interval
+        self._clock = context.clock
+        self._is_leader = context.is_leader
+        self._enqueue = context.enqueue
         self._on_activity = on_activity
-        self.state = ActivatorState(configuration)
+        self.state = ActivatorState(settings.configuration)
         self._backends: set[WorkloadKey] = set()  # workloads seen serving admission webhooks
         self._going_to_sleep: set[WorkloadKey] = set()
         self._written: list[dict[str, Any]] | None = None  # what we last wrote, and its token
@@ -96,7 +102,7 @@ class Activator:
         self.requests = Informer(
             kube,
             f"/api/v1/namespaces/{namespace}/configmaps",
-            params={"fieldSelector": f"metadata.name={requests}"},
+            params={"fieldSelector": f"metadata.name={settings.requests}"},
         )
         self.requests.add_handler(self.on_requests)
 
@@ -299,8 +305,7 @@ class Activator:
         covers anything, and keep the backends awake while it goes unanswered."""
         if not self.enabled:
             return
-        loop = asyncio.get_running_loop()
-        next_probe = loop.time()
+        next_probe = self._clock.monotonic()
         while True:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self._probe_interval):
@@ -308,8 +313,9 @@ class Activator:
             self._dirty.clear()
             try:
                 token = await self.sync()
-                if self._is_leader() and loop.time() >= next_probe and self._worth_probing():
-                    next_probe = loop.time() + self._probe_interval
+                now = self._clock.monotonic()
+                if self._is_leader() and now >= next_probe and self._worth_probing():
+                    next_probe = now + self._probe_interval
                     self._set_health("serving" if await self.probe(token, 20) else "failed")
             except KubeError as e:
                 log.warning("activator configuration not written: %s", e)

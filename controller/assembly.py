@@ -1,7 +1,9 @@
 """The scaler: assembles the controller's parts, starts the watches, and runs the workers.
 
-Parts talk through callbacks given here, never through this class: the change feed turns watch
-events into workload records and keys to reconcile, the reconciler decides, scaling writes.
+Each part is handed, when it is built, the `Context` (clock, leadership, queue, background tasks)
+and the parts or callables it talks to; none is wired afterwards. They are built in the order
+they need each other: the change feed turns watch events into workload records and keys to
+reconcile, the reconciler decides, scaling writes.
 """
 
 from __future__ import annotations
@@ -17,15 +19,18 @@ from zeroscaler.cluster.informer import Informer
 from zeroscaler.cluster.policy_watch import PolicyWatch, Rejection
 from zeroscaler.cluster.view import ClusterView
 from zeroscaler.controller.accounting import Accounting
-from zeroscaler.controller.activator import Activator
-from zeroscaler.controller.changes import ChangeFeed, trim_hpa
+from zeroscaler.controller.activator import Activator, ActivatorSettings
+from zeroscaler.controller.changes import ChangeFeed, Followers, Lookups, trim_hpa
 from zeroscaler.controller.clock import Clock, LoopClock
+from zeroscaler.controller.context import Context, Watching
 from zeroscaler.controller.flags import ControllerSettings
 from zeroscaler.controller.memory import pause_collection, release_free_memory, resume_collection
-from zeroscaler.controller.metrics import Metrics
+from zeroscaler.controller.metrics import LeaderReadings, Metrics, Readings
+from zeroscaler.controller.noting import ActivityNotes
 from zeroscaler.controller.permissions import AccessReviews
 from zeroscaler.controller.queue import KeyedQueue, WakeGate
 from zeroscaler.controller.reconcile import (
+    ReconcileFlags,
     ReconcileInputs,
     ReconcileParts,
     Reconciler,
@@ -33,13 +38,13 @@ from zeroscaler.controller.reconcile import (
 )
 from zeroscaler.controller.registrations import ServingIndex
 from zeroscaler.controller.reporting import Reporter
-from zeroscaler.controller.scaling import Scaling
+from zeroscaler.controller.scaling import BeforeSleep, Outcomes, Scaling
 from zeroscaler.controller.secret_path import SecretPath
 from zeroscaler.controller.subscription import Subscriptions
 from zeroscaler.controller.tasks import Tasks
 from zeroscaler.controller.timers import TimerHeap
 from zeroscaler.controller.warming import Warming
-from zeroscaler.controller.watches import RESERVED, SharedWatch, WatchHub
+from zeroscaler.controller.watches import RESERVED, Listeners, SharedWatch, WatchHub
 from zeroscaler.controller.workload import (
     Workload,
     WorkloadKey,
@@ -82,7 +87,6 @@ class Controller:
         # Watches hold their connections for minutes; writes get a pool of their own that stays
         # warm, so a burst of wakes never waits for TLS handshakes behind fifty streams.
         watcher = watch_kube or kube
-        clock = clock or LoopClock()
         self.settings = settings
         self.is_leader = False
         self.ready = False
@@ -93,30 +97,26 @@ class Controller:
         self.gate: WakeGate[WorkloadKey] = WakeGate()
         self.queue: KeyedQueue[WorkloadKey] = KeyedQueue(self.gate.is_due)
         self.timers: TimerHeap[WorkloadKey] = TimerHeap(self.queue.add)
-        self.hub: WatchHub[WorkloadKey] = WatchHub(
-            watcher,
+        context = Context(
+            clock or LoopClock(), self._leading, self.queue.add, self.tasks.background
+        )
+        # The change feed, built below, hears the hub: it needs the hub's users to be built.
+        listeners: Listeners[WorkloadKey] = Listeners(
             lambda resource, event: self.changes.on_object(resource, event),
             lambda resource, where: self.changes.on_synced(resource, where),
             on_served=lambda resource, kept, key, where: self.changes.on_served(
                 resource, kept, key, where
             ),
             on_listed=lambda resource, objects: self.changes.on_listed(resource, objects),
+        )
+        self.hub: WatchHub[WorkloadKey] = WatchHub(
+            watcher,
+            listeners,
             streaming=settings.streaming_lists,
             budget=max(0, settings.max_connections - RESERVED),
             namespace_count=lambda: len(self.cluster.namespaces.store),
         )
         self.metrics = self._metrics(kube, watcher)
-        self.changes = ChangeFeed(
-            self.workloads,
-            clock=clock,
-            metrics=self.metrics,
-            enqueue=self.queue.add,
-            is_running=self.queue.is_running,
-            wake_due=self.gate.due,
-            users=self.hub.users,
-            users_in=self.hub.users_in,
-            is_opted_in=self._is_opted_in,
-        )
         self.cluster = ClusterView(
             watcher,
             discovery_interval=settings.discovery_interval,
@@ -124,8 +124,10 @@ class Controller:
             on_discovery=lambda _: self.changes.enqueue_all(),
             on_rbac=self._on_rbac,
         )
+        notes = ActivityNotes(context, self.metrics, self.queue.is_running, self.gate.due)
+        self.changes = self._change_feed(kube, context, notes)
         self.cluster.namespaces.add_handler(self.changes.on_namespace)
-        self.serving, self.activator = self._serving_parts(kube, watcher, clock)
+        self.serving, self.activator = self._serving_parts(kube, watcher, context, notes)
         self.hpas, self.workload_informers = self._workload_watches(watcher)
         self.policies = PolicyWatch(
             watcher,
@@ -134,63 +136,98 @@ class Controller:
             on_rejected=self._on_policy_rejected,
         )
         self.events = EventRecorder(kube, "zeroscaler-controller", self.settings.id)
-        self.accounting = Accounting(self.metrics, clock)
-        self.reconciler = self._assemble(kube, clock)
+        self.accounting = Accounting(self.metrics, context.clock)
+        self.reconciler = self._assemble(kube, context)
 
     def _metrics(self, kube: Kube, watcher: Kube) -> Metrics:
         """The controller's metrics, read from its parts at scrape time; both clients count
         their throttled requests there."""
         clients = list({id(k): k for k in (kube, watcher)}.values())  # one Kube may do both
-        metrics = Metrics(
-            lambda: count_by_state(self.workloads.values()),
-            lambda: len(self.hub.resources),
-            self._leading,
-            count_pending=lambda: count_pending_wakes(self.workloads.values()),
-            count_events=lambda: self.reporter.pending,
+        readings = Readings(
+            by_state=lambda: count_by_state(self.workloads.values()),
+            watches=lambda: len(self.hub.resources),
+            pending=lambda: count_pending_wakes(self.workloads.values()),
+            events=lambda: self.reporter.pending,
             api_errors=lambda: [k.errors for k in clients],
+            shared_watches=self.hub.watches_by_scope,
+        )
+        leader_readings = LeaderReadings(
+            paused=lambda: count_paused(self.workloads.values()),
+            dry_run=lambda: count_dry_run(self.workloads.values()),
+            released=lambda: count_released(self.workloads.values()),
+        )
+        metrics = Metrics(
+            self._leading,
+            readings,
+            leader_readings,
             workloads=self.workloads.values if self.settings.workload_metrics else None,
             count_savings=self._count_savings,
-            count_paused=lambda: count_paused(self.workloads.values()),
-            count_dry_run=lambda: count_dry_run(self.workloads.values()),
-            count_released=lambda: count_released(self.workloads.values()),
-            count_shared_watches=lambda: self.hub.watches_by_scope(),
         )
         for client in clients:
             client.on_throttled = metrics.throttled.inc
         return metrics
 
+    def _change_feed(self, kube: Kube, context: Context, notes: ActivityNotes) -> ChangeFeed:
+        """Watch events in, and the parts told of them besides the queue: the subscriptions
+        (what a workload holding a watch missed) and, while a start lasts, its warming."""
+        settings = self.settings
+        access = AccessReviews(
+            kube,
+            settings.access_review_ttl,
+            context.clock,
+            rbac=self._rbac_in_force if settings.access_from_rbac else None,
+            on_answer=lambda source: self.metrics.access_answers.labels(source).inc(),
+        )
+        watching = Watching(self.hub, access, self.cluster)
+        self.subscriptions = Subscriptions(context, watching, notes.note)
+        self.warming = Warming(
+            context,
+            watching,
+            self.workloads,
+            self._hurry,
+            self._is_opted_in,
+            active=settings.warm_watches,
+        )
+        warming = self.warming if settings.warm_watches else None
+        followers = Followers(
+            catch_up=self.subscriptions.catch_up,
+            check_census=self.subscriptions.check_census,
+            on_first_seen=warming.on_workload if warming else None,
+            on_change=warming.on_change if warming else None,
+        )
+        lookups = Lookups(
+            self.hub.users, self.hub.users_in, self.queue.is_running, self._is_opted_in
+        )
+        return ChangeFeed(self.workloads, context, self.metrics, notes.note, lookups, followers)
+
     def _serving_parts(
-        self, kube: Kube, watcher: Kube, clock: Clock
+        self, kube: Kube, watcher: Kube, context: Context, notes: ActivityNotes
     ) -> tuple[ServingIndex, Activator]:
         """What each workload serves, and the activator that covers the webhooks of sleepers."""
         settings = self.settings
         serving = ServingIndex(
             watcher,
+            context,
             self.cluster.crds,
             self.workloads,
-            self.queue.add,
             activation=self._activation,
             on_hooks=self._hooks_changed,
         )
-        activator = Activator(
-            kube,
-            serving,
-            self.workloads,
+        activator_settings = ActivatorSettings(
             configuration=settings.activator_configuration,
             webhook_configuration=settings.webhook_configuration,
             namespace=settings.lease_namespace,
             requests=settings.activator_requests,
             timeout=settings.activator_timeout,
             probe_interval=settings.activator_probe_interval,
-            clock=clock,
-            is_leader=self._leading,
-            enqueue=self.queue.add,
-            on_activity=self.changes.note_activity,
+        )
+        activator = Activator(
+            kube, context, serving, self.workloads, activator_settings, notes.note
         )
         configurations = serving.registrations["MutatingWebhookConfiguration"]
         if activator.enabled:
             configurations.add_handler(activator.on_configuration)
-        self.secret_path = SecretPath(kube, settings.webhook_configuration, self._leading)
+        self.secret_path = SecretPath(kube, context, settings.webhook_configuration)
         configurations.add_handler(self.secret_path.on_configuration)
         return serving, activator
 
@@ -207,75 +244,32 @@ class Controller:
             workloads[kind] = informer
         return hpas, workloads
 
-    def _assemble(self, kube: Kube, clock: Clock) -> Reconciler:
+    def _assemble(self, kube: Kube, context: Context) -> Reconciler:
         """The parts that decide and write, wired to the queue, the gate and each other."""
-        self.reporter = reporter = Reporter(
-            self.events,
-            background=self.tasks.background,
-            is_leader=self._leading,
-        )
-        access = AccessReviews(
-            kube,
-            self.settings.access_review_ttl,
-            clock,
-            rbac=self._rbac_in_force if self.settings.access_from_rbac else None,
-            on_answer=lambda source: self.metrics.access_answers.labels(source).inc(),
-        )
-        self.subscriptions = subscriptions = Subscriptions(
-            self.hub,
-            access,
-            self.cluster,
-            clock=clock,
-            on_activity=self.changes.note_activity,
-            background=self.tasks.background,
-            enqueue=self.queue.add,
-        )
-        self.changes.catch_up = subscriptions.catch_up
-        self.changes.check_census = subscriptions.check_census
-        self.warming = Warming(
-            self.hub,
-            access,
-            self.cluster,
-            self.workloads,
-            background=self.tasks.background,
-            hurry=self._hurry,
-            is_opted_in=self._is_opted_in,
-        )
-        if self.settings.warm_watches:
-            self.changes.on_first_seen = self.warming.on_workload
-            self.changes.on_change = self.warming.on_change
-        else:
-            self.warming.active = False
-        scaling = Scaling(
-            kube,
-            reporter,
-            self.accounting,
-            self.gate,
-            self.metrics,
-            clock,
-            dry_run=self.settings.dry_run,
-            enqueue=self.queue.add,
-            is_leader=self._leading,
+        self.reporter = reporter = Reporter(self.events, context)
+        subscriptions = self.subscriptions
+        outcomes = Outcomes(reporter, self.accounting, self.gate, self.metrics)
+        before_sleep = BeforeSleep(
             census=subscriptions.census,
             keeps_awake=self._keeps_awake,
             cover=self.activator.cover,
             covered_done=self.activator.covered_done,
         )
+        scaling = Scaling(kube, context, outcomes, before_sleep, dry_run=self.settings.dry_run)
         inputs = ReconcileInputs(
             self.cluster,
             hpa_names=self.changes.hpa_names,
-            is_leader=self._leading,
-            dry_run=self.settings.dry_run,
             policy=self._policy,
-            excluded=self.settings.excluded,
+            policy_attempted=self.policies.informer.attempted.is_set,
             serving=self.activator.serving,
             due=subscriptions.due_summary,
-            keep_awake_jitter=self.settings.keep_awake_jitter,
-            policy_attempted=self.policies.informer.attempted.is_set,
+        )
+        flags = ReconcileFlags(
+            self.settings.dry_run, self.settings.excluded, self.settings.keep_awake_jitter
         )
         parts = ReconcileParts(subscriptions, scaling, reporter, self.accounting)
-        scheduling = Scheduling(self.queue, self.gate, self.timers, clock, self.tasks.background)
-        return Reconciler(self.workloads, inputs, parts, scheduling)
+        scheduling = Scheduling(self.queue, self.gate, self.timers)
+        return Reconciler(self.workloads, context, inputs, flags, parts, scheduling)
 
     async def run(self) -> None:
         """Start the watches, wait for them and discovery, then reconcile until cancelled."""
@@ -347,7 +341,6 @@ class Controller:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.queue.until_idle(), WARMING_BOUND)
         self.warming.finish()
-        self.changes.on_first_seen = self.changes.on_change = None
 
     async def aclose(self) -> None:
         if self._rbac_check is not None:

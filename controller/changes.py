@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 
 from prometheus_client import Counter
 
 from zeroscaler.api import Obj
 from zeroscaler.cluster.informer import Readable, WatchEvent, key_of
-from zeroscaler.controller.clock import Clock
+from zeroscaler.controller.context import Context
 from zeroscaler.controller.metrics import Metrics
+from zeroscaler.controller.noting import OnActivity
 from zeroscaler.controller.workload import (
     Workload,
     WorkloadKey,
@@ -24,13 +26,10 @@ from zeroscaler.controller.workload import (
     reconcile_inputs,
     settle_start,
 )
-from zeroscaler.core.activity import Activity, Change, Scope, due_of, find_activity
-from zeroscaler.core.flapping import activity_cause
+from zeroscaler.core.activity import Change, Scope, due_of, find_activity
 from zeroscaler.core.kinds import APIResource
 
 log = logging.getLogger(__name__)
-
-Enqueue = Callable[[WorkloadKey], None]
 
 
 def trim_hpa(obj: Obj) -> Obj:
@@ -43,41 +42,63 @@ def trim_hpa(obj: Obj) -> Obj:
     }
 
 
+@dataclass(frozen=True, slots=True)
+class Lookups:
+    """What the feed asks of the other parts: the workloads holding a type's watch (everywhere,
+    or in one namespace), whether a workload's reconcile is under way, and whether a namespace
+    is opted in."""
+
+    users: Callable[[APIResource], Iterable[WorkloadKey]]
+    users_in: Callable[[APIResource, str], Iterable[WorkloadKey]] | None = None
+    is_running: Callable[[WorkloadKey], bool] = lambda _: False
+    is_opted_in: Callable[[str], bool] = lambda _: True
+
+
+@dataclass(frozen=True, slots=True)
+class Followers:
+    """Who else hears of changes. The subscriptions: what a workload holding a watch missed,
+    read from its store in the namespaces given (None: all) (`Subscriptions.catch_up`), and a
+    sleeper's census compared once its watch has listed (`Subscriptions.check_census`). A
+    start's warming (`warming.py`): each workload first seen, and each change to a watched
+    type."""
+
+    catch_up: Callable[[Workload, APIResource, Readable, Scope], None] | None = None
+    check_census: Callable[[Workload], None] | None = None
+    on_first_seen: Callable[[WorkloadKey, Mapping[str, str]], None] | None = None
+    on_change: Callable[[APIResource, str], None] | None = None
+
+
+NO_FOLLOWERS = Followers()
+
+
 class ChangeFeed:
     """Keeps the workload table and the HPA targets from watches, and enqueues what they touch."""
 
     def __init__(
         self,
         workloads: dict[WorkloadKey, Workload],
-        *,
-        clock: Clock,
+        context: Context,
         metrics: Metrics,
-        enqueue: Enqueue,
-        is_running: Callable[[WorkloadKey], bool],
-        wake_due: Enqueue,
-        users: Callable[[APIResource], Iterable[WorkloadKey]],
-        is_opted_in: Callable[[str], bool] = lambda _: True,
-        users_in: Callable[[APIResource, str], Iterable[WorkloadKey]] | None = None,
+        on_activity: OnActivity,
+        lookups: Lookups,
+        followers: Followers = NO_FOLLOWERS,
     ) -> None:
         self._workloads = workloads
-        self._clock = clock
+        self._clock = context.clock
         self._metrics = metrics
-        self._enqueue = enqueue
-        self._is_running = is_running
-        self._wake_due = wake_due
+        self._enqueue = context.enqueue
+        self._on_activity = on_activity
+        self._is_running = lookups.is_running
+        users = lookups.users
         self._users = users
-        self._users_in = users_in or (lambda resource, _: users(resource))  # by namespace
-        self._is_opted_in = is_opted_in
+        self._users_in = lookups.users_in or (lambda resource, _: users(resource))  # by namespace
+        self._is_opted_in = lookups.is_opted_in
         self._hpa_targets: dict[WorkloadKey, set[str]] = {}
         self._event_counters: dict[APIResource, Counter] = {}
-        # A start's warming (`warming.py`): told of each workload first seen, and of each change
-        # to a watched type, while it lasts.
-        self.on_first_seen: Callable[[WorkloadKey, Mapping[str, str]], None] | None = None
-        self.on_change: Callable[[APIResource, str], None] | None = None
-        # What a workload holding a watch missed, read from its store in the namespaces given
-        # (None: all) (`Subscriptions.catch_up`).
-        self.catch_up: Callable[[Workload, APIResource, Readable, Scope], None] | None = None
-        self.check_census: Callable[[Workload], None] | None = None  # `Subscriptions.check_census`
+        self.on_first_seen = followers.on_first_seen
+        self.on_change = followers.on_change
+        self.catch_up = followers.catch_up
+        self.check_census = followers.check_census
 
     def hpa_names(self, key: WorkloadKey) -> list[str]:
         """The HorizontalPodAutoscalers that target a workload, sorted."""
@@ -107,7 +128,7 @@ class ChangeFeed:
             w = Workload(key, event.obj, last_activity=start)
             # Not Ready when first seen (just created, or woken before a restart): its clock
             # waits for Ready, as after a wake.
-            w.idle.starting = w.replicas > 0 and w.is_ready() is False
+            w.idle.first_seen(starting=w.replicas > 0 and w.is_ready() is False)
             self._workloads[key] = w
             self._enqueue(key)
             if self.on_first_seen is not None:
@@ -209,25 +230,6 @@ class ChangeFeed:
             found = find_activity(change, resource, w.watch.interest)
             if found is not None:
                 now = now or self._clock.now()
-                self.note_activity(w, found, now)
+                self._on_activity(w, found, now)
             elif due_moved and resource in w.watch.due:
                 self._enqueue(key)
-
-    def note_activity(self, w: Workload, found: Activity, now: datetime) -> None:
-        """Restart the idle clock; an asleep workload's wake is due, a running one looks again."""
-        self._metrics.activity.inc()
-        w.idle.last_activity = now
-        log.debug("activity", extra={"workload": w.label, "reason": found.reason})
-        asleep = w.shown_status.state == "asleep"
-        # A wake names the change that woke it, not the newest one seen while its write was retried.
-        if not asleep or w.idle.activity_at is None:
-            w.idle.activity_reason = found.reason
-            w.idle.activity_cause = activity_cause(
-                found.kind, found.namespace, found.name, found.reason, w.namespace
-            )
-        if asleep or self._is_running(w.key):
-            if w.idle.activity_at is None:
-                w.idle.activity_at = self._clock.monotonic()
-            if asleep:
-                self._wake_due(w.key)
-            self._enqueue(w.key)

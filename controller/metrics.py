@@ -7,19 +7,34 @@ import logging
 import ssl
 import urllib.parse
 from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from zeroscaler.controller.workload import Workload, WorkloadCounts
+from zeroscaler.controller.workload import Workload
 from zeroscaler.core.savings import NONE, Requests
 from zeroscaler.runtime.collectors import APIErrors, ErrorCounts, register_process_collectors
 
 log = logging.getLogger(__name__)
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+@dataclass(slots=True)
+class WorkloadCounts:
+    """What one workload's own metric series count (only while per-workload metrics are on):
+    the metrics' memory of it, kept in its record (`ReportMemory.tally`)."""
+
+    wakes: dict[str, int] = field(default_factory=dict)  # by reason
+    sleeps: dict[str, int] = field(default_factory=dict)  # by reason
+    saved: float = 0.0  # replica-seconds
+    cpu_seconds: float = 0.0  # core-seconds of CPU requested by those replicas
+    memory_seconds: float = 0.0  # byte-seconds of memory requested
+    latency_sum: float = 0.0  # seconds, over the wakes that had a waking event
+    latency_count: int = 0
 
 
 class _StateCollector(Collector):
@@ -264,6 +279,30 @@ class WorkloadSeries(Collector):
 _EMPTY = WorkloadCounts()
 
 
+@dataclass(frozen=True, slots=True)
+class Readings:
+    """What the metrics read from the other parts at a scrape: managed workloads by state, the
+    types watched, wakes due, Events waiting, the API clients' failed requests, and the shared
+    watches open by scope."""
+
+    by_state: Callable[[], Mapping[str, int]] = dict
+    watches: Callable[[], int] = lambda: 0
+    pending: Callable[[], int] = lambda: 0
+    events: Callable[[], int] = lambda: 0
+    api_errors: Callable[[], Iterable[ErrorCounts]] = lambda: ()
+    shared_watches: Callable[[], Mapping[str, int]] = dict  # by scope: namespace, cluster
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderReadings:
+    """What only the leader reports (0 on a standby): paused and dry-run workloads, and the
+    requests the sleepers gave back."""
+
+    paused: Callable[[], int] = lambda: 0
+    dry_run: Callable[[], int] = lambda: 0
+    released: Callable[[], Requests] = lambda: NONE
+
+
 class Metrics:
     """The controller's metrics, in their own registry.
 
@@ -273,32 +312,33 @@ class Metrics:
 
     def __init__(
         self,
-        count_by_state: Callable[[], Mapping[str, int]],
-        count_watches: Callable[[], int],
         is_leader: Callable[[], bool],
-        count_pending: Callable[[], int] = lambda: 0,
-        count_events: Callable[[], int] = lambda: 0,
-        api_errors: Callable[[], Iterable[ErrorCounts]] = lambda: (),
+        readings: Readings = Readings(),
+        leader_readings: LeaderReadings = LeaderReadings(),
+        *,
         workloads: Callable[[], Iterable[Workload]] | None = None,
         count_savings: Callable[[], None] = lambda: None,
-        count_paused: Callable[[], int] = lambda: 0,
-        count_dry_run: Callable[[], int] = lambda: 0,
-        count_released: Callable[[], Requests] = lambda: NONE,
-        count_shared_watches: Callable[[], Mapping[str, int]] = dict,
     ) -> None:
         self.registry = CollectorRegistry()
         self._count_savings = count_savings
         register_process_collectors(self.registry)
         self.registry.register(
-            _StateCollector(count_by_state, count_watches, is_leader, count_pending, count_events)
+            _StateCollector(
+                readings.by_state, readings.watches, is_leader, readings.pending, readings.events
+            )
         )
         self.registry.register(
-            _ControlCollector(count_paused, count_dry_run, count_released, is_leader)
+            _ControlCollector(
+                leader_readings.paused,
+                leader_readings.dry_run,
+                leader_readings.released,
+                is_leader,
+            )
         )
-        self.registry.register(_WatchCollector(count_shared_watches))
+        self.registry.register(_WatchCollector(readings.shared_watches))
         self.workload_series = None if workloads is None else WorkloadSeries(workloads, is_leader)
         self.per_workload = workloads is not None
-        self.registry.register(APIErrors("zeroscaler_api_errors", api_errors))
+        self.registry.register(APIErrors("zeroscaler_api_errors", readings.api_errors))
         self.watch_events = Counter(
             "zeroscaler_watch_events_total",
             "Watch events received on shared watches, by resource",
@@ -396,6 +436,10 @@ class Metrics:
             requests = w.pod_requests
             tally.cpu_seconds += replica_seconds * requests.cpu
             tally.memory_seconds += replica_seconds * requests.memory
+
+    def forget(self, w: Workload) -> None:
+        """No longer managed: its own series' counts go."""
+        w.report.tally = None
 
     def _tally(self, w: Workload) -> WorkloadCounts | None:
         if not self.per_workload or not w.managed:

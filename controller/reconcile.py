@@ -12,7 +12,7 @@ from typing import Any
 from zeroscaler.api import Conflict, KubeError, NotFound, urgently
 from zeroscaler.cluster.view import ClusterView
 from zeroscaler.controller.accounting import Accounting
-from zeroscaler.controller.clock import Clock
+from zeroscaler.controller.context import Context
 from zeroscaler.controller.queue import KeyedQueue, WakeGate
 from zeroscaler.controller.reporting import Reporter
 from zeroscaler.controller.scaling import Scaling
@@ -20,7 +20,6 @@ from zeroscaler.controller.subscription import Subscriptions
 from zeroscaler.controller.timers import TimerHeap
 from zeroscaler.controller.workload import (
     EPOCH,
-    WatchMemory,
     Workload,
     WorkloadKey,
     owes_wake,
@@ -29,7 +28,6 @@ from zeroscaler.controller.workload import (
 from zeroscaler.controller.workload_kinds import settle_kinds
 from zeroscaler.core.admission import annotate_from_policy
 from zeroscaler.core.annotations import (
-    CENSUS,
     ENABLED,
     NAMESPACE_ENABLED_LABEL,
     PAUSED,
@@ -45,7 +43,6 @@ from zeroscaler.core.annotations import (
     read_config,
     read_status,
 )
-from zeroscaler.core.census import parse_census
 from zeroscaler.core.decision import (
     Decision,
     Observed,
@@ -69,14 +66,11 @@ RETRY_AFTER = 5.0  # seconds before a failed reconcile is tried again
 
 @dataclass(frozen=True, slots=True)
 class Scheduling:
-    """When reconciles run: the keyed queue, the wakes due, the timers, the clock, and the task
-    group that takes a workload's writes off the workers."""
+    """When reconciles run: the keyed queue, the wakes due and the timers."""
 
     queue: KeyedQueue[WorkloadKey]
     gate: WakeGate[WorkloadKey]
     timers: TimerHeap[WorkloadKey]
-    clock: Clock
-    background: Callable[[Coroutine[Any, Any, None]], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,16 +79,21 @@ class ReconcileInputs:
 
     cluster: ClusterView
     hpa_names: Callable[[WorkloadKey], list[str]]
-    is_leader: Callable[[], bool]
-    dry_run: bool = False
     policy: Callable[[], Policy | None] = lambda: None  # None until its ConfigMaps are listed
-    excluded: frozenset[str] = frozenset()  # namespaces policy is never written in
-    serving: Callable[[Workload], Serving | None] = lambda _: Serving()
-    keep_awake_jitter: float = 0.0  # seconds over which keep-awake wakes are spread
     # Whether the policy ConfigMaps' first list was answered or failed (then it may never come).
     policy_attempted: Callable[[], bool] = lambda: True
+    serving: Callable[[Workload], Serving | None] = lambda _: Serving()
     # Its due times: the latest at or before `now`, the earliest after `after` (`due.py`).
     due: Callable[[Workload, datetime, datetime], DueSummary] = lambda *_: NO_DUE
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcileFlags:
+    """The controller's flags a reconcile reads."""
+
+    dry_run: bool = False
+    excluded: frozenset[str] = frozenset()  # namespaces policy is never written in
+    keep_awake_jitter: float = 0.0  # seconds over which keep-awake wakes are spread
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +112,9 @@ class Reconciler:
     def __init__(
         self,
         workloads: dict[WorkloadKey, Workload],
+        context: Context,
         inputs: ReconcileInputs,
+        flags: ReconcileFlags,
         parts: ReconcileParts,
         scheduling: Scheduling,
     ) -> None:
@@ -126,15 +127,15 @@ class Reconciler:
         self._queue = scheduling.queue
         self._gate = scheduling.gate
         self._timers = scheduling.timers
-        self._clock = scheduling.clock
-        self._background = scheduling.background
+        self._clock = context.clock
+        self._background = context.background
         self._hpa_names = inputs.hpa_names
-        self._is_leader = inputs.is_leader
-        self._dry_run = inputs.dry_run
+        self._is_leader = context.is_leader
+        self._dry_run = flags.dry_run
         self._policy = inputs.policy
-        self._excluded = inputs.excluded
+        self._excluded = flags.excluded
         self._serving = inputs.serving
-        self._jitter = inputs.keep_awake_jitter
+        self._jitter = flags.keep_awake_jitter
         self._policy_attempted = inputs.policy_attempted
         self._due = inputs.due
         self._wake_failures: dict[WorkloadKey, int] = {}  # failed wakes in a row, for backoff
@@ -255,24 +256,20 @@ class Reconciler:
             await self._scaling.act(w, decision, now)
 
     def _settle_dry_run(self, w: Workload) -> None:
-        """Whether only what would be done is said for `w`, and why; leaving a dry run forgets
-        the state it pretended."""
+        """Whether only what would be done is said for `w`, and why (scaling keeps it)."""
         why = "--dry-run" if self._dry_run else None
         if why is None:
             meta = w.obj.get("metadata") or {}
             labels = self._namespace_meta(w).get("labels") or {}
             why = dry_run_reason(self._policy(), labels, meta.get("labels") or {})
-        if why is None and w.scaling.dry_run is not None:
-            w.scaling.pretend = None
-            log.info("dry run over", extra={"workload": w.label})
-        w.scaling.dry_run = why
+        self._scaling.settle_dry_run(w, why)
 
     def _hold(self, w: Workload, decision: Decision) -> None:
         """Activity a forced-sleep window holds: said once, and no longer a wake owed (the
         window's end wakes it, from the activity kept in its idle clock)."""
         if w.idle.activity_at is None:
             return
-        w.idle.activity_at = None
+        w.idle.owe_nothing()
         self._gate.done(w.key)
         message = f"{w.idle.activity_reason}: not woken; {decision.reason}"
         log.info("wake held", extra={"workload": w.label, "reason": decision.reason})
@@ -399,33 +396,14 @@ class Reconciler:
             )
         )
         status, status_problems = read_status(annotations)
-        status = self._recorded_status(w, status)
+        status = self._scaling.status_read(w, status)
         w.config, w.status = config, status
-        if status.state != "asleep":  # recorded (by us or by the next leader): nothing pending
-            w.scaling.own_wake = None
-        if status.last_activity is not None and status.last_activity > w.idle.last_activity:
-            w.idle.last_activity = status.last_activity  # a person's `zeroscaler wake` restarts it
+        w.idle.restarted_by_person(status.last_activity)
         warnings = [("InvalidAnnotation", f"{p}; ignored") for p in [*problems, *status_problems]]
         unanchored = pause_in_force(config, w.paused_at, EPOCH).problem
         if unanchored:
             warnings.append(("InvalidAnnotation", unanchored))
         return config, status, warnings
-
-    @staticmethod
-    def _recorded_status(w: Workload, status: WorkloadStatus) -> WorkloadStatus:
-        """The status recorded on it, or, where an update by someone else dropped it while it
-        slept, the one last seen (remembered as the annotations that held it)."""
-        if status.state is not None:
-            w.scaling.recorded = (w.obj.get("metadata") or {}).get("annotations")
-            return status
-        recorded = w.scaling.recorded
-        if recorded is None or not w.managed:
-            return status
-        before, _ = read_status(recorded)
-        if before.state != "asleep":
-            w.scaling.recorded = None
-            return status
-        return before
 
     def _decide(
         self, w: Workload, config: WorkloadConfig, status: WorkloadStatus, hpa_targeted: bool
@@ -497,9 +475,9 @@ class Reconciler:
             return
         w.managed = True
         if status.state == "asleep":  # asleep before we watched: compare what it saw at sleep
-            w.watch.unchecked = shared(frozenset(parse_census(w.annotations.get(CENSUS, ""))[0]))
+            self._subscriptions.recall_census(w)
         self._accounting.start(w)
-        w.idle.last_activity = (
+        w.idle.managed_from(
             (status.asleep_since or EPOCH)
             if status.state == "asleep"
             else max(w.idle.last_activity, self._clock.now())
@@ -510,10 +488,8 @@ class Reconciler:
 
     def _stop_managing(self, w: Workload, why: str) -> None:
         self._timers.cancel(w.key)
-        self._subscriptions.subscribe(w, set())
-        w.watch = WatchMemory()  # resolved afresh if it is managed again
-        w.scaling.pretend = None
-        w.scaling.recorded = None  # a status removed from now on is the release's doing
+        self._subscriptions.forget(w)
+        self._scaling.forget(w)
         if w.managed:
             log.info("no longer managed", extra={"workload": w.label, "why": why})
         w.managed = False

@@ -13,6 +13,7 @@ from typing import TypeVar
 
 from zeroscaler.api import Kube, Obj
 from zeroscaler.cluster.informer import Informer, WatchEvent
+from zeroscaler.controller.context import Context
 from zeroscaler.controller.workload import Workload, WorkloadKey
 from zeroscaler.core.coverage import Hook, hooks_of
 from zeroscaler.core.links import (
@@ -67,15 +68,15 @@ class ServingIndex:
     def __init__(
         self,
         kube: Kube,
+        context: Context,
         crds: Informer,
         workloads: Mapping[WorkloadKey, Workload],
-        enqueue: Callable[[WorkloadKey], None],
         *,
         activation: Callable[[Workload, tuple[Hook, ...]], str | None] = lambda *_: ACTIVATOR_OFF,
         on_hooks: Callable[[], None] = lambda: None,
     ) -> None:
         self._workloads = workloads
-        self._enqueue = enqueue
+        self._enqueue = context.enqueue
         self._activation = activation  # why no activator answers for these webhooks, or None
         self._on_hooks = on_hooks  # told when any admission webhook's rules change
         self._services: dict[str, dict[str, dict[str, str]]] = {}  # namespace: name: selector

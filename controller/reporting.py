@@ -5,12 +5,11 @@ of the same workload, type and reason joins it, so a backlog never outgrows the 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
 
 from zeroscaler.api import Obj, Priority, prioritized
 from zeroscaler.cluster.events import EventRecorder, EventType
+from zeroscaler.controller.context import Context
 from zeroscaler.controller.workload import Workload, WorkloadKey
 from zeroscaler.core.annotations import Notice
 from zeroscaler.core.sharing import NOTHING
@@ -50,14 +49,13 @@ class Reporter:
     def __init__(
         self,
         events: EventRecorder,
+        context: Context,
         *,
-        background: Callable[[Coroutine[Any, Any, None]], None],
-        is_leader: Callable[[], bool],
         slots: int = 4,
     ) -> None:
         self._events = events
-        self._background = background
-        self._is_leader = is_leader
+        self._background = context.background
+        self._is_leader = context.is_leader
         self._slots = slots
         self._writers = 0
         # Waiting Events, oldest first; one per workload, type and reason, and for warnings one

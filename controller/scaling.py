@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -19,11 +20,11 @@ from zeroscaler.api import (
     prioritized,
 )
 from zeroscaler.controller.accounting import Accounting
-from zeroscaler.controller.clock import Clock
+from zeroscaler.controller.context import Context
 from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.queue import WakeGate
 from zeroscaler.controller.reporting import Reporter
-from zeroscaler.controller.workload import OwnWake, Workload, WorkloadKey, trim_workload
+from zeroscaler.controller.workload import Workload, WorkloadKey, trim_workload
 from zeroscaler.core.annotations import (
     CENSUS,
     FIELD_MANAGER,
@@ -37,7 +38,7 @@ from zeroscaler.core.annotations import (
     state_label,
 )
 from zeroscaler.core.census import Census, format_census
-from zeroscaler.core.decision import Decision, plan_release, restart_clock, wake_replicas
+from zeroscaler.core.decision import Decision, plan_release, wake_replicas
 from zeroscaler.core.durations import format_duration, format_time
 from zeroscaler.core.flapping import (
     RIGHT_AFTER,
@@ -65,43 +66,106 @@ async def _covered(_: Workload) -> bool:
     return True
 
 
+@dataclass(frozen=True, slots=True)
+class OwnWake:
+    """A wake the controller scaled up but has not yet recorded in the status annotations
+    (`ScalingMemory.own_wake`)."""
+
+    replicas: int
+    reason: str
+    latency: float | None  # seconds from the waking event to the scale write's answer
+    cause: str = ""  # what woke it, for flapping ("": nothing that counts)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcomes:
+    """Where a write's outcome goes: Events and warnings, savings counted, wakes made due or
+    done, and the metrics."""
+
+    reporter: Reporter
+    accounting: Accounting
+    gate: WakeGate[WorkloadKey]
+    metrics: Metrics
+
+
+@dataclass(frozen=True, slots=True)
+class BeforeSleep:
+    """What a sleep asks of the other parts first: the census it records, whether what the
+    workload serves keeps it awake, and the activator's cover for its webhooks (and its end)."""
+
+    census: Callable[[Workload], Census]
+    keeps_awake: Callable[[Workload], bool] = lambda _: False
+    cover: Callable[[Workload], Awaitable[bool]] = _covered
+    covered_done: Callable[[Workload], None] = lambda _: None
+
+
 class Scaling:
     """Carries out decisions through the `scale` subresource; a 409 means "look again"."""
 
     def __init__(
         self,
         kube: Kube,
-        reporter: Reporter,
-        accounting: Accounting,
-        gate: WakeGate[WorkloadKey],
-        metrics: Metrics,
-        clock: Clock,
+        context: Context,
+        outcomes: Outcomes,
+        before_sleep: BeforeSleep,
         *,
         dry_run: bool,
-        enqueue: Callable[[WorkloadKey], None],
-        is_leader: Callable[[], bool],
-        census: Callable[[Workload], Census],
-        keeps_awake: Callable[[Workload], bool] = lambda _: False,
-        cover: Callable[[Workload], Awaitable[bool]] = _covered,
-        covered_done: Callable[[Workload], None] = lambda _: None,
     ) -> None:
         self._kube = kube
-        self._reporter = reporter
-        self._accounting = accounting
-        self._gate = gate
-        self._metrics = metrics
-        self._clock = clock
+        self._reporter = outcomes.reporter
+        self._accounting = outcomes.accounting
+        self._gate = outcomes.gate
+        self._metrics = outcomes.metrics
+        self._clock = context.clock
         self._dry_run = dry_run
-        self._enqueue = enqueue
-        self._is_leader = is_leader
-        self._census = census
-        self._keeps_awake = keeps_awake
-        self._cover = cover  # the activator answers for its webhooks before it sleeps
-        self._covered_done = covered_done
+        self._enqueue = context.enqueue
+        self._is_leader = context.is_leader
+        self._census = before_sleep.census
+        self._keeps_awake = before_sleep.keeps_awake
+        self._cover = before_sleep.cover  # the activator answers for its webhooks before it sleeps
+        self._covered_done = before_sleep.covered_done
         self._follow_ups: dict[WorkloadKey, FollowUp] = {}
 
     def _is_not_leader(self) -> bool:
         return not self._is_leader()
+
+    def status_read(self, w: Workload, status: WorkloadStatus) -> WorkloadStatus:
+        """The status in force, from the one just read from its annotations: that one, or,
+        where an update by someone else dropped it while it slept, the one last seen
+        (remembered as the annotations that held it). One not asleep is recorded (by us or by
+        the next leader): no wake of ours is pending any more."""
+        status = self._recorded_status(w, status)
+        if status.state != "asleep":
+            w.scaling.own_wake = None
+        return status
+
+    @staticmethod
+    def _recorded_status(w: Workload, status: WorkloadStatus) -> WorkloadStatus:
+        if status.state is not None:
+            w.scaling.recorded = (w.obj.get("metadata") or {}).get("annotations")
+            return status
+        recorded = w.scaling.recorded
+        if recorded is None or not w.managed:
+            return status
+        before, _ = read_status(recorded)
+        if before.state != "asleep":
+            w.scaling.recorded = None
+            return status
+        return before
+
+    def settle_dry_run(self, w: Workload, why: str | None) -> None:
+        """Only what would be done is said for `w` while `why` (the flag, its namespace, or
+        policy); leaving a dry run forgets the state it pretended."""
+        if why is None and w.scaling.dry_run is not None:
+            w.scaling.pretend = None
+            log.info("dry run over", extra={"workload": w.label})
+        w.scaling.dry_run = why
+
+    def forget(self, w: Workload) -> None:
+        """No longer managed: no pretended state, and a status removed from now on is the
+        release's doing."""
+        w.scaling.pretend = None
+        w.scaling.recorded = None
 
     def _is_dry_run(self, w: Workload) -> bool:
         """Only say what would be done: everywhere (the flag), or where `w` is."""
@@ -123,7 +187,7 @@ class Scaling:
             # What it was decided on: activity seen from now calls the sleep off.
             seen = (w.idle.last_activity, w.resource_version)
             # Activity so far is in `seen`; only later activity is owed a wake.
-            w.idle.activity_at = None
+            w.idle.owe_nothing()
             self._follow_ups[w.key] = self._guarded(w, self._sleep(w, decision, now, seen))
         elif decision.action == "wake":
             reason = decision.reason or "activity"
@@ -212,7 +276,7 @@ class Scaling:
             log.warning(
                 "not put to sleep: the activator is unanswered", extra={"workload": w.label}
             )
-            w.idle.activity_at = None
+            w.idle.owe_nothing()
             self._enqueue(w.key)
             return
         # One write, status and scale together: a crash never leaves a workload at zero without
@@ -241,18 +305,18 @@ class Scaling:
             )
         except Withdrawn:
             log.debug("sleep called off", extra={"workload": w.label})
-            w.idle.activity_at = None  # still awake: no wake is owed
+            w.idle.owe_nothing()  # still awake: no wake is owed
             self._enqueue(w.key)
             return
         await self._give_up_replicas(w, slept)
         cause = "not-ready" if w.idle.starting else "idle"
         if decision.rule == "forced-sleep":
             cause = "window"
-        w.idle.starting = False
+        w.idle.slept()
         if w.idle.last_activity > decided_on:  # activity while the write was on its way: wake it
             self._gate.due(w.key)
         else:
-            w.idle.activity_at = None
+            w.idle.owe_nothing()
         self._accounting.start(w)
         self._metrics.slept(w, cause)
         kinds = ", ".join(sorted(w.kind_names()))
@@ -270,14 +334,13 @@ class Scaling:
         `flap_cause` names what woke it, for flapping (none: a wake that counts for nothing)."""
         self._accounting.account(w, stop=True)
         await self._scale_up(w, replicas)
-        w.idle.starting = True  # its idle clock starts again once it is Ready
-        w.idle.woken_at = self._clock.now()
-        # The clock restarts once it is awake, not at the event: a wake may come long after it.
-        w.idle.last_activity = restart_clock(w.idle.last_activity, self._clock.now())
+        # Its idle clock starts again once it is Ready; it restarts once it is awake, not at
+        # the event: a wake may come long after it.
+        w.idle.woken(self._clock.now())
         waking_event = w.idle.activity_at
         latency = None if waking_event is None else self._clock.monotonic() - waking_event
         self._metrics.woke(w, cause, latency)
-        w.idle.activity_at = None
+        w.idle.owe_nothing()
         self._gate.done(w.key)
         # Recording the wake can wait for other scale writes. Until it lands the wake is
         # remembered here, so a failed record is tried again rather than read as someone
@@ -325,7 +388,7 @@ class Scaling:
         w.scaling.own_wake = None
         w.scaling.streak = streak
         # Only now does it read as awake: a record that came late must not shorten its time up.
-        w.idle.last_activity = restart_clock(w.idle.last_activity, self._clock.now())
+        w.idle.restart(self._clock.now())
         message = f"{own.reason}: scaled from 0 to {own.replicas} replicas"
         extra: dict[str, object] = {"workload": w.label, "reason": own.reason}
         if own.latency is not None:  # from the watch event to the scale write's answer
@@ -373,11 +436,9 @@ class Scaling:
         self._reporter.event(w, "Warning", "Flapping", message)
 
     async def _mark_awake(self, w: Workload, decision: Decision, now: datetime) -> None:
-        w.idle.last_activity = now
-        w.idle.starting = True
-        w.idle.woken_at = now
+        w.idle.marked_awake(now)
         self._accounting.account(w, stop=True)
-        w.idle.activity_at = None
+        w.idle.owe_nothing()
         manager = w.replicas_manager
         replicas = decision.replicas or w.replicas
         streak = Streak()
@@ -463,7 +524,7 @@ class Scaling:
             reason = "WouldSleep"
         elif decision.action == "wake":
             replicas = decision.replicas or 1
-            w.idle.last_activity = restart_clock(w.idle.last_activity, now)
+            w.idle.restart(now)
             w.scaling.pretend = (
                 WorkloadStatus("awake", last_activity=w.idle.last_activity),
                 replicas,
@@ -476,7 +537,7 @@ class Scaling:
             w.scaling.pretend = None
             return
         self._metrics.dry_run_decisions.labels(decision.action).inc()
-        w.idle.activity_at = None
+        w.idle.owe_nothing()
         log.info(message, extra={"workload": w.label})
         self._reporter.event(w, "Normal", reason, message)
         self._enqueue(w.key)

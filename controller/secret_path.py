@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Callable
 
 from zeroscaler.api import Conflict, Invalid, Kube, KubeError, NotFound
 from zeroscaler.cluster.informer import WatchEvent
+from zeroscaler.controller.context import Context
 from zeroscaler.core.webhook_paths import secret_path_patch
 
 log = logging.getLogger(__name__)
@@ -26,10 +26,10 @@ RETRY = 5.0  # seconds after a failed write
 class SecretPath:
     """Writes the secret path into the configuration `name` when the leader finds it missing."""
 
-    def __init__(self, kube: Kube, name: str, is_leader: Callable[[], bool]) -> None:
+    def __init__(self, kube: Kube, context: Context, name: str) -> None:
         self._kube = kube
         self._name = name
-        self._is_leader = is_leader
+        self._is_leader = context.is_leader
         self._look = asyncio.Event()
         self._look.set()  # once at the start
 

@@ -4,18 +4,15 @@ ServiceAccount may watch them in, and the shared watches it holds."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from zeroscaler.api import KubeError
 from zeroscaler.cluster.informer import Readable
-from zeroscaler.cluster.view import ClusterView
-from zeroscaler.controller.clock import Clock
-from zeroscaler.controller.permissions import AccessReviews
-from zeroscaler.controller.watches import WatchHub
-from zeroscaler.controller.workload import Scopes, Workload, WorkloadKey
+from zeroscaler.controller.context import Context, Watching
+from zeroscaler.controller.workload import Scopes, WatchMemory, Workload, WorkloadKey
 from zeroscaler.core.activity import (
     Activity,
     Change,
@@ -63,22 +60,17 @@ class Subscriptions:
 
     def __init__(
         self,
-        hub: WatchHub[WorkloadKey],
-        access: AccessReviews,
-        cluster: ClusterView,
-        *,
-        clock: Clock,
+        context: Context,
+        watching: Watching,
         on_activity: OnActivity,
-        background: Callable[[Coroutine[Any, Any, None]], None],
-        enqueue: Callable[[WorkloadKey], None],
     ) -> None:
-        self._hub = hub
-        self._access = access
-        self._cluster = cluster
-        self._clock = clock
+        self._hub = watching.hub
+        self._access = watching.access
+        self._cluster = watching.cluster
+        self._clock = context.clock
         self._on_activity = on_activity
-        self._background = background
-        self._enqueue = enqueue
+        self._background = context.background
+        self._enqueue = context.enqueue
         # Workloads whose aged access answers are being asked again, and those just answered.
         self._asking: set[WorkloadKey] = set()
         self._answered: set[WorkloadKey] = set()
@@ -86,6 +78,16 @@ class Subscriptions:
         # it look again (a refusal was a review's, asked again as it ages).
         self._granted: dict[WorkloadKey, tuple[tuple[APIResource, str, str], ...]] = {}
         self._revisions: dict[WorkloadKey, int] = {}  # grants taken back, part of the signature
+
+    def recall_census(self, w: Workload) -> None:
+        """Asleep before we watched: the kinds of the census its sleep recorded are compared
+        once their watches have listed (`check_census`)."""
+        w.watch.unchecked = shared(frozenset(parse_census(w.annotations.get(CENSUS, ""))[0]))
+
+    def forget(self, w: Workload) -> None:
+        """No longer managed: no watch held, and its kinds resolved afresh if it is again."""
+        self.subscribe(w, set())
+        w.watch = WatchMemory()
 
     def _signature(self, w: Workload, config: WorkloadConfig) -> tuple[Any, ...]:
         """What the resolution depends on; the access answers' age comes last."""

@@ -13,13 +13,10 @@ catch-up, not after it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Coroutine, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
 
 from zeroscaler.api import KubeError
-from zeroscaler.cluster.view import ClusterView
-from zeroscaler.controller.permissions import AccessReviews
-from zeroscaler.controller.watches import WatchHub
+from zeroscaler.controller.context import Context, Watching
 from zeroscaler.controller.workload import Workload, WorkloadKey
 from zeroscaler.core.activity import Scope
 from zeroscaler.core.early_watches import named_types
@@ -35,23 +32,22 @@ class Warming:
 
     def __init__(
         self,
-        hub: WatchHub[WorkloadKey],
-        access: AccessReviews,
-        cluster: ClusterView,
+        context: Context,
+        watching: Watching,
         workloads: Mapping[WorkloadKey, Workload],
-        *,
-        background: Callable[[Coroutine[Any, Any, None]], None],
         hurry: Callable[[WorkloadKey], None],
         is_opted_in: Callable[[str], bool] = lambda _: True,
+        *,
+        active: bool = True,
     ) -> None:
-        self._hub = hub
+        self._hub = watching.hub
         self._is_opted_in = is_opted_in
-        self._access = access
-        self._cluster = cluster
+        self._access = watching.access
+        self._cluster = watching.cluster
         self._workloads = workloads
-        self._background = background
+        self._background = context.background
         self._hurry = hurry
-        self.active = True
+        self.active = active
         self._asked: set[APIResource] = set()  # types warmed, or being checked
         self._allowed: set[APIResource] = set()  # types the controller may watch everywhere
         self._reach: dict[APIResource, Scope] = {}  # where each type is to be warmed

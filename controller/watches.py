@@ -16,6 +16,7 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Callable, Collection, Hashable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Generic, TypeVar, cast
 
 from zeroscaler.api import Kube, Obj
@@ -404,6 +405,17 @@ class _Wants(Generic[U]):
         return namespace in self.by_namespace or warm is None or namespace in warm
 
 
+@dataclass(frozen=True, slots=True)
+class Listeners(Generic[U]):
+    """Who a hub tells: each event, where a list came (`on_synced`), a user that may now read
+    a watch (`on_served`), and how many objects a list brought (`on_listed`)."""
+
+    on_event: Listener
+    on_synced: SyncListener | None = None
+    on_served: Callable[[APIResource, SharedWatch[U], U, Scope], None] | None = None
+    on_listed: ListedListener | None = None
+
+
 class WatchHub(Generic[U]):
     """Reference-counted shared watches keyed by resource type; events go to one listener.
 
@@ -421,21 +433,18 @@ class WatchHub(Generic[U]):
     def __init__(
         self,
         kube: Kube,
-        listener: Listener,
-        on_synced: SyncListener | None = None,
+        listeners: Listeners[U],
         *,
-        on_served: Callable[[APIResource, SharedWatch[U], U, Scope], None] | None = None,
-        on_listed: ListedListener | None = None,
         streaming: bool = False,
         budget: int = 4096 - RESERVED,
         namespace_count: Callable[[], int] | None = None,
     ) -> None:
         self.kube = kube
         self.streaming = streaming  # list as watch-list streams where the server offers them
-        self.listener = listener
-        self._on_synced = on_synced
-        self._on_served = on_served
-        self._on_listed = on_listed
+        self.listener = listeners.on_event
+        self._on_synced = listeners.on_synced
+        self._on_served = listeners.on_served
+        self._on_listed = listeners.on_listed
         self.budget = budget
         # How many namespaces the cluster has: a type wanted in more than half of them is
         # watched cluster-wide (None: no such bound).

@@ -8,7 +8,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zeroscaler.api import Obj
 from zeroscaler.core.activity import GroupKind, Interest, Scope
@@ -26,6 +26,7 @@ from zeroscaler.core.annotations import (
     read_injected,
     read_status,
 )
+from zeroscaler.core.decision import restart_clock
 from zeroscaler.core.flapping import Streak, replicas_manager
 from zeroscaler.core.kinds import APIResource
 from zeroscaler.core.managers import Manager, detect, field_managers_of, is_applied
@@ -33,6 +34,10 @@ from zeroscaler.core.readiness import is_ready
 from zeroscaler.core.savings import NONE, Requests, pod_requests
 from zeroscaler.core.sharing import NOTHING, shared, shared_mapping, shared_strings
 from zeroscaler.core.workloads import workload_path
+
+if TYPE_CHECKING:  # each declared by the part that keeps it, which imports this module
+    from zeroscaler.controller.metrics import WorkloadCounts
+    from zeroscaler.controller.scaling import OwnWake
 
 WorkloadKey = tuple[str, str, str]  # kind, namespace, name
 Scopes = tuple[Mapping[GroupKind, Scope], Mapping[GroupKind, Scope]]  # watched, owned
@@ -144,29 +149,6 @@ def initial_last_activity(annotations: Mapping[str, str], now: datetime) -> date
     return now
 
 
-@dataclass(frozen=True, slots=True)
-class OwnWake:
-    """A wake the controller scaled up but has not yet recorded in the status annotations."""
-
-    replicas: int
-    reason: str
-    latency: float | None  # seconds from the waking event to the scale write's answer
-    cause: str = ""  # what woke it, for flapping ("": nothing that counts)
-
-
-@dataclass(slots=True)
-class WorkloadCounts:
-    """What one workload's own metric series count (only while per-workload metrics are on)."""
-
-    wakes: dict[str, int] = field(default_factory=dict)  # by reason
-    sleeps: dict[str, int] = field(default_factory=dict)  # by reason
-    saved: float = 0.0  # replica-seconds
-    cpu_seconds: float = 0.0  # core-seconds of CPU requested by those replicas
-    memory_seconds: float = 0.0  # byte-seconds of memory requested
-    latency_sum: float = 0.0  # seconds, over the wakes that had a waking event
-    latency_count: int = 0
-
-
 @dataclass(slots=True)
 class IdleMemory:
     """The idle clock, kept by the change feed (`changes.py`) and restarted by scaling writes."""
@@ -178,6 +160,48 @@ class IdleMemory:
     starting: bool = False  # woken (or first seen) and not Ready since: the idle clock waits
     woken_at: datetime | None = None  # when its last wake from zero was written, until Ready
     started_in: float | None = None  # seconds from its last wake to Ready (the activator asks)
+
+    # Its writes, named for what happened; the change feed's activity is noted in `noting.py`.
+
+    def first_seen(self, *, starting: bool) -> None:
+        """Seen for the first time, not Ready yet (just created, or woken before a restart):
+        its clock waits for Ready, as after a wake."""
+        self.starting = starting
+
+    def owe_nothing(self) -> None:
+        """The activity seen so far is answered (a sleep decided on it, a wake written, a wake
+        held or called off): no wake is owed for it."""
+        self.activity_at = None
+
+    def restart(self, now: datetime) -> None:
+        """The clock restarts at `now`, or stays at newer activity."""
+        self.last_activity = restart_clock(self.last_activity, now)
+
+    def woken(self, now: datetime) -> None:
+        """Scaled up at `now`: the clock waits for Ready, and restarts at the wake."""
+        self.starting = True
+        self.woken_at = now
+        self.restart(now)
+
+    def marked_awake(self, now: datetime) -> None:
+        """Found awake at `now`, woken by someone else: the clock starts there, once Ready."""
+        self.last_activity = now
+        self.starting = True
+        self.woken_at = now
+
+    def slept(self) -> None:
+        """Put to sleep: nothing to wait for."""
+        self.starting = False
+
+    def managed_from(self, at: datetime) -> None:
+        """Managed from now on: its clock counts from `at`."""
+        self.last_activity = at
+
+    def restarted_by_person(self, at: datetime | None) -> None:
+        """Its status says it was last active at `at` (a person's `zeroscaler wake`): a newer
+        time restarts the clock."""
+        if at is not None and at > self.last_activity:
+            self.last_activity = at
 
 
 @dataclass(slots=True)
@@ -202,7 +226,8 @@ class WatchMemory:
 
 @dataclass(slots=True)
 class ScalingMemory:
-    """What `scaling.py` remembers between writes."""
+    """What `scaling.py` remembers between writes; only it writes them (`Scaling.status_read`,
+    `settle_dry_run`, `forget` for what a reconcile asks)."""
 
     # Scaled up by us, still annotated asleep: in memory, so a failed record is not read as a
     # wake by someone else (only a crash before the record loses it).
@@ -217,11 +242,12 @@ class ScalingMemory:
 
 @dataclass(slots=True)
 class ReportMemory:
-    """What `reporting.py` has said and `accounting.py` and `metrics.py` have counted."""
+    """What `reporting.py` has said and `accounting.py` and `metrics.py` have counted: one
+    memory of three fields, each written by its part alone (one object a workload, not three)."""
 
-    warned: frozenset[Notice] = NOTHING  # replaced, never changed in place
-    accounted_at: float | None = None  # loop time replica-seconds were last counted
-    tally: WorkloadCounts | None = None  # its own metric series; kept only while it is managed
+    warned: frozenset[Notice] = NOTHING  # `reporting.py`'s; replaced, never changed in place
+    accounted_at: float | None = None  # `accounting.py`'s: loop time last counted
+    tally: WorkloadCounts | None = None  # `metrics.py`'s own series; only while it is managed
 
 
 class Workload:

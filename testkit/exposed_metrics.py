@@ -36,7 +36,7 @@ def expositions() -> list[tuple[str, CollectorRegistry]]:
     workload with series of its own), the webhook's, and the certificate renewer's."""
     managed = Workload(("Deployment", "ops", "op"), {"metadata": {"name": "op"}}, EPOCH)
     managed.managed = True
-    controller = Metrics(lambda: {}, lambda: 0, lambda: True, workloads=lambda: [managed])
+    controller = Metrics(lambda: True, workloads=lambda: [managed])
     controller.woke(managed, "activity", 0.1)
     controller.slept(managed, "idle")
     webhook = CollectorRegistry()

@@ -10,7 +10,7 @@ from zeroscaler.core.annotations import WorkloadStatus
 
 
 def test_only_asleep_managed_workloads_save_and_each_counts_its_restore_replicas() -> None:
-    metrics = Metrics(lambda: {}, lambda: 0, lambda: True)
+    metrics = Metrics(lambda: True)
     clock = ManualClock()
     accounting = Accounting(metrics, clock)
     three, one, awake, unmanaged = (workload(n) for n in ("three", "one", "awake", "unmanaged"))

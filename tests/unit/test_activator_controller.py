@@ -3,7 +3,10 @@ and which wake requests count. The API server is a function (`httpx.MockTranspor
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -12,8 +15,9 @@ import pytest
 
 from tests.unit.mock_api import kube_served_by
 from zeroscaler.cluster.informer import Informer, WatchEvent
-from zeroscaler.controller.activator import Activator
+from zeroscaler.controller.activator import Activator, ActivatorSettings
 from zeroscaler.controller.clock import ManualClock
+from zeroscaler.controller.context import Context
 from zeroscaler.controller.registrations import ServingIndex, trim_registration, trim_service
 from zeroscaler.controller.workload import Workload, WorkloadKey, settle_start, trim_workload
 from zeroscaler.core.activity import Activity
@@ -91,6 +95,11 @@ def webhooks(**fields: Any) -> dict[str, Any]:
     return trim_registration("ValidatingWebhookConfiguration")(raw)
 
 
+def _no_tasks(work: Coroutine[Any, Any, None]) -> None:
+    """The activator runs nothing in the background here."""
+    work.close()
+
+
 class Rig:
     """An activator over a serving index that knows one backend and its webhook."""
 
@@ -110,29 +119,25 @@ class Rig:
         self.activity: list[tuple[WorkloadKey, str]] = []
         kube = kube_served_by(api)
         crds = Informer(kube, "/crds")
-        self.index = ServingIndex(
-            kube, crds, self.workloads, self.enqueued.append, activation=self._activation
-        )
+        self.clock = ManualClock(NOW)
+        context = Context(self.clock, lambda: leader, self.enqueued.append, _no_tasks)
+        self.index = ServingIndex(kube, context, crds, self.workloads, activation=self._activation)
         for informer in [*self.index.informers, crds]:
             informer.synced.set()
         service = {"metadata": {"name": "op-webhook", "namespace": "ops"},
                    "spec": {"selector": {"app": "op"}}}  # fmt: skip
         self.index.on_service(WatchEvent("ADDED", trim_service(service), initial=True))
         self.index.on_registration(WatchEvent("ADDED", hooks or webhooks(), initial=True))
-        self.activator = Activator(
-            kube,
-            self.index,
-            self.workloads,
+        settings = ActivatorSettings(
             configuration=ACTIVATOR,
             webhook_configuration=OWN,
             namespace="zeroscaler",
             requests="requests",
             timeout=10,
             probe_interval=10.0,
-            clock=ManualClock(NOW),
-            is_leader=lambda: leader,
-            enqueue=self.enqueued.append,
-            on_activity=self._on_activity,
+        )
+        self.activator = Activator(
+            kube, context, self.index, self.workloads, settings, self._on_activity
         )
 
     def _activation(self, w: Workload, hooks: Any) -> str | None:
@@ -180,6 +185,46 @@ async def test_an_unanswered_probe_calls_the_sleep_off_and_wakes_what_it_covers(
     assert served.keeps_awake
     assert served.unanswered is not None
     assert "cannot serve" in served.unanswered
+
+
+async def _until(done: Callable[[], bool]) -> bool:
+    """Whether `done` holds within a thousand turns of the loop."""
+    for _ in range(1000):
+        if done():
+            return True
+        await asyncio.sleep(0)
+    return done()
+
+
+async def test_the_probe_comes_again_once_the_clock_it_is_given_says_the_interval_is_over(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    api = API()
+    rig = Rig(api, backend(asleep=True))
+    rig.activator.serving(rig.workloads[KEY])  # covered: the run loop probes while it is
+    syncs = [0]
+    sync = rig.activator.sync
+
+    async def counted() -> str:
+        syncs[0] += 1
+        return await sync()
+
+    monkeypatch.setattr(rig.activator, "sync", counted)
+    running = asyncio.create_task(rig.activator.run())
+    try:
+        assert await _until(lambda: len(api.probes) == 1)
+        rig.activator.changed()
+        assert await _until(lambda: syncs[0] == 2)
+        rig.activator.changed()  # the second turn is over once the third syncs
+        assert await _until(lambda: syncs[0] == 3)
+        assert len(api.probes) == 1  # its clock has not moved: no new probe
+        rig.clock.advance(10.0)
+        rig.activator.changed()
+        assert await _until(lambda: len(api.probes) == 2)
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
 
 
 async def test_only_the_leader_writes_the_configuration() -> None:

@@ -9,9 +9,10 @@ from typing import Literal, TypeVar
 
 import pytest
 
-from zeroscaler.controller.changes import ChangeFeed
 from zeroscaler.controller.clock import ManualClock
+from zeroscaler.controller.context import Context
 from zeroscaler.controller.metrics import Metrics
+from zeroscaler.controller.noting import ActivityNotes
 from zeroscaler.controller.queue import KeyedQueue, WakeGate
 from zeroscaler.controller.workload import Workload, count_pending_wakes, owes_wake
 from zeroscaler.core.activity import Activity
@@ -90,39 +91,25 @@ def test_activity_restarts_the_clock_and_makes_a_wake_due(
 ) -> None:
     queued: list[object] = []
     woken: list[object] = []
-    feed = ChangeFeed(
-        {},
-        clock=ManualClock(NOW, 7.5),
-        metrics=Metrics(dict, lambda: 0, lambda: True),
-        enqueue=queued.append,
-        is_running=lambda _: running,
-        wake_due=woken.append,
-        users=lambda _: (),
-    )
+    context = Context(ManualClock(NOW, 7.5), lambda: True, queued.append, lambda c: c.close())
+    notes = ActivityNotes(context, Metrics(lambda: True), lambda _: running, woken.append)
     w = Workload(KEY, {"metadata": {}}, last_activity=datetime(2026, 1, 1, tzinfo=UTC))
     w.status = WorkloadStatus(state="asleep" if state == "asleep" else "awake")
-    feed.note_activity(w, Activity("ConfigMap", "ops", "c", "ConfigMap ops/c created"), NOW)
+    notes.note(w, Activity("ConfigMap", "ops", "c", "ConfigMap ops/c created"), NOW)
     assert (w.idle.last_activity, w.idle.activity_reason) == (NOW, "ConfigMap ops/c created")
     assert (woken, queued, w.idle.activity_at) == (due, enqueued, activity_at)
 
 
 def test_a_pending_wake_keeps_the_reason_of_the_change_that_woke_it() -> None:
-    feed = ChangeFeed(
-        {},
-        clock=ManualClock(NOW, 7.5),
-        metrics=Metrics(dict, lambda: 0, lambda: True),
-        enqueue=lambda _: None,
-        is_running=lambda _: False,
-        wake_due=lambda _: None,
-        users=lambda _: (),
-    )
+    context = Context(ManualClock(NOW, 7.5), lambda: True, lambda _: None, lambda c: c.close())
+    notes = ActivityNotes(context, Metrics(lambda: True), lambda _: False, lambda _: None)
     w = Workload(KEY, {"metadata": {}}, last_activity=datetime(2026, 1, 1, tzinfo=UTC))
     w.status = WorkloadStatus(state="asleep")
     for name in ("first", "second"):
-        feed.note_activity(w, Activity("Backup", "ops", name, f"Backup ops/{name} created"), NOW)
+        notes.note(w, Activity("Backup", "ops", name, f"Backup ops/{name} created"), NOW)
     assert (w.idle.last_activity, w.idle.activity_reason) == (NOW, "Backup ops/first created")
     w.status = WorkloadStatus(state="awake")
-    feed.note_activity(w, Activity("Backup", "ops", "third", "Backup ops/third created"), NOW)
+    notes.note(w, Activity("Backup", "ops", "third", "Backup ops/third created"), NOW)
     assert w.idle.activity_reason == "Backup ops/third created"
 
 

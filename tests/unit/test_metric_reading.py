@@ -5,13 +5,15 @@ from __future__ import annotations
 import pytest
 
 from testkit.controller import MissingMetric, read_metric
-from zeroscaler.controller.metrics import Metrics
+from zeroscaler.controller.metrics import Metrics, Readings
 
 
 def exposition(events: dict[str, int] | None = None) -> str:
     """The controller's own /metrics text: one asleep workload, one watch open, leading, and
     seven Events waiting to be written."""
-    metrics = Metrics(lambda: {"asleep": 1}, lambda: 1, lambda: True, count_events=lambda: 7)
+    metrics = Metrics(
+        lambda: True, Readings(by_state=lambda: {"asleep": 1}, watches=lambda: 1, events=lambda: 7)
+    )
     for resource, count in (events or {}).items():
         metrics.watch_events.labels(resource).inc(count)
     metrics.activity.inc(2)

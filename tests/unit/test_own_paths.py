@@ -15,6 +15,8 @@ import jsonpatch
 import pytest
 
 from tests.unit.mock_api import kube_served_by
+from zeroscaler.controller.clock import ManualClock
+from zeroscaler.controller.context import Context
 from zeroscaler.controller.secret_path import SecretPath
 from zeroscaler.core.webhook_paths import paths_of, secret_path_patch
 from zeroscaler.webhook.own_paths import OwnPaths
@@ -95,7 +97,8 @@ def test_the_leader_writes_the_secret_path_and_the_webhook_then_answers_only_the
 
     async def scenario() -> list[bool]:
         kube = kube_served_by(server)
-        keeper = SecretPath(kube, "zeroscaler", lambda: leading[0])
+        context = Context(ManualClock(), lambda: leading[0], lambda _: None, lambda c: c.close())
+        keeper = SecretPath(kube, context, "zeroscaler")
         running = asyncio.create_task(keeper.run())
         await asyncio.sleep(0.05)
         assert server.patches == []  # a standby writes nothing

@@ -14,6 +14,7 @@ from tests.unit.held_events import NOW, HeldRecorder, workload
 from tests.unit.mock_api import kube_served_by
 from zeroscaler.api import Priority
 from zeroscaler.controller.clock import ManualClock
+from zeroscaler.controller.context import Context, Watching
 from zeroscaler.controller.permissions import AccessReviews
 from zeroscaler.controller.reporting import Reporter, joined_message
 from zeroscaler.controller.subscription import Subscriptions
@@ -30,7 +31,9 @@ async def test_events_waiting_to_be_written_join_the_newest_of_their_kind() -> N
     def background(work: Coroutine[Any, Any, None]) -> None:
         tasks.append(asyncio.create_task(work))
 
-    reporter = Reporter(recorder, background=background, is_leader=lambda: True, slots=1)
+    reporter = Reporter(
+        recorder, Context(ManualClock(), lambda: True, lambda _: None, background), slots=1
+    )
     a, b = workload("a"), workload("b")
     reporter.event(a, "Normal", "Woken", "o-1 created")
     await asyncio.sleep(0)  # the one writer takes it and waits
@@ -58,7 +61,9 @@ async def test_two_warnings_of_one_reason_waiting_together_are_two_events() -> N
     def background(work: Coroutine[Any, Any, None]) -> None:
         tasks.append(asyncio.create_task(work))
 
-    reporter = Reporter(recorder, background=background, is_leader=lambda: True, slots=1)
+    reporter = Reporter(
+        recorder, Context(ManualClock(), lambda: True, lambda _: None, background), slots=1
+    )
     a = workload("a")
     reporter.event(a, "Normal", "Woken", "o-1 created")
     await asyncio.sleep(0)  # the one writer takes it and waits
@@ -84,9 +89,8 @@ class _Tracked(dict[str, Any]):
 async def test_a_waiting_event_holds_what_it_names_of_the_workload_never_its_object() -> None:
     recorder = HeldRecorder()
     tasks: list[asyncio.Task[None]] = []
-    reporter = Reporter(
-        recorder, background=lambda c: tasks.append(asyncio.create_task(c)), is_leader=lambda: True
-    )
+    background = lambda c: tasks.append(asyncio.create_task(c))  # noqa: E731
+    reporter = Reporter(recorder, Context(ManualClock(), lambda: True, lambda _: None, background))
     w = workload("a")
     meta = {"name": "a", "namespace": "ops", "uid": "u-1", "resourceVersion": "7"}
     w.obj = {"metadata": _Tracked(meta, annotations=_Tracked({"big": "x" * 4096}))}
@@ -211,13 +215,13 @@ async def test_a_workload_rbac_no_longer_grants_what_it_did_looks_again_afresh()
     snapshot = [_watch_widgets_in("ops")]
     reviews = AccessReviews(Reviews().kube, ttl=60.0, clock=clock(), rbac=lambda: snapshot[0])
     subs = Subscriptions(
-        None,  # type: ignore[arg-type]  # no watches are held here
-        reviews,
-        _Cluster(),  # type: ignore[arg-type]
-        clock=clock(),
-        on_activity=lambda *_: None,
-        background=lambda c: c.close(),
-        enqueue=lambda _: None,
+        Context(clock(), lambda: True, lambda _: None, lambda c: c.close()),
+        Watching(
+            None,  # type: ignore[arg-type]  # no watches are held here
+            reviews,
+            _Cluster(),  # type: ignore[arg-type]
+        ),
+        lambda *_: None,
     )
     obj = {"metadata": {"name": "x"}, "spec": {"template": {}, "serviceAccountName": "op"}}
     granted = Workload(("Deployment", "ops", "x"), obj, NOW)

@@ -18,7 +18,7 @@ import httpx
 
 from tests.unit.mock_api import kube_served_by
 from zeroscaler.cluster.informer import WatchEvent
-from zeroscaler.controller.watches import SharedWatch, Waiting, WatchHub
+from zeroscaler.controller.watches import Listeners, SharedWatch, Waiting, WatchHub
 from zeroscaler.core.activity import Scope
 from zeroscaler.core.kinds import APIResource
 
@@ -121,13 +121,10 @@ class Watching:
         self.told: list[tuple[str, str, str, str]] = []
         self.served: list[tuple[str, Scope]] = []
         self.synced: list[Scope] = []
-        self.hub: WatchHub[str] = WatchHub(
-            server.kube,
-            self._event,
-            lambda _, where: self.synced.append(where),
-            on_served=self._served,
-            **options,
+        listeners: Listeners[str] = Listeners(
+            self._event, lambda _, where: self.synced.append(where), on_served=self._served
         )
+        self.hub: WatchHub[str] = WatchHub(server.kube, listeners, **options)
 
     def _event(self, resource: APIResource, event: WatchEvent) -> None:
         meta = event.obj.get("metadata") or {}

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from zeroscaler.api import Kube
 from zeroscaler.cluster.informer import Informer, WatchEvent
-from zeroscaler.controller.changes import ChangeFeed
+from zeroscaler.controller.changes import ChangeFeed, Lookups
 from zeroscaler.controller.clock import ManualClock
+from zeroscaler.controller.context import Context
 from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.registrations import ServingIndex, trim_registration, trim_service
 from zeroscaler.controller.workload import Workload, WorkloadKey, trim_workload
@@ -49,10 +51,15 @@ WORKLOADS = {
 }
 
 
+def enqueuing(enqueue: Callable[[WorkloadKey], None], clock: ManualClock | None = None) -> Context:
+    """A context that only enqueues (and, given one, reads `clock`)."""
+    return Context(clock or ManualClock(NOW), lambda: True, enqueue, lambda work: work.close())
+
+
 def index() -> tuple[ServingIndex, list[WorkloadKey]]:
     queued: list[WorkloadKey] = []
     crds = Informer(NO_KUBE, "/crds")
-    found = ServingIndex(NO_KUBE, crds, WORKLOADS, queued.append)
+    found = ServingIndex(NO_KUBE, enqueuing(queued.append), crds, WORKLOADS)
     for informer in [*found.informers, crds]:
         informer.synced.set()
     return found, queued
@@ -113,12 +120,10 @@ def test_readiness_after_a_wake_starts_the_idle_clock() -> None:
     clock = ManualClock(NOW)
     feed = ChangeFeed(
         workloads,
-        clock=clock,
-        metrics=Metrics(dict, lambda: 0, lambda: True),
-        enqueue=queued.append,
-        is_running=lambda _: False,
-        wake_due=lambda _: None,
-        users=lambda _: (),
+        enqueuing(queued.append, clock),
+        Metrics(lambda: True),
+        lambda *_: None,
+        Lookups(users=lambda _: ()),
     )
     starting = deployment("op", {"app": "op"}, status={"observedGeneration": 2})
     feed.on_workload("Deployment", WatchEvent("ADDED", trim_workload(starting)))
@@ -138,7 +143,7 @@ def test_readiness_after_a_wake_starts_the_idle_clock() -> None:
 def test_every_workload_is_looked_at_again_once_all_have_listed() -> None:
     queued: list[WorkloadKey] = []
     crds = Informer(NO_KUBE, "/crds")
-    found = ServingIndex(NO_KUBE, crds, WORKLOADS, queued.append)
+    found = ServingIndex(NO_KUBE, enqueuing(queued.append), crds, WORKLOADS)
     for informer in found.informers:
         informer.synced.set()
         found._on_synced()  # as each list ends

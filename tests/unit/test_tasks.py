@@ -8,6 +8,8 @@ import gc
 import pytest
 
 from tests.unit.held_events import HeldRecorder, workload
+from zeroscaler.controller.clock import ManualClock
+from zeroscaler.controller.context import Context
 from zeroscaler.controller.reporting import Reporter
 from zeroscaler.controller.tasks import Tasks
 
@@ -15,7 +17,9 @@ from zeroscaler.controller.tasks import Tasks
 async def test_an_event_write_left_at_grace_end_is_cancelled_before_shutdown_returns() -> None:
     tasks = Tasks(grace=0.01)
     recorder = HeldRecorder()  # never released
-    reporter = Reporter(recorder, background=tasks.background, is_leader=lambda: True)
+    reporter = Reporter(
+        recorder, Context(ManualClock(), lambda: True, lambda _: None, tasks.background)
+    )
     reporter.event(workload("a"), "Normal", "Woken", "o-1 created")
     await asyncio.sleep(0)  # the writer sends it and waits
     await tasks.aclose()
@@ -25,7 +29,9 @@ async def test_an_event_write_left_at_grace_end_is_cancelled_before_shutdown_ret
 async def test_work_a_loop_starts_on_its_way_out_is_ended_too_and_later_work_never_starts() -> None:
     tasks = Tasks(grace=0.01)
     recorder = HeldRecorder()  # never released
-    reporter = Reporter(recorder, background=tasks.background, is_leader=lambda: True)
+    reporter = Reporter(
+        recorder, Context(ManualClock(), lambda: True, lambda _: None, tasks.background)
+    )
 
     async def worker() -> None:
         try:

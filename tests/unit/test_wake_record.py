@@ -10,10 +10,11 @@ from tests.unit.held_events import NOW, HeldRecorder
 from zeroscaler.api import Obj
 from zeroscaler.controller.accounting import Accounting
 from zeroscaler.controller.clock import ManualClock
+from zeroscaler.controller.context import Context
 from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.queue import WakeGate
 from zeroscaler.controller.reporting import Reporter
-from zeroscaler.controller.scaling import RECORD_PAUSE, Scaling
+from zeroscaler.controller.scaling import RECORD_PAUSE, BeforeSleep, Outcomes, Scaling
 from zeroscaler.controller.workload import Workload, WorkloadKey
 from zeroscaler.core.annotations import STATE
 
@@ -48,24 +49,23 @@ def asleep() -> Workload:
 async def test_a_wake_is_recorded_after_the_pause_that_follows_its_scale_write() -> None:
     writes = Writes()
     clock = ManualClock()
-    metrics = Metrics(lambda: {}, lambda: 0, lambda: True)
+    metrics = Metrics(lambda: True)
     tasks: list[asyncio.Task[None]] = []
 
     def background(work: Coroutine[Any, Any, None]) -> None:
         tasks.append(asyncio.create_task(work))
 
     enqueued: list[WorkloadKey] = []
+    context = Context(clock, lambda: True, enqueued.append, background)
+    outcomes = Outcomes(
+        Reporter(HeldRecorder(), context), Accounting(metrics, clock), WakeGate(), metrics
+    )
     scaling = Scaling(
         writes,  # type: ignore[arg-type]
-        Reporter(HeldRecorder(), background=background, is_leader=lambda: True),
-        Accounting(metrics, clock),
-        WakeGate(),
-        metrics,
-        clock,
+        context,
+        outcomes,
+        BeforeSleep(census=lambda _: {}),
         dry_run=False,
-        enqueue=enqueued.append,
-        is_leader=lambda: True,
-        census=lambda _: {},
     )
     w = asleep()
     await scaling.wake(w, 2, "Thing ops/t-1 created", "activity")

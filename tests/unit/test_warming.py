@@ -15,13 +15,14 @@ import pytest
 from tests.unit.mock_api import kube_served_by
 from zeroscaler.api import Obj
 from zeroscaler.cluster.informer import WatchEvent
-from zeroscaler.controller.changes import ChangeFeed
+from zeroscaler.controller.changes import ChangeFeed, Followers, Lookups
 from zeroscaler.controller.clock import ManualClock
+from zeroscaler.controller.context import Context, Watching
 from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.permissions import AccessReviews
 from zeroscaler.controller.subscription import Subscriptions
 from zeroscaler.controller.warming import Warming
-from zeroscaler.controller.watches import WatchHub
+from zeroscaler.controller.watches import Listeners, WatchHub
 from zeroscaler.controller.workload import Workload, WorkloadKey
 from zeroscaler.core.activity import Activity, Interest, shrink
 from zeroscaler.core.annotations import read_status
@@ -114,65 +115,59 @@ def workload(name: str, namespace: str, notes: dict[str, str]) -> Workload:
     return Workload(("Deployment", namespace, name), obj, last_activity=NOW)
 
 
-class NotingFeed(ChangeFeed):
-    """Activity noted is only listed."""
-
-    noted: list[tuple[WorkloadKey, Activity]]
-
-    def note_activity(self, w: Workload, found: Activity, now: datetime) -> None:
-        self.noted.append((w.key, found))
-
-
 class Start:
-    def __init__(self) -> None:
+    """A start's parts over one hub; activity the feed finds is only listed in `noted`, and what
+    the subscriptions find in `found` (the feed tells them of a list only when `followed`)."""
+
+    def __init__(self, *, followed: bool = False) -> None:
         self.api = Api()
         self.noted: list[tuple[WorkloadKey, Activity]] = []
-        self.hub: WatchHub[WorkloadKey] = WatchHub(
-            self.api.kube,
+        self.found: list[str] = []
+        listeners: Listeners[WorkloadKey] = Listeners(
             lambda r, e: self.feed.on_object(r, e),
             lambda r, where: self.feed.on_synced(r, where),
             on_served=lambda r, kept, key, where: self.feed.on_served(r, kept, key, where),
             on_listed=lambda r, count: self.feed.on_listed(r, count),
         )
+        self.hub: WatchHub[WorkloadKey] = WatchHub(self.api.kube, listeners)
         self.workloads: dict[WorkloadKey, Workload] = {}
         self.enqueued: list[WorkloadKey] = []
         self.running: set[WorkloadKey] = set()  # reconciles under way
-        self.feed = NotingFeed(
-            self.workloads,
-            clock=ManualClock(NOW, 1.0),
-            metrics=Metrics(dict, lambda: 0, lambda: True),
-            enqueue=self.enqueued.append,
-            is_running=self.running.__contains__,
-            wake_due=lambda _: None,
-            users=self.hub.users,
-            users_in=self.hub.users_in,
-        )
-        self.feed.noted = self.noted
         self.cluster = Cluster()
         self.hurried: list[WorkloadKey] = []
         self.tasks: list[asyncio.Task[None]] = []
-        self.warming = Warming(
-            self.hub,
-            AccessReviews(self.api.kube, ttl=60.0, clock=ManualClock(NOW, 1.0)),
-            self.cluster,  # type: ignore[arg-type]
-            self.workloads,
-            background=self._background,
-            hurry=self.hurried.append,
-            is_opted_in=lambda namespace: namespace != "closed",
+        context = Context(
+            ManualClock(NOW, 1.0), lambda: True, self.enqueued.append, self._background
         )
-        self.feed.on_first_seen = self.warming.on_workload
-        self.feed.on_change = self.warming.on_change
-
-    def subscriptions(self, found: list[str]) -> Subscriptions:
-        """Subscriptions over this start's hub that note each activity's reason in `found`."""
-        return Subscriptions(
-            self.hub,
-            AccessReviews(self.api.kube, ttl=60.0),
-            self.cluster,  # type: ignore[arg-type]
-            clock=ManualClock(NOW, 1.0),
-            on_activity=lambda _, activity, __: found.append(activity.reason),
-            background=lambda c: c.close(),
-            enqueue=lambda _: None,
+        self.subs = Subscriptions(
+            Context(ManualClock(NOW, 1.0), lambda: True, lambda _: None, lambda c: c.close()),
+            Watching(self.hub, AccessReviews(self.api.kube, ttl=60.0), self.cluster),  # type: ignore[arg-type]
+            lambda _, activity, __: self.found.append(activity.reason),
+        )
+        self.warming = Warming(
+            context,
+            Watching(
+                self.hub,
+                AccessReviews(self.api.kube, ttl=60.0, clock=ManualClock(NOW, 1.0)),
+                self.cluster,  # type: ignore[arg-type]
+            ),
+            self.workloads,
+            self.hurried.append,
+            lambda namespace: namespace != "closed",
+        )
+        followers = Followers(
+            catch_up=self.subs.catch_up if followed else None,
+            check_census=self.subs.check_census if followed else None,
+            on_first_seen=self.warming.on_workload,
+            on_change=self.warming.on_change,
+        )
+        self.feed = ChangeFeed(
+            self.workloads,
+            context,
+            Metrics(lambda: True),
+            lambda w, found, _: self.noted.append((w.key, found)),
+            Lookups(self.hub.users, self.hub.users_in, self.running.__contains__),
+            followers,
         )
 
     def _background(self, work: Coroutine[Any, Any, None]) -> None:
@@ -318,8 +313,7 @@ async def joining_warm_widgets(
     kept = start.hub.kept(WIDGET)
     assert kept is not None
     await kept.ready.wait()
-    found: list[str] = []
-    subs = start.subscriptions(found)
+    subs, found = start.subs, start.found
     subs.set_interest(w, w.status)
     subs.subscribe(w, {WIDGET})
     return start, subs, found
@@ -412,14 +406,11 @@ async def test_a_first_list_catches_up_the_workloads_already_holding_its_watch(
     w.status, _ = read_status(notes)
     w.watch.unchecked = frozenset({"Widget.example.com"} if census else ())
     w.watch.scopes = ({("example.com", "Widget"): frozenset({"ops"})}, {})
-    start = Start()
+    start = Start(followed=True)
     changed = {"name": "c", "namespace": "ops", "resourceVersion": "6", "managedFields": [AFTER]}
     start.api.widgets = [raw_widget("a"), {"metadata": changed}]
     start.workloads[w.key] = w
-    found: list[str] = []
-    subs = start.subscriptions(found)
-    start.feed.catch_up = subs.catch_up
-    start.feed.check_census = subs.check_census
+    subs, found = start.subs, start.found
     if reconciling:
         start.running.add(w.key)
     subs.set_interest(w, w.status)

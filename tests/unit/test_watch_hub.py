@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 
 from tests.unit.mock_api import kube_served_by
-from zeroscaler.controller.watches import WatchHub
+from zeroscaler.controller.watches import Listeners, WatchHub
 from zeroscaler.core.kinds import APIResource
 
 THING = APIResource("example.com", "v1", "things", "Thing", verbs=frozenset({"list", "watch"}))
@@ -23,7 +23,7 @@ def users_in(hub: WatchHub[str], resource: APIResource, namespace: str) -> set[s
 
 
 async def test_users_are_found_by_the_namespaces_they_watch() -> None:
-    hub: WatchHub[str] = WatchHub(kube_served_by(unreachable), lambda *_: None)
+    hub: WatchHub[str] = WatchHub(kube_served_by(unreachable), Listeners(lambda *_: None))
     hub.acquire(THING, "a", frozenset({"ns-1"}))
     hub.acquire(THING, "b", frozenset({"ns-1", "ns-2"}))
     hub.acquire(THING, "everywhere", None)
@@ -73,7 +73,7 @@ async def test_a_type_whose_due_times_someone_reads_is_watched_whole_and_trimmed
         body = {"kind": "ThingList", "metadata": {"resourceVersion": "5"}, "items": [cert]}
         return httpx.Response(200, content=json.dumps(body).encode())
 
-    hub: WatchHub[str] = WatchHub(kube_served_by(serve), lambda *_: None)
+    hub: WatchHub[str] = WatchHub(kube_served_by(serve), Listeners(lambda *_: None))
     renewal = ("status", "renewalTime")
     hub.set_due(THING, "cert-manager", frozenset({renewal}))
     hub.acquire(THING, "cert-manager", None)

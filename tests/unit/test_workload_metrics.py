@@ -12,7 +12,7 @@ from tests.unit.held_events import workload
 from zeroscaler.controller.accounting import Accounting
 from zeroscaler.controller.clock import ManualClock
 from zeroscaler.controller.flags import parse_settings
-from zeroscaler.controller.metrics import Metrics
+from zeroscaler.controller.metrics import LeaderReadings, Metrics, Readings
 from zeroscaler.controller.supervisor import routes
 from zeroscaler.controller.workload import Workload, WorkloadKey, count_released
 from zeroscaler.core.annotations import WorkloadStatus
@@ -45,12 +45,11 @@ class Fleet:
         self.leading = leading
         self.counted = 0  # passes of the savings' count that scrapes asked for
         self.metrics = Metrics(
-            lambda: {},
-            lambda: 0,
             lambda: self.leading,
+            Readings(),
+            LeaderReadings(released=lambda: count_released(self.workloads.values())),
             workloads=self.workloads.values if per_workload else None,
             count_savings=self._count_savings,
-            count_released=lambda: count_released(self.workloads.values()),
         )
         self.clock = ManualClock()
         self.accounting = Accounting(self.metrics, self.clock)
