@@ -37,10 +37,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.bench_controller import deployment
-from bench.bench_webhook import _quantile, _start, _wait_up
 from bench.judge import Run, Target, alternated, report, with_failures
+from bench.measures import quantile
 from bench.saved import RESULTS
+from bench.webhooks import noop_webhook, start_webhook, wait_up, webhook_configuration
+from bench.workloads import deployment
 from localcluster import build, netns
 from localcluster.cluster import Cluster, start
 from localcluster.processes import free_port, stop
@@ -108,7 +109,7 @@ def summarize(name: str, samples: list[Sample]) -> Way:
     values = sorted(with_failures((x for s in samples for x in s.seconds), errors, LIMIT))
     if not values:
         return Way(name, 0, 0, float("nan"), float("nan"))
-    p50, p99 = _quantile(values, 0.5) * 1e3, _quantile(values, 0.99) * 1e3
+    p50, p99 = quantile(values, 0.5) * 1e3, quantile(values, 0.99) * 1e3
     return Way(name, len(values) - errors, errors, p50, p99)
 
 
@@ -117,40 +118,6 @@ ACTIVATOR = "0-bench-activator"
 
 def _new_token(_: str) -> str:
     return secrets.token_urlsafe(18)
-
-
-def _configuration(name: str, webhooks: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": name},
-        "webhooks": webhooks,
-    }
-
-
-def _noop_webhook(url: str, ca: bytes, namespaces: list[str]) -> dict[str, Any]:
-    return {
-        "name": "noop.bench.zeroscaler.io",
-        "clientConfig": {"url": url, "caBundle": base64.b64encode(ca).decode()},
-        "rules": [
-            {
-                "apiGroups": [""],
-                "apiVersions": ["v1"],
-                "operations": ["CREATE"],
-                "resources": ["configmaps"],
-                "scope": "Namespaced",
-            }
-        ],
-        "namespaceSelector": {
-            "matchExpressions": [
-                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": namespaces}
-            ]
-        },
-        "failurePolicy": "Fail",
-        "sideEffects": "None",
-        "admissionReviewVersions": ["v1"],
-        "timeoutSeconds": 5,
-    }
 
 
 async def _until_called(kube: Kube, namespace: str, way: str) -> None:
@@ -180,19 +147,19 @@ async def _part_one(cluster: Cluster, rate: int, seconds: float) -> list[Way]:
     (work / "tls.key").write_bytes(pair.key_pem)
     (work / "ca.crt").write_bytes(ca.cert_pem)
     port = free_port()
-    noop = _start("noop", port, str(work / "tls.crt"), str(work / "tls.key"))
+    noop = start_webhook("noop", port, str(work / "tls.crt"), str(work / "tls.key"))
     hook = Webhook(cluster, work, "bench-zeroscaler")
     kube = Kube(load_access(str(cluster.kubeconfig)), max_connections=64, timeout=LIMIT)
     samples: dict[str, list[Sample]] = {w: [] for w in (PLAIN, NOOP, IDLE, COVERED)}
     try:
-        _wait_up(f"https://127.0.0.1:{port}/", str(work / "ca.crt"), noop)
+        wait_up(f"https://127.0.0.1:{port}/", str(work / "ca.crt"), noop)
         for name in {*NAMESPACES.values(), "bench-zeroscaler"}:
             cluster.kubectl("create", "namespace", name)
         hook.start(extra=["--log-level", "warning", "--activator-configuration", ACTIVATOR])
         url = f"https://127.0.0.1:{port}/mutate"
-        noop_hooks = [_noop_webhook(url, ca.cert_pem, ["bench-noop", "bench-awake"])]
+        noop_hooks = [noop_webhook(url, ca.cert_pem, ["bench-noop", "bench-awake"])]
         admission = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
-        await kube.create(admission, _configuration("bench-noop", noop_hooks))
+        await kube.create(admission, webhook_configuration("bench-noop", noop_hooks))
         await _until_called(kube, "bench-noop", NOOP)
         # The awake backend: its Deployment wants a replica (paused, it runs no pod), and its
         # Service has a ready endpoint, kept by hand.
@@ -206,7 +173,8 @@ async def _part_one(cluster: Cluster, rate: int, seconds: float) -> list[Way]:
             "ports": [{"port": 9443, "protocol": "TCP"}],
         }
         await kube.create("/apis/discovery.k8s.io/v1/namespaces/bench-awake/endpointslices", slice_)
-        backend = _configuration("guard", [{**noop_hooks[0], "name": "guard.bench.zeroscaler.io",
+        backend = webhook_configuration("guard", [{
+            **noop_hooks[0], "name": "guard.bench.zeroscaler.io",
             "clientConfig": {"service": {"namespace": "bench-awake", "name": "guard"}},
             "namespaceSelector": {"matchLabels": {
                 "kubernetes.io/metadata.name": "bench-awake"}}}])  # fmt: skip
@@ -214,7 +182,7 @@ async def _part_one(cluster: Cluster, rate: int, seconds: float) -> list[Way]:
         base = {"url": f"https://127.0.0.1:{hook.port}/mutate",
                 "caBundle": base64.b64encode(hook.ca.cert_pem).decode()}  # fmt: skip
         webhooks, _ = render([covered], base, 10, "bench-zeroscaler", _new_token)
-        activator = _configuration(ACTIVATOR, webhooks)
+        activator = webhook_configuration(ACTIVATOR, webhooks)
         states = {"without the activator": [PLAIN, NOOP], "with the activator": [IDLE, COVERED]}
         await _load(kube, [PLAIN, NOOP], rate, 1.0)  # warm connections and caches
         for number, order in enumerate(alternated(list(states), ROUNDS)):

@@ -32,9 +32,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.bench_activator import _configuration, _noop_webhook
 from bench.judge import Run, Target, report
 from bench.saved import RESULTS
+from bench.webhooks import noop_webhook, webhook_configuration
 from localcluster import build, netns
 from localcluster.cluster import start
 from localcluster.processes import free_port, stop
@@ -153,14 +153,14 @@ async def _load(kube: Kube) -> AsyncIterator[None]:
 
 def _webhook(ca: bytes) -> dict[str, Any]:
     """The activator benchmark's no-op webhook, reached through the Service, for probes only."""
-    hook = _noop_webhook("", ca, [NAMESPACE])
+    hook = noop_webhook("", ca, [NAMESPACE])
     service = {"namespace": NAMESPACE, "name": "fence", "path": "/mutate"}
     hook.update(
         name="fence.bench.zeroscaler.io",
         clientConfig={"service": service, "caBundle": hook["clientConfig"]["caBundle"]},
         objectSelector={"matchLabels": PROBE["metadata"]["labels"]},
     )
-    return _configuration("bench-endpoints", [hook])
+    return webhook_configuration("bench-endpoints", [hook])
 
 
 def _serve(ca: CertPair) -> tuple[subprocess.Popen[bytes], int]:

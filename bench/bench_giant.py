@@ -43,30 +43,36 @@ from typing import Any, TypeVar
 
 import httpx
 
-from bench.bench_controller import (
+from bench.judge import Run, Target, alternated, report
+from bench.measures import (
+    RAW,
+    Baseline,
+    Controller,
+    DeploymentWatch,
+    cpu_seconds,
+    measure_idle,
+    median_start,
+    percentile,
+    quiet,
+    restart_rounds,
+    rss_mb,
+    time_scale_up,
+)
+from bench.saved import save_json
+from bench.workloads import (
     BIN,
     GROUP,
     NAMESPACE,
     TIMEOUT,
-    Baseline,
-    DeploymentWatch,
-    _b64,
-    _cpu_seconds,
-    _create,
-    _gather_limited,
-    _rss_mb,
-    _time_scale_up,
+    b64,
     cluster_for,
     compile_bytecode,
+    create_if_missing,
     deployment,
+    gather_limited,
     kind_of,
-    measure_idle,
-    percentile,
     setup_cluster,
 )
-from bench.bench_scale import RAW, Controller, _quiet, median_start, restart_rounds
-from bench.judge import Run, Target, alternated, report
-from bench.saved import save_json
 from zeroscaler.api import Kube, KubeError
 from zeroscaler.api.credentials import load_access
 from zeroscaler.controller.flags import ControllerSettings
@@ -128,7 +134,7 @@ async def _phase(giant: Giant, name: str, limit: float, work: Awaitable[T]) -> T
 
 
 def _creator(kube: Kube, path: str, body: dict[str, Any]) -> Callable[[], Awaitable[None]]:
-    return lambda: _create(kube, path, body)
+    return lambda: create_if_missing(kube, path, body)
 
 
 async def make_namespaces(kube: Kube, count: int) -> None:
@@ -136,7 +142,7 @@ async def make_namespaces(kube: Kube, count: int) -> None:
         _creator(kube, "/api/v1/namespaces", {"metadata": {"name": namespace(k)}})
         for k in range(count)
     ]
-    await _gather_limited(jobs, limit=32, progress="  namespaces")
+    await gather_limited(jobs, limit=32, progress="  namespaces")
 
 
 def _put(k: int, j: int) -> dict[str, Any]:
@@ -154,7 +160,7 @@ def _put(k: int, j: int) -> dict[str, Any]:
         },
     }
     key = f"/registry/{GROUP}/{PLURAL}/{where}/{name}"
-    return {"key": _b64(key), "value": _b64(json.dumps(obj, separators=(",", ":")))}
+    return {"key": b64(key), "value": b64(json.dumps(obj, separators=(",", ":")))}
 
 
 async def fill(etcd: str, namespaces: int, per_namespace: int) -> int:
@@ -173,7 +179,7 @@ async def fill(etcd: str, namespaces: int, per_namespace: int) -> int:
 
             return put
 
-        await _gather_limited([job(b) for b in batches], limit=8, progress="  transactions")
+        await gather_limited([job(b) for b in batches], limit=8, progress="  transactions")
     return len(places)
 
 
@@ -203,7 +209,7 @@ def workload(i: int) -> dict[str, Any]:
 
 async def make_workloads(kube: Kube, count: int) -> None:
     path = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments"
-    await _gather_limited(
+    await gather_limited(
         [_creator(kube, path, workload(i)) for i in range(count)], progress="  workloads"
     )
 
@@ -230,7 +236,7 @@ async def wakes(
                 continue
             await watch.wait(lambda target=target: watch.asleep(target), limit=60)  # type: ignore[misc]
             path = f"/apis/{GROUP}/v1/namespaces/{namespace(i)}/{PLURAL}"
-            giant.latency.append(await _time_scale_up(kube, watch, target, path, KIND, gap))
+            giant.latency.append(await time_scale_up(kube, watch, target, path, KIND, gap))
             await watch.wait(lambda target=target: watch.asleep(target), limit=60)  # type: ignore[misc]
 
 
@@ -267,12 +273,12 @@ async def restart(controller: Controller, giant: Giant, settle: float) -> None:
     await controller.wait_ready()
     ready = time.monotonic() - began
     caught_up = await controller.wait_caught_up()
-    cpu = _cpu_seconds(controller.pid)
+    cpu = cpu_seconds(controller.pid)
     at_once = await controller.wait_managed(giant.workloads)
     managed = caught_up - spawned if at_once else time.monotonic() - began
     giant.restarts.append([round(ready, 2), round(managed, 2), round(cpu, 2)])
     await asyncio.sleep(settle)
-    giant.resident_after_restarts_mib.append(round(_rss_mb(controller.pid), 1))
+    giant.resident_after_restarts_mib.append(round(rss_mb(controller.pid), 1))
 
 
 async def calibrate(giant: Giant) -> None:
@@ -332,12 +338,12 @@ async def bench(args: argparse.Namespace, kubeconfig: str, etcd: str, workdir: P
                     timed = wakes(kube, watch, baseline, giant, args.samples, args.gap)
                     await _phase(giant, "wakes", 60 + args.samples * 15, timed)
                     await _phase(giant, "all asleep again", 300, all_asleep(watch, args.workloads))
-                    giant.idle_quiet = await _phase(giant, "quiet", 660, _quiet(watch, 600))
+                    giant.idle_quiet = await _phase(giant, "quiet", 660, quiet(watch, 600))
                     giant.idle_windows, giant.idle_cpu_percent = await _phase(
                         giant, "idle", args.idle_seconds + 60,
                         measure_idle(controller.pid, args.idle_seconds),
                     )  # fmt: skip
-                    giant.resident_after_run_mib = round(_rss_mb(controller.pid), 1)
+                    giant.resident_after_run_mib = round(rss_mb(controller.pid), 1)
                     await _phase(giant, "calibration before", 120, calibrate(giant))
                     for number, order in enumerate(restart_rounds(["default"], args.rounds), 1):
                         for mode in order:

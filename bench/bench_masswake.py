@@ -29,20 +29,10 @@ from typing import Any
 
 import httpx
 
-from bench.bench_controller import (
-    BIN,
-    GROUP,
-    _cpu_seconds,
-    _create,
-    _gather_limited,
-    _rss_mb,
-    _wait_http_ok,
-    cluster_for,
-    deployment,
-    percentile,
-)
 from bench.judge import Run, Target, alternated, report
+from bench.measures import cpu_seconds, percentile, rss_mb, wait_http_ok
 from bench.saved import RESULTS, save_json
+from bench.workloads import BIN, GROUP, cluster_for, create_if_missing, deployment, gather_limited
 from localcluster.processes import free_port, running
 from zeroscaler.api import Kube, KubeError
 from zeroscaler.api.credentials import load_access
@@ -143,19 +133,23 @@ def raw_name(i: int) -> str:
 async def setup(kube: Kube) -> None:
     """The namespaces, the Signal type, and a ServiceAccount that may watch it."""
     labels = {"zeroscaler.io/enabled": "true"}
-    await _create(kube, "/api/v1/namespaces", {"metadata": {"name": NAMESPACE, "labels": labels}})
+    await create_if_missing(
+        kube, "/api/v1/namespaces", {"metadata": {"name": NAMESPACE, "labels": labels}}
+    )
     for name in (SCOPE, RAW):
-        await _create(kube, "/api/v1/namespaces", {"metadata": {"name": name}})
+        await create_if_missing(kube, "/api/v1/namespaces", {"metadata": {"name": name}})
     for ns in (NAMESPACE, RAW):
         path = f"/api/v1/namespaces/{ns}/serviceaccounts"
-        await _create(kube, path, {"metadata": {"name": "op"}})
+        await create_if_missing(kube, path, {"metadata": {"name": "op"}})
     rbac = "/apis/rbac.authorization.k8s.io/v1"
     rules = [{"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["get", "list", "watch"]}]
-    await _create(kube, f"{rbac}/clusterroles", {"metadata": {"name": "zs-mass"}, "rules": rules})
+    await create_if_missing(
+        kube, f"{rbac}/clusterroles", {"metadata": {"name": "zs-mass"}, "rules": rules}
+    )
     ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "zs-mass"}
     subject = {"kind": "ServiceAccount", "name": "op", "namespace": NAMESPACE}
     binding = {"metadata": {"name": "zs-mass"}, "roleRef": ref, "subjects": [subject]}
-    await _create(kube, f"{rbac}/clusterrolebindings", binding)
+    await create_if_missing(kube, f"{rbac}/clusterrolebindings", binding)
     crd = {
         "metadata": {"name": f"{PLURAL}.{GROUP}"},
         "spec": {
@@ -177,7 +171,7 @@ async def setup(kube: Kube) -> None:
             ],
         },
     }
-    await _create(kube, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+    await create_if_missing(kube, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
     for _ in range(120):
         if any(r.group == GROUP and r.resource == PLURAL for r in await kube.discover()):
             return
@@ -194,11 +188,11 @@ async def ensure_deployments(kube: Kube, count: int) -> None:
     }
 
     def creator(ns: str, body: dict[str, Any]) -> Any:
-        return lambda: _create(kube, f"/apis/apps/v1/namespaces/{ns}/deployments", body)
+        return lambda: create_if_missing(kube, f"/apis/apps/v1/namespaces/{ns}/deployments", body)
 
     jobs = [creator(NAMESPACE, deployment(managed_name(i), annotations)) for i in range(count)]
     jobs += [creator(RAW, deployment(raw_name(i), {})) for i in range(count)]
-    await _gather_limited(jobs, limit=32)
+    await gather_limited(jobs, limit=32)
 
 
 async def signal(kube: Kube, namespace: str) -> float:
@@ -228,17 +222,17 @@ async def sample_baseline(kube: Kube, raw: Watch, row: Row, pid: int) -> None:
         path = f"/apis/apps/v1/namespaces/{RAW}/deployments/{name}/scale"
         return lambda: kube.patch(path, {"spec": {"replicas": 0}})
 
-    await _gather_limited([zero(n) for n in names], limit=CONNECTIONS)
+    await gather_limited([zero(n) for n in names], limit=CONNECTIONS)
     await raw.until(lambda: all(raw.replicas.get(n) == 0 for n in names), 120, "raw at zero")
     await asyncio.sleep(0.5)
     for n in names:
         raw.up_at.pop(n, None)
-    cpu = _cpu_seconds(pid)
+    cpu = cpu_seconds(pid)
     acked = await signal(kube, RAW)
     await raw.until(lambda: all(n in raw.up_at for n in names), 120, "the baseline's writes")
     row.baseline_last.append(max(raw.up_at[n] for n in names) - acked)
     await asyncio.sleep(1.0)  # its last answers
-    row.baseline_cpu_ms_per_write.append((_cpu_seconds(pid) - cpu) * 1000 / count)
+    row.baseline_cpu_ms_per_write.append((cpu_seconds(pid) - cpu) * 1000 / count)
 
 
 async def sample_controller(
@@ -256,7 +250,7 @@ async def sample_controller(
         for n in names:
             table.pop(n, None)
     throttled = await throttled_count(http, metrics)
-    cpu = _cpu_seconds(pid)
+    cpu = cpu_seconds(pid)
     acked = await signal(kube, SCOPE)
     try:
         await watch.until(lambda: all(n in watch.up_at for n in names), WAKE_LIMIT, "every wake")
@@ -268,7 +262,7 @@ async def sample_controller(
     await watch.until(lambda: all(n in watch.awake_at for n in names), 120, "every record")
     row.recorded.append(max(watch.awake_at[n] for n in names) - acked)
     await asyncio.sleep(SETTLE)
-    row.cpu_ms_per_wake.append((_cpu_seconds(pid) - cpu) * 1000 / row.count)
+    row.cpu_ms_per_wake.append((cpu_seconds(pid) - cpu) * 1000 / row.count)
     row.throttled.append(await throttled_count(http, metrics) - throttled)
     row.first.append(ups[0])
     row.median.append(percentile(ups, 0.5))
@@ -403,7 +397,7 @@ async def bench(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> Res
         for mode in args.modes:
             with components(mode, kubeconfig, workdir) as (procs, port, hook_port):
                 metrics = f"http://127.0.0.1:{port}/metrics"
-                await _wait_http_ok(f"http://127.0.0.1:{port}/readyz")
+                await wait_http_ok(f"http://127.0.0.1:{port}/readyz")
                 await _wait_https_ok(f"https://127.0.0.1:{hook_port}/readyz")
                 pid = procs.get("controller", procs.get("combined"))
                 assert pid is not None
@@ -419,7 +413,7 @@ async def bench(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> Res
                             break
                         print(f"{mode}, {count} workloads: done", flush=True)
                 for name, proc in procs.items():
-                    results.rss_mb[f"{mode}: {name}" if mode == "split" else mode] = _rss_mb(
+                    results.rss_mb[f"{mode}: {name}" if mode == "split" else mode] = rss_mb(
                         proc.pid
                     )
         for task in watchers:

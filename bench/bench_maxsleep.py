@@ -22,16 +22,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.bench_controller import (
-    _create,
-    _gather_limited,
-    _wait_http_ok,
+from bench.measures import percentile, wait_http_ok
+from bench.saved import save_json
+from bench.workloads import (
     cluster_for,
     controller_command,
+    create_if_missing,
     deployment,
-    percentile,
+    gather_limited,
 )
-from bench.saved import save_json
 from localcluster.processes import free_port, running
 from zeroscaler.api import Kube, KubeError
 from zeroscaler.api.credentials import load_access
@@ -58,19 +57,19 @@ def name_of(i: int) -> str:
 
 async def setup(kube: Kube, count: int) -> None:
     """The sleepers, in a namespace not yet opted in (so none is managed until all exist)."""
-    await _create(
+    await create_if_missing(
         kube, f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts", {"metadata": {"name": "op"}}
     )
     rbac = "/apis/rbac.authorization.k8s.io/v1"
     rules = [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}]
     role = {"metadata": {"name": "op"}, "rules": rules}
-    await _create(kube, f"{rbac}/namespaces/{NAMESPACE}/roles", role)
+    await create_if_missing(kube, f"{rbac}/namespaces/{NAMESPACE}/roles", role)
     binding = {
         "metadata": {"name": "op"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "op"},
         "subjects": [{"kind": "ServiceAccount", "name": "op", "namespace": NAMESPACE}],
     }
-    await _create(kube, f"{rbac}/namespaces/{NAMESPACE}/rolebindings", binding)
+    await create_if_missing(kube, f"{rbac}/namespaces/{NAMESPACE}/rolebindings", binding)
     annotations = {
         "zeroscaler.io/idle-timeout": f"{TIMEOUT:g}s",
         "zeroscaler.io/watched-kinds": "ConfigMap",
@@ -80,9 +79,9 @@ async def setup(kube: Kube, count: int) -> None:
     path = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments"
 
     def creator(i: int) -> Any:
-        return lambda: _create(kube, path, deployment(name_of(i), annotations))
+        return lambda: create_if_missing(kube, path, deployment(name_of(i), annotations))
 
-    await _gather_limited([creator(i) for i in range(count)], limit=32, progress="created")
+    await gather_limited([creator(i) for i in range(count)], limit=32, progress="created")
     opted = {"metadata": {"labels": {"zeroscaler.io/enabled": "true"}}}
     await kube.patch(f"/api/v1/namespaces/{NAMESPACE}", opted)
 
@@ -126,11 +125,11 @@ async def bench(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> Res
         cmd = controller_command(kubeconfig, port)
         cmd[cmd.index("--lease-namespace") + 1] = NAMESPACE  # its Lease beside the sleepers
         labels = {"zeroscaler.io/enabled": "true"}
-        await _create(
+        await create_if_missing(
             kube, "/api/v1/namespaces", {"metadata": {"name": NAMESPACE, "labels": labels}}
         )
         with running(cmd, workdir / "controller.log"):
-            await _wait_http_ok(f"http://127.0.0.1:{port}/readyz")
+            await wait_http_ok(f"http://127.0.0.1:{port}/readyz")
             await setup(kube, args.workloads)
             try:
                 await asyncio.wait_for(done.wait(), LIMIT)

@@ -28,14 +28,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any
 
 from bench.judge import Run, Target, report
+from bench.measures import own_rss_mb
 from bench.saved import save_json
+from bench.workloads import api_object
 
 OBJECTS = 50_000
-MADE_FROM = 1_764_410_400  # 2025-11-29T10:00:00Z: the bench's objects were made in the year after
 CENSUS_OBJECTS = 100_000
 CENSUS_NAMESPACES = 200  # as the scale row's 10,000 workloads: 50 a namespace, each type in each
 
@@ -51,60 +51,6 @@ def import_rss_mb(imports: str) -> float:
     return statistics.median(runs) / 1024
 
 
-def _rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def _api_object(t: int, k: int, i: int) -> dict[str, Any]:
-    """One item of a PartialObjectMetadataList, as JSON decoding makes it: each made in a second
-    of its own, as objects made over months are (one made in a burst shares its time)."""
-    made = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(MADE_FROM + t * 600_000 + i))
-    raw = {
-        "kind": "PartialObjectMetadata",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": {
-            "name": f"o-{t:02d}{k:02d}{i:05d}x",
-            "generateName": "o-",
-            "namespace": f"zs-bench-{k}",
-            "uid": f"6d1c1d9e-1c1f-4c2a-9d3b-{t:04d}{k:04d}{i:04d}",
-            "resourceVersion": str(1_000_000 + t * 10_000 + k * 100 + i),
-            "generation": 1,
-            "creationTimestamp": made,
-            "managedFields": [
-                {
-                    "manager": "python-httpx",
-                    "operation": "Update",
-                    "apiVersion": "bench.zeroscaler.example.com/v1",
-                    "time": made,
-                    "fieldsType": "FieldsV1",
-                    "fieldsV1": {"f:metadata": {"f:generateName": {}}},
-                }
-            ],
-        },
-    }
-    decoded: dict[str, Any] = json.loads(json.dumps(raw))  # fresh strings, as from the wire
-    return decoded
-
-
-def api_object_text(t: int, k: int, i: int) -> str:
-    """`_api_object(t, k, i)` as compact JSON, written directly: a faked API serving 2,000,000 of
-    them spends its time on the controller's work, not on building and encoding dicts."""
-    made = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(MADE_FROM + t * 600_000 + i))
-    return (
-        '{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{'
-        f'"name":"o-{t:02d}{k:02d}{i:05d}x","generateName":"o-","namespace":"zs-bench-{k}",'
-        f'"uid":"6d1c1d9e-1c1f-4c2a-9d3b-{t:04d}{k:04d}{i:04d}",'
-        f'"resourceVersion":"{1_000_000 + t * 10_000 + k * 100 + i}","generation":1,'
-        f'"creationTimestamp":"{made}","managedFields":[{{"manager":"python-httpx",'
-        '"operation":"Update","apiVersion":"bench.zeroscaler.example.com/v1",'
-        f'"time":"{made}","fieldsType":"FieldsV1",'
-        '"fieldsV1":{"f:metadata":{"f:generateName":{}}}}]}}'
-    )
-
-
 def stored_objects(*, writes: bool = True) -> list[Any]:
     """OBJECTS objects of 50 types, kept as the shared watches keep them; `writes=False` drops
     their managedFields."""
@@ -115,7 +61,7 @@ def stored_objects(*, writes: bool = True) -> list[Any]:
     for t in range(50):
         store = Store()
         for n in range(OBJECTS // 50):
-            raw = _api_object(t, n % 20, n)
+            raw = api_object(t, n % 20, n)
             if not writes:
                 del raw["metadata"]["managedFields"]
             obj = _shrink(raw)
@@ -129,10 +75,10 @@ def measured_stores(*, writes: bool = True) -> tuple[float, list[Any]]:
     import zeroscaler.controller.watches  # noqa: F401  (its import is not the objects' memory)
 
     gc.collect()
-    before = _rss_mb()
+    before = own_rss_mb()
     stores = stored_objects(writes=writes)
     gc.collect()
-    return (_rss_mb() - before) * 1024 * 1024 / OBJECTS, stores
+    return (own_rss_mb() - before) * 1024 * 1024 / OBJECTS, stores
 
 
 def main() -> None:
@@ -243,12 +189,12 @@ GB = 1e9
 
 def one_process(sizes: Iterable[tuple[int, int]] = ONE_PROCESS_SIZES) -> dict[str, float]:
     """One controller holding each size, in a process of its own; whether it stays in 1 GB."""
-    from bench.one_process import measure
+    from bench.measures import measure_one_process
 
     results: dict[str, float] = {}
     for workloads, objects in sizes:
         print(f"one process, {workloads:,} workloads over {objects:,} objects:", flush=True)
-        size = measure(workloads, objects)
+        size = measure_one_process(workloads, objects)
         resident, peak = size.resident_mb * 2**20, size.peak_mb * 2**20
         for name, value in (("resident", resident), ("peak", peak)):
             results[f"one_process_{workloads}_{name}_bytes"] = value
@@ -293,8 +239,8 @@ def waiting_events(count: int = 10_000) -> dict[str, float]:
     from datetime import UTC, datetime
     from typing import cast
 
-    from bench.bench_controller import NAMESPACE
-    from bench.workload_state import _deployment
+    from bench.workload_state import asleep_deployment
+    from bench.workloads import NAMESPACE
     from zeroscaler.api import Kube
     from zeroscaler.cluster.events import EventRecorder
     from zeroscaler.controller.clock import LoopClock
@@ -303,7 +249,7 @@ def waiting_events(count: int = 10_000) -> dict[str, float]:
     from zeroscaler.controller.workload import Workload, trim_workload
 
     def version(i: int, rv: int) -> dict[str, Any]:
-        obj = json.loads(json.dumps(_deployment(i)))  # new strings, as each answer brings
+        obj = json.loads(json.dumps(asleep_deployment(i)))  # new strings, as each answer brings
         obj["metadata"]["resourceVersion"] = str(rv)
         return trim_workload(obj)
 
@@ -353,7 +299,7 @@ def census_ms() -> dict[str, float]:
     )
     store = Store()
     for n in range(CENSUS_OBJECTS):
-        obj = _shrink(_api_object(0, n % CENSUS_NAMESPACES, n))
+        obj = _shrink(api_object(0, n % CENSUS_NAMESPACES, n))
         store[key_of(obj)] = obj
     interest = Interest(
         watched={("bench.example.com", "Thing"): frozenset({"zs-bench-7"})}, owned={}

@@ -25,41 +25,46 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import statistics
 import sys
+import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-import httpx
-
-from bench.bench_controller import (
+from bench.controller_args import arguments, hand_over
+from bench.judge import Run, Target, report
+from bench.measures import (
+    RAW,
+    Baseline,
+    Controller,
+    DeploymentWatch,
+    cpu_seconds,
+    measure_controller,
+    measure_idle,
+    median_start,
+    percentile,
+    quiet,
+    restart_rounds,
+    rss_mb,
+)
+from bench.saved import RESULTS, save_json
+from bench.workloads import (
     BIN,
     GROUP,
     SCOPES,
     TYPES,
-    Baseline,
-    DeploymentWatch,
-    _cpu_seconds,
-    _rss_mb,
-    controller_command,
+    cluster_for,
+    compile_bytecode,
     ensure_workloads,
     fill_objects,
     kind_of,
-    measure_controller,
-    measure_idle,
-    percentile,
     setup_cluster,
     workload_name,
 )
-from bench.judge import Run, Target
-from bench.saved import RESULTS, save_json
-from localcluster.processes import free_port, running
 from zeroscaler.api import Kube
 from zeroscaler.api.credentials import load_access
 from zeroscaler.controller.flags import ControllerSettings
@@ -131,101 +136,6 @@ async def _all_asleep(watch: DeploymentWatch, count: int) -> None:
         await asyncio.sleep(1)
 
 
-class Controller:
-    """The controller process, restartable; its log shows when each watch first synced."""
-
-    def __init__(self, kubeconfig: str, workdir: Path) -> None:
-        self.kubeconfig = kubeconfig
-        self.log = workdir / "controller.log"
-        self.port = 0
-        self._stack = contextlib.ExitStack()
-        self._offset = 0  # where this start's lines begin in the log
-        self.pid = 0
-
-    def start(self, extra: list[str] | None = None) -> None:
-        self.port = free_port()
-        # info: the "watch synced" lines time the first lists.
-        cmd = controller_command(self.kubeconfig, self.port, log_level="info") + (extra or [])
-        self._offset = self.log.stat().st_size if self.log.exists() else 0
-        self.pid = self._stack.enter_context(running(cmd, self.log)).pid
-
-    def stop(self) -> None:
-        self._stack.close()
-
-    def synced_watches(self) -> int:
-        with self.log.open("rb") as f:
-            f.seek(self._offset)
-            return f.read().count(b'msg="watch synced"')
-
-    async def wait_ready(self) -> None:
-        async with httpx.AsyncClient() as client:
-            while True:
-                with contextlib.suppress(httpx.HTTPError):
-                    if (await client.get(f"http://127.0.0.1:{self.port}/readyz")).is_success:
-                        return
-                await asyncio.sleep(0.1)
-
-    async def wait_managed(self, count: int) -> bool:
-        """Until the controller's metrics count `count` managed workloads asleep; whether the
-        first look found them so."""
-        return await self._wait_metric(
-            "zeroscaler_managed_workloads",
-            f'zeroscaler_managed_workloads{{state="asleep"}} {count}.0',
-        )
-
-    async def wait_events_written(self) -> None:
-        """Until the controller has no Event waiting to be written."""
-        await self._wait_metric("zeroscaler_pending_events", "zeroscaler_pending_events 0.0")
-
-    async def _wait_metric(self, family: str, wanted: str) -> bool:
-        """Until the line `wanted` is among the samples of `family`; whether it was at once."""
-        at_once = True
-        async with httpx.AsyncClient() as client:
-            while True:
-                with contextlib.suppress(httpx.HTTPError):
-                    # One family, not 10,000 workloads' series: a poll every half second
-                    # would otherwise take a share of the restart it times.
-                    metrics = await client.get(
-                        f"http://127.0.0.1:{self.port}/metrics", params={"name[]": family}
-                    )
-                    if wanted in metrics.text.splitlines():
-                        return at_once
-                at_once = False
-                await asyncio.sleep(0.5)
-
-    def caught_up_at(self) -> float | None:
-        """The time (epoch seconds) of this start's "caught up" log line, if it is written."""
-        with self.log.open("rb") as f:
-            f.seek(self._offset)
-            for line in f:
-                if b'msg="caught up"' in line:
-                    return log_time(line)
-        return None
-
-    async def wait_caught_up(self) -> float:
-        """Until the start's catch-up has ended (read from the log: it costs the controller
-        nothing, and times the end to the millisecond); when it did, in epoch seconds."""
-        while True:  # the log is a file: nothing to wait on but time
-            at = self.caught_up_at()
-            if at is not None:
-                return at
-            await asyncio.sleep(0.1)
-
-    async def wait_synced(self, types: int) -> None:
-        while True:  # the log is a file: nothing to wait on but time
-            if self.synced_watches() >= types:
-                return
-            await asyncio.sleep(0.2)
-
-    @contextlib.contextmanager
-    def running(self) -> Iterator[Controller]:
-        self.start()
-        try:
-            yield self
-        finally:
-            self.stop()
-
-
 async def run_stage(
     kube: Kube,
     watch: DeploymentWatch,
@@ -273,12 +183,12 @@ async def run_stage(
     )
     await _phase(stage, "idle settle", args.idle_settle + 300, _settle(watch, count, args))
     stage.idle_quiet = await _phase(
-        stage, "quiet cluster", QUIET_BOUND + 60, _quiet(watch, QUIET_BOUND)
+        stage, "quiet cluster", QUIET_BOUND + 60, quiet(watch, QUIET_BOUND)
     )
     stage.idle_windows, stage.idle_cpu_percent = await _phase(
         stage, "idle", args.idle_seconds + 60, measure_idle(controller.pid, args.idle_seconds)
     )
-    stage.idle_rss_mb = _rss_mb(controller.pid)
+    stage.idle_rss_mb = rss_mb(controller.pid)
     await _phase(stage, "calibration before the restarts", 120, _calibrate(stage))
     for number, order in enumerate(restart_rounds(args.restarts, args.restart_rounds), 1):
         for mode in order:
@@ -292,25 +202,8 @@ async def run_stage(
     # The last round ends with the row's mode: its controller goes on into the next stage.
     figures = median_start(stage.restarts[args.restarts[-1]])
     stage.ready_s, stage.synced_s, stage.managed_s, stage.restart_cpu_s = figures
-    stage.restart_rss_mb = _rss_mb(controller.pid)
+    stage.restart_rss_mb = rss_mb(controller.pid)
     await _phase(stage, "calibration after the restarts", 120, _calibrate(stage))
-
-
-RAW = "raw"  # a round's raw list, among its restarts
-
-
-def restart_rounds(modes: list[str], rounds: int) -> list[list[str]]:
-    """Each round's order: the raw list and every mode once, rotated a step each round so
-    that none always comes first (after a stopped controller's quiet, or another's warm API
-    server), and the last round in the order given, ending with the row's mode."""
-    items = [RAW, *modes]
-    shifts = [(rounds - 1 - r) % len(items) for r in range(rounds)]
-    return [items[k:] + items[:k] for k in shifts]
-
-
-def median_start(starts: list[list[float]]) -> list[float]:
-    """The median of each figure (ready, synced, managed, CPU) over a mode's starts."""
-    return [round(statistics.median(figure), 2) for figure in zip(*starts, strict=True)]
 
 
 # How the controller lists on a restart: the flags for it (`default`: none, for code before them).
@@ -338,7 +231,7 @@ async def _restart(
     synced = round(time.monotonic() - began, 2)
     caught_up = await _phase(stage, f"restart ({mode}) to caught up", 300 + count / 10,
                              controller.wait_caught_up())  # fmt: skip
-    cpu = round(_cpu_seconds(controller.pid), 2)  # it idles from its catch-up on
+    cpu = round(cpu_seconds(controller.pid), 2)  # it idles from its catch-up on
     # The log line ends the figure, as the raw list's exit ends its own, if the metrics then
     # show every workload managed at the first look; otherwise the half-second polls do.
     at_once = await _phase(stage, f"restart ({mode}) to every workload managed", 300,
@@ -346,12 +239,6 @@ async def _restart(
     managed = round(caught_up - spawned if at_once else time.monotonic() - began, 2)
     await asyncio.sleep(args.idle_settle)
     return [ready, synced, managed, cpu]
-
-
-def log_time(line: bytes) -> float:
-    """The epoch seconds of a controller log line (`time=2026-12-05T01:14:08.611Z ...`)."""
-    stamp = line.split(b" ", 1)[0].removeprefix(b"time=").decode()
-    return datetime.fromisoformat(stamp).timestamp()
 
 
 def raw_list_command(kubeconfig: str) -> list[str]:
@@ -404,26 +291,14 @@ async def _event_cost(kube: Kube, pid: int, number: int, etcd: str) -> tuple[flo
 
     def listed() -> None:  # the count of what is there (200,000 objects listed) is not theirs
         nonlocal before
-        before = _cpu_seconds(pid)
+        before = cpu_seconds(pid)
 
     total = await fill_objects(kube, EVENTS * number, ["fan-out"], etcd=etcd, on_listed=listed)
     await asyncio.sleep(3)  # the last events' handling
-    return 1e6 * (_cpu_seconds(pid) - before) / EVENTS, total
+    return 1e6 * (cpu_seconds(pid) - before) / EVENTS, total
 
 
-QUIET = 20.0  # seconds without a change to any workload before idle is measured
 QUIET_BOUND = 600.0
-
-
-async def _quiet(watch: DeploymentWatch, limit: float) -> bool:
-    """Until no workload has changed for QUIET seconds (the controller manager writes the status
-    of new Deployments for minutes, and the controller reads each write); False after `limit`."""
-    deadline = time.monotonic() + limit
-    while time.monotonic() - watch.last_event < QUIET:
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(1)
-    return True
 
 
 async def _settle(watch: DeploymentWatch, count: int, args: argparse.Namespace) -> None:
@@ -691,12 +566,27 @@ STAGES = "100:5000,1000:50000,10000:200000"
 
 def main() -> None:
     """`python -m bench scale`: the scale row at STAGES (about 30 minutes on 2 cores), its table,
-    its JSON and its plot against size; other arguments go to `bench.bench_controller`."""
-    from bench.bench_controller import main as controller_main
-
+    its JSON and its plot against size; `python -m bench.bench_controller --scale ...` hands its
+    run here. Without `--scale` or `--scale-stages` (`--scale-from` alone), the controller's
+    other rows: the run goes to `bench.bench_controller`."""
     if not any(a.startswith("--scale") for a in sys.argv[1:]):
         sys.argv[1:1] = ["--scale-stages", STAGES]
-    controller_main()
+    args = arguments(__doc__).parse_args()
+    if not (args.scale or args.scale_stages):
+        hand_over("bench.bench_controller")
+    compile_bytecode()
+    workdir = Path(tempfile.mkdtemp(prefix="zeroscaler-bench-"))
+    scale_run = Run()
+    with cluster_for(args.kubeconfig) as (kubeconfig, etcd):
+        args.etcd = args.etcd or etcd
+        scale = asyncio.run(bench_scale(args, kubeconfig, workdir))
+    scale.notes.append(
+        f"{args.samples} wakes per stage; {os.cpu_count()} cores, shared with other work; "
+        f"logs in {workdir}"
+    )
+    print_scale(scale)
+    write(scale, scale_run)
+    sys.exit(1 if report(targets(scale)) else 0)
 
 
 if __name__ == "__main__":

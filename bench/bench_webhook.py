@@ -18,8 +18,6 @@ import json
 import os
 import random
 import ssl
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,12 +25,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from bench.judge import Run, Target, alternated, report, with_failures
+from bench.measures import quantile
 from bench.saved import RESULTS
+from bench.webhooks import start_webhook, wait_up
 from localcluster.processes import free_port, stop
 
 SIZES_KB = (5, 10, 20, 40)
@@ -250,8 +249,8 @@ def summarize(server: str, rate: int, slices: list[Slice], cpu_seconds: float) -
         rate=rate,
         sent=sent,
         errors=errors,
-        p50_ms=_quantile(latencies, 0.50) * 1000,
-        p99_ms=_quantile(latencies, 0.99) * 1000,
+        p50_ms=quantile(latencies, 0.50) * 1000,
+        p99_ms=quantile(latencies, 0.99) * 1000,
         achieved_rate=sent / elapsed if elapsed > 0 else 0.0,
         server_cpu_ms=cpu_seconds * 1000 / sent if sent else float("nan"),
     )
@@ -291,34 +290,6 @@ class _Connection:
         self.writer.close()
 
 
-def _quantile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    if len(values) == 1:
-        return values[0]
-    return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1]
-
-
-def _start(kind: str, port: int, cert: str, key: str) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "bench.bench_webhook", "--serve", kind, "--port", str(port),
-           "--cert", cert, "--key", key]  # fmt: skip
-    return subprocess.Popen(cmd, cwd=Path(__file__).resolve().parents[1])
-
-
-def _wait_up(url: str, ca: str, proc: subprocess.Popen[bytes], limit: float = 60.0) -> None:
-    deadline = time.monotonic() + limit
-    ctx = ssl.create_default_context(cafile=ca)
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"server exited with {proc.returncode}")
-        try:
-            httpx.get(url, verify=ctx, timeout=1)
-            return
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    raise SystemExit(f"server at {url} not up after {limit:.0f}s")
-
-
 def _cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of a process, from /proc (Linux)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -340,10 +311,12 @@ def run(rates: list[int], seconds: float, plot: bool) -> list[Result]:
         ca_file = Path(tmp) / "ca.crt"
         ca_file.write_bytes(ca.cert_pem)
         servers = {kind: free_port() for kind in ("noop", "webhook")}
-        procs = {kind: _start(kind, port, str(cert), str(key)) for kind, port in servers.items()}
+        procs = {
+            kind: start_webhook(kind, port, str(cert), str(key)) for kind, port in servers.items()
+        }
         try:
             for kind, port in servers.items():
-                _wait_up(f"https://127.0.0.1:{port}/healthz", str(ca_file), procs[kind])
+                wait_up(f"https://127.0.0.1:{port}/healthz", str(ca_file), procs[kind])
             # Both servers are up throughout; at each rate they take turns in short slices,
             # the first one alternating, so a change in the machine's load touches both alike
             # and neither always runs first.
@@ -483,8 +456,8 @@ def run_e2e(applies: int) -> list[ApplyResult] | None:
     for hooked, values in timings.items():
         values.sort()
         results.append(
-            ApplyResult(hooked, len(values), _quantile(values, 0.5) * 1000,
-                        _quantile(values, 0.99) * 1000)
+            ApplyResult(hooked, len(values), quantile(values, 0.5) * 1000,
+                        quantile(values, 0.99) * 1000)
         )  # fmt: skip
     return results
 

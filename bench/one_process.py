@@ -21,18 +21,17 @@ import asyncio
 import gc
 import json
 import logging
-import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 import httpx
 
-from bench.bench_controller import GROUP, SCOPES, TYPES, kind_of
-from bench.bench_memory import _rss_mb, api_object_text
-from bench.workload_state import FakeAPI, _deployment, _Failures
+from bench.measures import Size, own_rss_mb
+from bench.workload_state import Failures, FakeAPI, asleep_deployment
+from bench.workloads import GROUP, SCOPES, TYPES, api_object_text, kind_of
 from zeroscaler.api import Kube
 from zeroscaler.api.credentials import ClusterAccess
 from zeroscaler.controller.assembly import CATCH_UP_BOUND, Controller
@@ -43,7 +42,7 @@ LIMIT_SECONDS = 1_200.0  # to hold 100,000 workloads over 2,000,000 objects, wit
 
 
 def _uncensused(i: int) -> dict[str, Any]:
-    obj = _deployment(i)
+    obj = asleep_deployment(i)
     del obj["metadata"]["annotations"][CENSUS]
     return obj
 
@@ -103,16 +102,6 @@ class LoadedAPI(FakeAPI):
         return httpx.Response(200, content=f'{head}"items":[{items}]}}'.encode())
 
 
-@dataclass(frozen=True)
-class Size:
-    workloads: int
-    objects: int
-    resident_mb: float  # once all are reconciled and the catch-up's collection has run
-    peak_mb: float  # the most the process held on the way (VmHWM)
-    seconds: float  # start to every workload reconciled, with an API that answers at once
-    cpu_seconds: float = 0.0  # the process's CPU over the same (the faked API's included)
-
-
 def _peak_mb() -> float:
     with open("/proc/self/status") as status:
         for line in status:
@@ -132,7 +121,7 @@ async def hold(workloads: int, objects: int, limit: float = LIMIT_SECONDS) -> Si
         transport=httpx.MockTransport(fake),
     )
     scaler = Controller(kube, settings)
-    failures = _Failures()
+    failures = Failures()
     logging.getLogger("zeroscaler").addHandler(failures)
     run = asyncio.create_task(scaler.run())
     last, held = time.monotonic(), 0
@@ -165,7 +154,7 @@ async def hold(workloads: int, objects: int, limit: float = LIMIT_SECONDS) -> Si
             await asyncio.sleep(0.5)
         else:
             raise RuntimeError("the start's catch-up never ended")
-        return Size(workloads, stored, _rss_mb(), _peak_mb(), seconds, cpu)
+        return Size(workloads, stored, own_rss_mb(), _peak_mb(), seconds, cpu)
     finally:
         logging.getLogger("zeroscaler").removeHandler(failures)
         run.cancel()
@@ -175,21 +164,6 @@ async def hold(workloads: int, objects: int, limit: float = LIMIT_SECONDS) -> Si
 def _all_listed(scaler: Controller) -> bool:
     watches = [scaler.hub.kept(r) for r in scaler.hub.resources]
     return len(watches) == TYPES and all(w is not None and w.ready.is_set() for w in watches)
-
-
-def measure(workloads: int, objects: int) -> Size:
-    """One size, in a process of its own: nothing of another size is resident beside it."""
-    out = subprocess.run(
-        [sys.executable, "-m", "bench.one_process", str(workloads), str(objects)],
-        check=True,
-        stdout=subprocess.PIPE,
-        text=True,
-    ).stdout
-    for line in out.splitlines():
-        if line.startswith("{"):
-            return Size(**json.loads(line))
-        print(line, flush=True)
-    raise RuntimeError(f"no result from the run at {workloads} workloads: {out[-500:]}")
 
 
 def main() -> None:

@@ -30,16 +30,7 @@ from typing import Any
 
 import httpx
 
-from bench.bench_controller import (
-    GROUP,
-    NAMESPACE,
-    SCOPES,
-    TIMEOUT,
-    TYPES,
-    deployment,
-    kind_of,
-    scope_of,
-)
+from bench.workloads import GROUP, NAMESPACE, SCOPES, TIMEOUT, TYPES, deployment, kind_of, scope_of
 from zeroscaler.api import Kube
 from zeroscaler.api.credentials import ClusterAccess
 from zeroscaler.controller.assembly import Controller
@@ -113,7 +104,7 @@ def _discovery() -> tuple[dict[str, Any], dict[str, Any]]:
     return {**listed, "items": [core]}, {**listed, "items": groups}
 
 
-def _deployment(i: int) -> dict[str, Any]:
+def asleep_deployment(i: int) -> dict[str, Any]:
     """Workload number i, asleep: what the scale row's workloads look like once all sleep."""
     kind, plural = kind_of(i % TYPES)
     annotations = {
@@ -178,7 +169,7 @@ class FakeAPI:
         api, apis = _discovery()
         collections = {
             "/api/v1/namespaces": _namespaces(),
-            "/apis/apps/v1/deployments": [_deployment(i) for i in range(workloads)],
+            "/apis/apps/v1/deployments": [asleep_deployment(i) for i in range(workloads)],
             **_rbac(),
         }
         self._answers = {"/api": json.dumps(api).encode(), "/apis": json.dumps(apis).encode()}
@@ -236,7 +227,7 @@ def deep_bytes(roots: Iterable[object]) -> int:
     return total
 
 
-class _Failures(logging.Handler):
+class Failures(logging.Handler):
     """Counts what the controller logs as failed: a reconcile that failed measures nothing."""
 
     def __init__(self) -> None:
@@ -262,7 +253,7 @@ async def _hold(workloads: int, limit: float = 300) -> Held:
         transport=httpx.MockTransport(fake),
     )
     scaler = Controller(kube, settings)
-    failures = _Failures()
+    failures = Failures()
     logging.getLogger("zeroscaler").addHandler(failures)
     run = asyncio.create_task(scaler.run())
     try:

@@ -38,9 +38,9 @@ FOLDERS = sorted(
         if p.is_dir() and not p.is_symlink() and (p / "__init__.py").exists()
     }
 )
-# The development folders the tests, benchmarks and demo build on; the programs on top are mapped
-# by their table in the page, not module by module.
-DEV_FOLDERS = ["testkit", "testkit/programs", "chaos", "oci"]
+# The development folders the tests, benchmarks and demo build on, and the benchmarks; the other
+# programs on top are mapped by their table in the page, not module by module.
+DEV_FOLDERS = ["testkit", "testkit/programs", "bench", "chaos", "oci"]
 
 
 def test_every_folder_of_the_package_has_a_section() -> None:

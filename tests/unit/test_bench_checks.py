@@ -4,18 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from bench.bench_scale import (
-    RAW,
-    ScaleResults,
-    Stage,
-    log_time,
-    median_start,
-    resident_limit_mib,
-    restart_rounds,
-    rows,
-    targets,
-)
+from bench.bench_scale import ScaleResults, Stage, resident_limit_mib, rows, targets
 from bench.judge import problems
+from bench.measures import RAW, log_time, median_start, restart_rounds
 
 
 def measured(**changes: object) -> Stage:

@@ -7,17 +7,17 @@ import json
 import httpx
 import pytest
 
-from bench.bench_memory import _api_object, api_object_text
+from bench.workloads import api_object, api_object_text
 
 
 @pytest.mark.parametrize(("t", "k", "i"), [(0, 0, 0), (7, 19, 12_345), (49, 199, 39_999)])
 def test_the_faked_api_writes_an_object_as_json_encodes_it(t: int, k: int, i: int) -> None:
-    assert api_object_text(t, k, i) == json.dumps(_api_object(t, k, i), separators=(",", ":"))
+    assert api_object_text(t, k, i) == json.dumps(api_object(t, k, i), separators=(",", ":"))
 
 
 async def test_each_namespace_lists_what_the_whole_type_holds_there() -> None:
-    from bench.bench_controller import GROUP, kind_of
     from bench.one_process import LoadedAPI
+    from bench.workloads import GROUP, kind_of
 
     api = LoadedAPI(1_000, 20_000)  # 400 objects a type over 20 namespaces
     plural = kind_of(3)[1]
