@@ -36,6 +36,7 @@ from testkit.controller import (
 from testkit.standin import service_account_kubeconfig
 from testkit.waiting import wait_for
 from testkit.webhook import times_reported
+from zeroscaler.core.annotations import LEADER_ANNOTATION
 
 pytestmark = pytest.mark.cluster
 
@@ -164,8 +165,13 @@ def test_a_person_sleeps_and_wakes_a_workload_and_the_controller_keeps_it(
         lambda: controller.metric("zeroscaler_managed_workloads", state="asleep") == 1,
         "the controller seeing it asleep",
     )
-    # The controller has decided about it since; it stays asleep until activity.
-    assert_not_activity(controller, "configmaps", lambda: create_configmap(api, ns, "elsewhere"))
+    # The controller has decided about it since; it stays asleep until activity. A change
+    # outside its scope is never received; a leader lock in its scope is, and is not activity.
+    create_configmap(api, ns, "elsewhere")
+    lock = {LEADER_ANNOTATION: "{}"}
+    assert_not_activity(
+        controller, "configmaps", lambda: create_configmap(api, opted_ns, "lock", annotations=lock)
+    )
     assert state_of(api, ref)[0] == 0
     assert "Woken" not in reasons(api, ref)
     assert "already asleep" in ok(
