@@ -34,7 +34,7 @@ from bench.workload_state import Failures, FakeAPI, asleep_deployment
 from bench.workloads import GROUP, SCOPES, TYPES, api_object_text, kind_of
 from zeroscaler.api import Kube
 from zeroscaler.api.credentials import ClusterAccess
-from zeroscaler.controller.assembly import CATCH_UP_BOUND, Controller
+from zeroscaler.controller.assembly import STALL_BOUND, Controller
 from zeroscaler.controller.flags import ControllerSettings
 from zeroscaler.core.annotations import CENSUS
 
@@ -147,13 +147,16 @@ async def hold(workloads: int, objects: int, limit: float = LIMIT_SECONDS) -> Si
         if stored != fake.per_type * TYPES:
             raise RuntimeError(f"{stored} objects stored, not {fake.per_type * TYPES}")
         # The catch-up's end (`Controller._end_catch_up`) collects, freezes and trims once the queue
-        # is idle; wait for it rather than measure the heap of the catch-up.
-        for _ in range(int(CATCH_UP_BOUND * 2)):
+        # is idle; wait for it rather than measure the heap of the catch-up. Past the stall bound
+        # the collector runs again anyway: the catch-up then never ended.
+        for _ in range(int(STALL_BOUND * 2)):
             if gc.isenabled():
                 break
             await asyncio.sleep(0.5)
         else:
             raise RuntimeError("the start's catch-up never ended")
+        if failures.messages:
+            raise RuntimeError(f"the controller failed: {failures.messages[0]}")
         return Size(workloads, stored, own_rss_mb(), _peak_mb(), seconds, cpu)
     finally:
         logging.getLogger("zeroscaler").removeHandler(failures)

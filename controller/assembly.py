@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+from dataclasses import asdict
 
 from zeroscaler.api import Kube
 from zeroscaler.cluster.events import EventRecorder
@@ -59,6 +60,7 @@ from zeroscaler.core.annotations import is_namespace_enabled
 from zeroscaler.core.coverage import Hook
 from zeroscaler.core.inference import RBACSnapshot
 from zeroscaler.core.policy import Policy, evaluate_policy
+from zeroscaler.core.start_progress import Progress, begin, observe, stalled
 from zeroscaler.core.wake_path import Surroundings
 from zeroscaler.core.workloads import WORKLOAD_RESOURCES
 
@@ -69,7 +71,8 @@ _RBAC_SETTLE = 0.2  # seconds a burst of RBAC changes has to arrive before grant
 WAKE_ONLY_SHARE = 8  # one worker more per this many that takes only wakes due
 WAKE_NAMESPACES = ("kube-system", "kube-node-lease")  # where a wake's own requests go too
 WARMING_BOUND = 60.0  # seconds after ready that a start's warming ends at the latest
-CATCH_UP_BOUND = 120.0  # seconds after a start that the collector, paused for it, runs again
+STALL_BOUND = 120.0  # seconds a start may get no further before the collector, paused, runs again
+PROGRESS_LOOK = 1.0  # seconds between looks at how far a start has got while the collector waits
 
 
 class Controller:
@@ -304,16 +307,24 @@ class Controller:
         await self.tasks.wait()
 
     async def _end_catch_up(self) -> None:
-        """Run the collector again once the start's catch-up is over: ready, every watch listed
-        and no reconcile waiting; CATCH_UP_BOUND after the start at the latest, ready or not.
+        """Run the collector again once the start's catch-up is over (ready, every watch listed
+        and no reconcile waiting), or once the start has got no further for STALL_BOUND
+        (`zeroscaler.core.start_progress`), however long it has taken while it moved.
         The log says when it is over (the scale row times a restart by it)."""
+        loop = asyncio.get_running_loop()
+        caught_up = asyncio.ensure_future(self._catch_up())
         try:
-            async with asyncio.timeout(CATCH_UP_BOUND):
-                await self._catch_up()
-        except TimeoutError:
+            pause = begin(self._progress(), loop.time())
+            while not caught_up.done():
+                await asyncio.wait([caught_up], timeout=PROGRESS_LOOK)
+                pause = observe(pause, self._progress(), loop.time())
+                if not caught_up.done() and stalled(pause, loop.time(), STALL_BOUND):
+                    log.warning("start stalled: the collector runs again", extra=asdict(pause.best))
+                    break
             resume_collection()
-            await self._catch_up()
-        else:
+            await caught_up
+        finally:  # cancelled too: never left off
+            caught_up.cancel()
             resume_collection()
         log.info(
             "caught up",
@@ -322,6 +333,17 @@ class Controller:
                 "types": len(self.hub.resources),
                 "watches": self.hub.watch_count(),
             },
+        )
+
+    def _progress(self) -> Progress:
+        """How far the start has got: workloads known, objects stored, watches listed, keys
+        waiting."""
+        kept = [w for r in self.hub.resources if (w := self.hub.kept(r)) is not None]
+        return Progress(
+            len(self.workloads),
+            sum(len(w) for w in kept),
+            sum(w.ready.is_set() for w in kept),
+            len(self.queue),
         )
 
     async def _catch_up(self) -> None:
