@@ -113,3 +113,35 @@ def test_make_bench_names_the_growth_run_for_what_it_runs() -> None:
     assert "bench.one_process" in BENCHMARKS
     assert name_of("bench.one_process") == "growth"
     assert name_of("bench.bench_memory") == "memory"
+
+
+def test_many_operators_judges_the_100000_against_its_baseline_run_on_both_sides(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import bench.one_process as one_process
+    from bench.measures import one_process_targets
+
+    runs = iter(
+        [
+            {"one_process_10000_peak_bytes": 190.0 * 2**20, "one_process_10000_cpu_seconds": 7.0},
+            {
+                "one_process_100000_peak_bytes": 900.0 * 2**20,
+                "one_process_100000_cpu_seconds": 80.0,
+            },
+            {"one_process_10000_peak_bytes": 200.0 * 2**20, "one_process_10000_cpu_seconds": 9.0},
+        ]
+    )
+    monkeypatch.setattr(one_process, "one_process_sizes", lambda sizes: next(runs))
+    results = one_process.many_operators()
+    assert results["one_process_10000_cpu_seconds"] == 8.0  # the mean of 7 and 9
+    assert results["one_process_10000_peak_bytes"] == 200.0 * 2**20  # the larger
+    assert (
+        results["before_one_process_10000_cpu_seconds"],
+        results["after_one_process_10000_cpu_seconds"],
+    ) == (7.0, 9.0)
+    judged = {t.what: t for t in one_process_targets(results)}
+    assert (
+        judged["one process at 100,000 workloads: start CPU per workload / at 10,000"].value == 1.0
+    )
+    # Time was not measured in these runs: a figure missing fails, never passes.
+    assert not judged["one process at 100,000 workloads: start time per workload / at 10,000"].met
