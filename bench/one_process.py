@@ -192,7 +192,10 @@ def _all_listed(scaler: Controller) -> bool:
     return len(watches) == TYPES and all(w is not None and w.ready.is_set() for w in watches)
 
 
-GROWTH_WORKLOADS = (2_500, 10_000, 40_000)  # at GROWTH_AT_OBJECTS objects
+# Workloads from 10,000 up: below it fewer workloads watch fewer namespaces (one for each 50), and
+# the objects, crowded into those, cost more each; from 10,000 each added workload joins a (type,
+# namespace) already watched, so the series varies the workloads alone.
+GROWTH_WORKLOADS = (10_000, 20_000, 40_000)  # at GROWTH_AT_OBJECTS objects
 GROWTH_OBJECTS = (50_000, 200_000, 800_000)  # at GROWTH_AT_WORKLOADS workloads
 GROWTH_AT_OBJECTS = 200_000
 GROWTH_AT_WORKLOADS = 10_000
@@ -294,6 +297,7 @@ def plot(series: dict[str, list[Size]], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib import ticker
 
     fig, axes = plt.subplots(2, 2, figsize=(10, 6.5), sharey="row")
     fixed = {
@@ -320,6 +324,8 @@ def plot(series: dict[str, list[Size]], path: Path) -> None:
                 color="#999999",
                 label="the first step's rate",
             )
+            ax.xaxis.set_major_locator(ticker.MaxNLocator(5))
+            ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda x, _: f"{x:,.0f}"))
             if row == 1:
                 ax.set_xlabel(f"{dimension} ({fixed[dimension]})")
             if column == 0:
