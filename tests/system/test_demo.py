@@ -14,7 +14,7 @@ import pytest
 from demo import story
 from localcluster.cluster import Cluster
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.real_node]
 
 
 def test_the_operator_sleeps_wakes_on_a_backup_reconciles_it_and_sleeps_again(
