@@ -94,6 +94,7 @@ class Controller:
         self.is_leader = False
         self.ready = False
         self._synced = asyncio.Event()  # set with `ready`
+        self._collector_paused = False  # for a start's catch-up (`_end_catch_up`)
         self._rbac_check: asyncio.TimerHandle | None = None
         self.workloads: dict[WorkloadKey, Workload] = {}
         self.tasks = Tasks()
@@ -280,6 +281,7 @@ class Controller:
         # not grant them must not keep the controller from becoming ready).
         essential = [self.cluster.namespaces, self.hpas, *self.workload_informers.values()]
         pause_collection()
+        self._collector_paused = True
         self.tasks.spawn(self._end_catch_up())
         self.tasks.spawn(self.cluster.run(), self.hpas.run(), self.policies.run())
         # Not essential to start: until they have listed, nothing is put to sleep.
@@ -321,11 +323,11 @@ class Controller:
                 if not caught_up.done() and stalled(pause, loop.time(), STALL_BOUND):
                     log.warning("start stalled: the collector runs again", extra=asdict(pause.best))
                     break
-            resume_collection()
+            self._resume_collection()
             await caught_up
         finally:  # cancelled too: never left off
             caught_up.cancel()
-            resume_collection()
+            self._resume_collection()
         log.info(
             "caught up",
             extra={
@@ -334,6 +336,10 @@ class Controller:
                 "watches": self.hub.watch_count(),
             },
         )
+
+    def _resume_collection(self) -> None:
+        self._collector_paused = False
+        resume_collection()
 
     def _progress(self) -> Progress:
         """How far the start has got: workloads known, objects stored, watches listed, keys
@@ -467,7 +473,10 @@ class Controller:
         while True:
             await asyncio.sleep(HOUSEKEEPING_INTERVAL)
             rounds += 1
-            release_free_memory(full=rounds % 30 == 0)  # a full collection every half hour
+            # Not while a start's pause lasts: its end freezes what the start made without a walk,
+            # and a start that lasts minutes would have its young objects walked each minute.
+            if not self._collector_paused:
+                release_free_memory(full=rounds % 30 == 0)  # a full collection every half hour
 
     def _count_savings(self) -> None:
         # At a scrape; only the leader counts (a standby sleeps nothing).
