@@ -15,7 +15,7 @@ from demo import story
 from localcluster.cluster import Cluster
 from testkit.steps import step
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.real_node]
 
 
 def test_the_operator_sleeps_wakes_on_a_backup_reconciles_it_and_sleeps_again(
