@@ -62,12 +62,6 @@ NOT_YET_NAMED = {
         "test_deployment_runs_pods_on_kwok_nodes_and_scales",
         "test_statefulset_runs_pods_and_scales",
     ],
-    "test_controller_restart.py": [
-        "test_a_wake_after_a_restart_stays_awake_its_whole_timeout_from_the_wake",
-        "test_only_the_leader_acts_and_a_standby_takes_over",
-        "test_a_killed_controller_restarted_with_its_id_leads_and_wakes_before_its_lease_expires",
-        "test_a_crash_between_recording_and_scaling_strands_nothing",
-    ],
     "test_hostile.py": [
         "test_many_held_requests_do_not_keep_the_controller_from_waking_or_leading",
     ],
