@@ -24,6 +24,7 @@ from zeroscaler.controller.context import Context
 from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.queue import WakeGate
 from zeroscaler.controller.reporting import Reporter
+from zeroscaler.controller.scaling_memory import OwnWake
 from zeroscaler.controller.workload import Workload, WorkloadKey, trim_workload
 from zeroscaler.core.annotations import (
     CENSUS,
@@ -64,17 +65,6 @@ GIVE_UP_ATTEMPTS = 5  # reads and writes giving up spec.replicas, racing the sta
 async def _covered(_: Workload) -> bool:
     """Without an activator, nothing needs covering before a sleep."""
     return True
-
-
-@dataclass(frozen=True, slots=True)
-class OwnWake:
-    """A wake the controller scaled up but has not yet recorded in the status annotations
-    (`ScalingMemory.own_wake`)."""
-
-    replicas: int
-    reason: str
-    latency: float | None  # seconds from the waking event to the scale write's answer
-    cause: str = ""  # what woke it, for flapping ("": nothing that counts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,7 +309,7 @@ class Scaling:
             w.idle.owe_nothing()
         self._accounting.start(w)
         self._metrics.slept(w, cause)
-        kinds = ", ".join(sorted(w.kind_names()))
+        kinds = ", ".join(sorted(w.watch.kind_names()))
         message = (
             f"{decision.reason}: scaled from {replicas} to 0 replicas; wakes on a change to {kinds}"
         )

@@ -1,24 +1,27 @@
-"""One Deployment or StatefulSet as the controller knows it: the object, and a memory per part."""
+"""One Deployment or StatefulSet as the controller knows it: the object, and a memory per part.
+
+Each memory is declared by the part that keeps it, in a module of its own below the parts
+(`idle_memory.py`, `watch_memory.py`, `scaling_memory.py`, `report_memory.py`); the record only
+composes them."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Mapping
-from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from zeroscaler.api import Obj
-from zeroscaler.core.activity import GroupKind, Interest, Scope
+from zeroscaler.controller.idle_memory import IdleMemory
+from zeroscaler.controller.report_memory import ReportMemory
+from zeroscaler.controller.scaling_memory import ScalingMemory
+from zeroscaler.controller.watch_memory import WatchMemory
 from zeroscaler.core.annotations import (
     FIELD_MANAGER,
     OUR_PREFIXES,
     OWNED_KINDS,
     PAUSED_UNTIL,
     WATCHED_KINDS,
-    Notice,
     WorkloadConfig,
     WorkloadStatus,
     has_kinds_annotated,
@@ -26,25 +29,15 @@ from zeroscaler.core.annotations import (
     read_injected,
     read_status,
 )
-from zeroscaler.core.decision import restart_clock
-from zeroscaler.core.flapping import Streak, replicas_manager
-from zeroscaler.core.kinds import APIResource
+from zeroscaler.core.flapping import replicas_manager
 from zeroscaler.core.managers import Manager, detect, field_managers_of, is_applied
 from zeroscaler.core.readiness import is_ready
 from zeroscaler.core.savings import NONE, Requests, pod_requests
-from zeroscaler.core.sharing import NOTHING, shared, shared_mapping, shared_strings
+from zeroscaler.core.sharing import shared, shared_mapping, shared_strings
 from zeroscaler.core.workloads import workload_path
 
-if TYPE_CHECKING:  # each declared by the part that keeps it, which imports this module
-    from zeroscaler.controller.metrics import WorkloadCounts
-    from zeroscaler.controller.scaling import OwnWake
-
 WorkloadKey = tuple[str, str, str]  # kind, namespace, name
-Scopes = tuple[Mapping[GroupKind, Scope], Mapping[GroupKind, Scope]]  # watched, owned
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-NO_STREAK = Streak()
-NO_NAMES: Mapping[GroupKind, frozenset[str]] = MappingProxyType({})
-NO_DUE: Mapping[APIResource, frozenset[tuple[str, ...]]] = MappingProxyType({})
 
 
 def trim_workload(obj: Obj) -> Obj:
@@ -147,107 +140,6 @@ def initial_last_activity(annotations: Mapping[str, str], now: datetime) -> date
     if status.state == "asleep":
         return status.asleep_since or EPOCH
     return now
-
-
-@dataclass(slots=True)
-class IdleMemory:
-    """The idle clock, kept by the change feed (`changes.py`) and restarted by scaling writes."""
-
-    last_activity: datetime
-    activity_reason: str = ""  # what a wake is for: the first activity since the sleep
-    activity_cause: str = ""  # the object that made it (flapping tells causes apart by it)
-    activity_at: float | None = None  # loop time the waking event arrived
-    starting: bool = False  # woken (or first seen) and not Ready since: the idle clock waits
-    woken_at: datetime | None = None  # when its last wake from zero was written, until Ready
-    started_in: float | None = None  # seconds from its last wake to Ready (the activator asks)
-
-    # Its writes, named for what happened; the change feed's activity is noted in `noting.py`.
-
-    def first_seen(self, *, starting: bool) -> None:
-        """Seen for the first time, not Ready yet (just created, or woken before a restart):
-        its clock waits for Ready, as after a wake."""
-        self.starting = starting
-
-    def owe_nothing(self) -> None:
-        """The activity seen so far is answered (a sleep decided on it, a wake written, a wake
-        held or called off): no wake is owed for it."""
-        self.activity_at = None
-
-    def restart(self, now: datetime) -> None:
-        """The clock restarts at `now`, or stays at newer activity."""
-        self.last_activity = restart_clock(self.last_activity, now)
-
-    def woken(self, now: datetime) -> None:
-        """Scaled up at `now`: the clock waits for Ready, and restarts at the wake."""
-        self.starting = True
-        self.woken_at = now
-        self.restart(now)
-
-    def marked_awake(self, now: datetime) -> None:
-        """Found awake at `now`, woken by someone else: the clock starts there, once Ready."""
-        self.last_activity = now
-        self.starting = True
-        self.woken_at = now
-
-    def slept(self) -> None:
-        """Put to sleep: nothing to wait for."""
-        self.starting = False
-
-    def managed_from(self, at: datetime) -> None:
-        """Managed from now on: its clock counts from `at`."""
-        self.last_activity = at
-
-    def restarted_by_person(self, at: datetime | None) -> None:
-        """Its status says it was last active at `at` (a person's `zeroscaler wake`): a newer
-        time restarts the clock."""
-        if at is not None and at > self.last_activity:
-            self.last_activity = at
-
-
-@dataclass(slots=True)
-class WatchMemory:
-    """What the workload watches, kept by `kinds.py` and `subscription.py`."""
-
-    signature: tuple[Any, ...] | None = None  # what the last resolution depended on
-    scopes: Scopes = ({}, {})  # replaced, never changed in place
-    kind_warnings: tuple[Notice, ...] = ()
-    resources: AbstractSet[APIResource] = frozenset()  # the shared watches it holds
-    unseen: AbstractSet[APIResource] = frozenset()  # kinds the controller may not watch
-    interest: Interest | None = None
-    inferred: bool = False  # no kinds annotated: they come from the ServiceAccount's RBAC
-    # Inferred resourceNames, per kind.
-    names: Mapping[GroupKind, frozenset[str]] = field(default_factory=lambda: NO_NAMES)
-    namespaces: Scope = None  # where it works: the namespaces its watched kinds cover
-    definitions: frozenset[str] = frozenset()  # the CRDs of its watched kinds
-    unchecked: frozenset[str] = frozenset()  # kinds of its census not yet compared
-    # The due-time fields it reads, per watched type (most workloads: none).
-    due: Mapping[APIResource, frozenset[tuple[str, ...]]] = field(default_factory=lambda: NO_DUE)
-
-
-@dataclass(slots=True)
-class ScalingMemory:
-    """What `scaling.py` remembers between writes; only it writes them (`Scaling.status_read`,
-    `settle_dry_run`, `forget` for what a reconcile asks)."""
-
-    # Scaled up by us, still annotated asleep: in memory, so a failed record is not read as a
-    # wake by someone else (only a crash before the record loses it).
-    own_wake: OwnWake | None = None
-    streak: Streak = NO_STREAK  # wakes in a row by the same cause (flapping)
-    # The annotations as last read while they held our status: a manager's full update that
-    # drops them (OLM's reinstall) is told from them, and they are written back.
-    recorded: Mapping[str, str] | None = None
-    pretend: tuple[WorkloadStatus, int] | None = None  # dry run: the status we would have made
-    dry_run: str | None = None  # why only what would be done is said (flag, namespace, policy)
-
-
-@dataclass(slots=True)
-class ReportMemory:
-    """What `reporting.py` has said and `accounting.py` and `metrics.py` have counted: one
-    memory of three fields, each written by its part alone (one object a workload, not three)."""
-
-    warned: frozenset[Notice] = NOTHING  # `reporting.py`'s; replaced, never changed in place
-    accounted_at: float | None = None  # `accounting.py`'s: loop time last counted
-    tally: WorkloadCounts | None = None  # `metrics.py`'s own series; only while it is managed
 
 
 class Workload:
@@ -403,27 +295,11 @@ class Workload:
             self.obj = obj
         self.status, _ = read_status(self.annotations)
 
-    def kind_names(self) -> Iterable[str]:
-        """The watched and owned kinds resolved for it, as `Kind.group`."""
-        for group, kind in (*self.watch.scopes[0], *self.watch.scopes[1]):
-            yield f"{kind}.{group}" if group else kind
-
 
 def settle_start(w: Workload, now: datetime) -> bool:
     """A starting workload seen Ready: its idle clock starts now. True when it stopped starting
     (a workload with no readiness to wait for stops at once, its clock left as it is)."""
-    if not w.idle.starting:
-        return False
-    ready = w.is_ready()
-    if ready is False:
-        return False
-    w.idle.starting = False
-    if ready:
-        w.idle.last_activity = max(w.idle.last_activity, now)
-        if w.idle.woken_at is not None:
-            w.idle.started_in = (now - w.idle.woken_at).total_seconds()
-    w.idle.woken_at = None
-    return True
+    return w.idle.starting and w.idle.settle(w.is_ready(), now)
 
 
 def owes_wake(w: Workload) -> bool:
