@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -25,7 +25,8 @@ from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.queue import WakeGate
 from zeroscaler.controller.reporting import Reporter
 from zeroscaler.controller.scaling_memory import OwnWake
-from zeroscaler.controller.workload import Workload, WorkloadKey, trim_workload
+from zeroscaler.controller.workload import Workload, WorkloadKey
+from zeroscaler.controller.workload_object import trim_workload
 from zeroscaler.core.annotations import (
     CENSUS,
     FIELD_MANAGER,
@@ -132,7 +133,7 @@ class Scaling:
     @staticmethod
     def _recorded_status(w: Workload, status: WorkloadStatus) -> WorkloadStatus:
         if status.state is not None:
-            w.scaling.recorded = (w.obj.get("metadata") or {}).get("annotations")
+            w.scaling.recorded = w.obj.annotations
             return status
         recorded = w.scaling.recorded
         if recorded is None or not w.managed:
@@ -618,10 +619,8 @@ class Scaling:
         except KubeError as e:
             self._metrics.failed_writes.labels("scale", str(e.status)).inc()
             raise
-        spec = dict(w.obj.get("spec") or {}, replicas=replicas)
-        meta = dict(w.obj["metadata"])
-        meta["resourceVersion"] = (scale.get("metadata") or {}).get("resourceVersion", "")
-        w.take({**w.obj, "metadata": meta, "spec": spec})
+        version = str((scale.get("metadata") or {}).get("resourceVersion", ""))
+        w.take(replace(w.obj, replicas=replicas, resource_version=version))
 
     async def refresh(self, w: Workload) -> None:
         """Read the workload again; gone, it is marked deleted."""

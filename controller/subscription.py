@@ -327,7 +327,7 @@ class Subscriptions:
             names=w.watch.names,
             namespaces=w.watch.namespaces,
             definitions=w.watch.definitions,
-            self_uid=str((w.obj.get("metadata") or {}).get("uid") or ""),
+            self_uid=w.obj.uid,
         )
         if interest != w.watch.interest:
             w.watch.interest = interest
