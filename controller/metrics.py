@@ -14,7 +14,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from zeroscaler.controller.report_memory import WorkloadCounts
+from zeroscaler.controller.report_memory import ReportMemory, WorkloadCounts
 from zeroscaler.controller.workload import Workload
 from zeroscaler.core.savings import NONE, Requests
 from zeroscaler.runtime.collectors import APIErrors, ErrorCounts, register_process_collectors
@@ -424,9 +424,9 @@ class Metrics:
             tally.cpu_seconds += replica_seconds * requests.cpu
             tally.memory_seconds += replica_seconds * requests.memory
 
-    def forget(self, w: Workload) -> None:
+    def forget(self, memory: ReportMemory) -> None:
         """No longer managed: its own series' counts go."""
-        w.report.tally = None
+        memory.tally = None
 
     def _tally(self, w: Workload) -> WorkloadCounts | None:
         if not self.per_workload or not w.managed:

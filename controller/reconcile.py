@@ -218,7 +218,7 @@ class Reconciler:
         if w.obj is not read:  # the policy's write came back: read what it wrote
             config, status, warnings = self._read(w)
         warnings += policy_warnings
-        config, inference_warnings = settle_kinds(w, config, self._cluster)
+        config, inference_warnings = settle_kinds(w.watch, w.obj, config, self._cluster)
         warnings += inference_warnings
         if config.idle_timeout is None or not config.has_kinds:
             await self._unmanage(w, "annotations incomplete")
@@ -474,7 +474,7 @@ class Reconciler:
         w.managed = True
         if status.state == "asleep":  # asleep before we watched: compare what it saw at sleep
             self._subscriptions.recall_census(w)
-        self._accounting.start(w)
+        self._accounting.start(w.report)
         w.idle.managed_from(
             (status.asleep_since or EPOCH)
             if status.state == "asleep"

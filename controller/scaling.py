@@ -308,7 +308,7 @@ class Scaling:
             self._gate.due(w.key)
         else:
             w.idle.owe_nothing()
-        self._accounting.start(w)
+        self._accounting.start(w.report)
         self._metrics.slept(w, cause)
         kinds = ", ".join(sorted(w.watch.kind_names()))
         message = (
