@@ -132,9 +132,12 @@ format: install
 # Every marker runs by default, the short fault scenarios (chaos) too; `make chaos` runs them in
 # full. TEST_MARKERS="not chaos" leaves them out.
 TEST_MARKERS ?=
+# Two workers, a control plane each (tests/conftest.py says how the tests are shared out).
+TEST_WORKERS ?= 2
 test: install controlplane promtool flux-apply release-tools $(IMAGE_TAR) $(OPERATOR_TAR) \
 	$(GO_OPERATOR_TAR) $(CERT_MANAGER_TAR) $(RELEASE_SUMS) $(PACKAGE_STAMP)
-	$(ISOLATE) $(PY) -m pytest -m "$(TEST_MARKERS)" $(PYTEST_ARGS)
+	$(ISOLATE) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder \
+		-m "$(TEST_MARKERS)" $(PYTEST_ARGS)
 
 # The compatibility run: what a Kubernetes release can break for a user, on that release. The
 # control plane itself and discovery both ways (test_cluster, test_discovery), the webhook called

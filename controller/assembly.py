@@ -96,10 +96,9 @@ class Controller:
         self.tasks = Tasks()
         self.gate: WakeGate[WorkloadKey] = WakeGate()
         self.queue: KeyedQueue[WorkloadKey] = KeyedQueue(self.gate.is_due)
-        self.timers: TimerHeap[WorkloadKey] = TimerHeap(self.queue.add)
-        context = Context(
-            clock or LoopClock(), self._leading, self.queue.add, self.tasks.background
-        )
+        self.clock: Clock = clock or LoopClock()
+        self.timers: TimerHeap[WorkloadKey] = TimerHeap(self.queue.add, self.clock)
+        context = Context(self.clock, self._leading, self.queue.add, self.tasks.background)
         # The change feed, built below, hears the hub: it needs the hub's users to be built.
         listeners: Listeners[WorkloadKey] = Listeners(
             lambda resource, event: self.changes.on_object(resource, event),

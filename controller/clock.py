@@ -8,7 +8,8 @@ from typing import Protocol
 
 
 class Clock(Protocol):
-    """Wall-clock time for what is written and decided; loop time for deadlines and durations."""
+    """Wall-clock time for what is written and decided; monotonic time for deadlines and durations
+    (the timer heap's, a Lease's expiry)."""
 
     def now(self) -> datetime: ...
 
@@ -16,7 +17,7 @@ class Clock(Protocol):
 
 
 class LoopClock:
-    """The real clocks: UTC now, and the event loop's time (the timer heap's)."""
+    """The real clocks: UTC now, and monotonic time (the time asyncio's loop keeps too)."""
 
     def now(self) -> datetime:
         return datetime.now(UTC)

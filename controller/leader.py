@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from zeroscaler.api import Conflict, Kube, KubeError, NotFound, Obj, Priority, prioritized
+from zeroscaler.controller.clock import Clock
 
 log = logging.getLogger(__name__)
 
@@ -20,42 +22,49 @@ def _micro_time(when: datetime) -> str:
     return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+@dataclass(frozen=True, slots=True)
+class LeaseTerms:
+    """The Lease to hold (`namespace`/`name`), whom for, and for how many seconds."""
+
+    namespace: str
+    name: str
+    identity: str
+    duration: float
+
+
 class LeaderElector:
-    """Holds or waits for the Lease; `on_change(True/False)` is called when leadership changes."""
+    """Holds or waits for the Lease; `on_change(True/False)` is called when leadership changes.
+    Its times come from `clock`: the Lease's times from its wall clock, a Lease's expiry and its
+    own renewals judged on its monotonic time."""
 
     def __init__(
-        self,
-        kube: Kube,
-        namespace: str,
-        name: str,
-        identity: str,
-        duration: float,
-        on_change: Callable[[bool], None],
+        self, kube: Kube, terms: LeaseTerms, clock: Clock, on_change: Callable[[bool], None]
     ) -> None:
+        namespace, name = terms.namespace, terms.name
         self._kube = kube
+        self._clock = clock
         self._path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
         self._namespace, self._name = namespace, name
-        self.identity = identity
-        self.duration = duration
+        self.identity = terms.identity
+        self.duration = terms.duration
         self._on_change = on_change
         self.is_leader = False
         self._observed: tuple[str, str] | None = None  # (holder, renewTime) last seen
-        self._observed_at = 0.0  # loop time it was first seen; expiry is judged on our own clock
+        self._observed_at = 0.0  # monotonic time it was first seen: expiry is judged on our clock
         self._renewed_at = 0.0
         self._written = ""  # resourceVersion of our own last write while holding the Lease
 
     async def run(self) -> None:
         """Renew every third of the lease duration, or try to acquire it, until cancelled."""
-        loop = asyncio.get_running_loop()
         while True:
             try:
                 # Renewals go before every waiting request: a renewal stuck behind a backlog of
                 # writes would let the Lease expire under a leader that still writes.
                 with prioritized(Priority.URGENT):
-                    held = await self._attempt(loop.time())
+                    held = await self._attempt()
             except KubeError as e:
                 log.warning("lease attempt failed: %s", e, extra={"lease": self._name})
-                held = self.is_leader and loop.time() - self._renewed_at < self.duration
+                held = self.is_leader and self._clock.monotonic() - self._renewed_at < self.duration
             self._set(held)
             await asyncio.sleep(self.duration / 3 if held else min(self.duration / 5, RETRY_PERIOD))
 
@@ -84,8 +93,9 @@ class LeaderElector:
         except KubeError as e:
             log.warning("could not release the lease: %s", e)
 
-    async def _attempt(self, now: float) -> bool:
-        wall = _micro_time(datetime.now(UTC))
+    async def _attempt(self) -> bool:
+        """One try at acquiring or renewing the Lease, at the clock's time."""
+        now, wall = self._clock.monotonic(), _micro_time(self._clock.now())
         if self.is_leader and self._written:
             # A holder renews over its own last write without reading the Lease first (as
             # client-go does): one request a renewal, not two. Any other write since then fails

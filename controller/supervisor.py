@@ -20,9 +20,8 @@ from pathlib import Path
 from zeroscaler.api import Kube
 from zeroscaler.api.credentials import load_access
 from zeroscaler.controller.assembly import Controller
-from zeroscaler.controller.clock import LoopClock
 from zeroscaler.controller.flags import ControllerSettings
-from zeroscaler.controller.leader import LeaderElector
+from zeroscaler.controller.leader import LeaderElector, LeaseTerms
 from zeroscaler.controller.metrics import Route, serve_http
 from zeroscaler.controller.scrapers import ScrapeAccess
 
@@ -122,20 +121,16 @@ async def serve(
 ) -> None:
     """Run the scaler and the Lease until `stop` is set or either fails; give the Lease up
     once the writes on their way have landed."""
-    elector = LeaderElector(
-        kube.lease,
-        settings.lease_namespace,
-        settings.lease_name,
-        settings.id,
-        settings.lease_duration,
-        scaler.set_leader,
+    terms = LeaseTerms(
+        settings.lease_namespace, settings.lease_name, settings.id, settings.lease_duration
     )
+    elector = LeaderElector(kube.lease, terms, scaler.clock, scaler.set_leader)
     server = None
     if settings.metrics_port:
         tls, guard = None, None
         if settings.metrics_auth:
             tls = self_signed_tls(settings.metrics_host)
-            guard = ScrapeAccess(kube.requests, LoopClock()).status
+            guard = ScrapeAccess(kube.requests, scaler.clock).status
         server = await serve_http(
             settings.metrics_host, settings.metrics_port, routes(scaler), tls=tls, guard=guard
         )

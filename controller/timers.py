@@ -9,14 +9,18 @@ import itertools
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
+from zeroscaler.controller.clock import Clock
+
 K = TypeVar("K", bound=Hashable)
 
 
 class TimerHeap(Generic[K]):
-    """Calls `fire(key)` at each key's latest deadline (loop time); rescheduling replaces it."""
+    """Calls `fire(key)` at each key's latest deadline on the clock's monotonic time, the time the
+    deadlines are worked out in; rescheduling replaces it."""
 
-    def __init__(self, fire: Callable[[K], None]) -> None:
+    def __init__(self, fire: Callable[[K], None], clock: Clock) -> None:
         self._fire = fire
+        self._clock = clock
         self._heap: list[tuple[float, int, K]] = []
         self._due: dict[K, float] = {}
         self._seq = itertools.count()
@@ -26,7 +30,7 @@ class TimerHeap(Generic[K]):
         return len(self._due)
 
     def schedule(self, key: K, when: float) -> None:
-        """Fire `key` at loop time `when`, replacing any earlier schedule of it."""
+        """Fire `key` at monotonic time `when`, replacing any earlier schedule of it."""
         if self._due.get(key) == when:
             return
         self._due[key] = when
@@ -37,18 +41,22 @@ class TimerHeap(Generic[K]):
     def cancel(self, key: K) -> None:
         self._due.pop(key, None)
 
+    def fire_due(self) -> float | None:
+        """Fire every key whose deadline the clock has reached; the seconds to the next deadline,
+        or None when none is left."""
+        now = self._clock.monotonic()
+        while self._heap and (self._heap[0][0] <= now or self._is_stale(self._heap[0])):
+            when, _, key = heapq.heappop(self._heap)
+            if self._due.get(key) == when:
+                del self._due[key]
+                self._fire(key)
+        return self._heap[0][0] - now if self._heap else None
+
     async def run(self) -> None:
         """Serve deadlines until cancelled."""
-        loop = asyncio.get_running_loop()
         while True:
             self._changed.clear()
-            now = loop.time()
-            while self._heap and (self._heap[0][0] <= now or self._is_stale(self._heap[0])):
-                when, _, key = heapq.heappop(self._heap)
-                if self._due.get(key) == when:
-                    del self._due[key]
-                    self._fire(key)
-            delay = self._heap[0][0] - now if self._heap else None
+            delay = self.fire_due()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), timeout=delay)
 

@@ -231,14 +231,10 @@ def start(
         work, server, token, pki["ca.crt"], kubeconfig, dict(binaries), owns_workdir=owns
     )
     try:
-        node_began = time.monotonic()
-        node = _start_containerd(cluster, pki, detach, say) if real_node else None
         etcd_url = _start_etcd(cluster, detach)
         _launch(cluster, "kube-apiserver", _apiserver_args(cluster, pki, port, etcd_url), detach)
         _wait(cluster, "kube-apiserver /readyz", lambda c: _get_ok(c, "/readyz"))
         say(f"kube-apiserver ready at {server} ({time.monotonic() - started:.1f}s)")
-        if node is not None:
-            _start_kubelet(cluster, node, detach)
         kc = str(kubeconfig)
         _launch(
             cluster,
@@ -293,12 +289,9 @@ def start(
             "the default ServiceAccount",
             lambda c: _get_ok(c, "/api/v1/namespaces/default/serviceaccounts/default"),
         )
-        if node is not None:
-            _wait(
-                cluster, "the real node to be Ready", lambda c: _node_ready(c, realnode.NODE_NAME)
-            )
-            cluster.real_node_seconds = round(time.monotonic() - node_began, 2)
-        kinds = f"{nodes} kwok nodes" + (" and a real node" if node else "")
+        if real_node:
+            join_real_node(cluster, progress=say, detach=detach)
+        kinds = f"{nodes} kwok nodes" + (" and a real node" if cluster.real_node else "")
         say(f"control plane ready with {kinds} ({time.monotonic() - started:.1f}s)")
         return cluster
     except BaseException as e:
@@ -309,10 +302,37 @@ def start(
         raise
 
 
-def _write_pki(work: Path) -> dict[str, Path]:
+def join_real_node(
+    cluster: Cluster, *, progress: Progress | None = None, detach: bool = False
+) -> None:
+    """Add a real kubelet to a running cluster and wait until its node is Ready. Where this
+    machine cannot run one, the cluster stays without it and `real_node_absent` says why (under
+    CI=true that is an error instead). A cluster joins at most one real node."""
+    if cluster.real_node is not None:
+        raise ClusterError("this cluster has a real node already")
+    say = progress or (lambda _m: None)
+    began = time.monotonic()
+    node = _start_containerd(cluster, _pki_paths(cluster.workdir), detach, say)
+    if node is None:
+        return
+    _start_kubelet(cluster, node, detach)
+    _wait(cluster, "the real node to be Ready", lambda c: _node_ready(c, realnode.NODE_NAME))
+    cluster.real_node_seconds = round(time.monotonic() - began, 2)
+    say(f"real node Ready ({cluster.real_node_seconds:.1f}s)")
+
+
+def _pki_paths(work: Path) -> dict[str, Path]:
+    """Where `_write_pki` wrote the cluster's certificates and keys."""
     pki = work / "pki"
+    names = ["ca", "apiserver", "kubelet-client"]
+    paths = {f"{n}.{ext}": pki / f"{n}.{ext}" for n in names for ext in ("crt", "key")}
+    return {**paths, "sa.key": pki / "sa.key", "sa.pub": pki / "sa.pub"}
+
+
+def _write_pki(work: Path) -> dict[str, Path]:
+    paths = _pki_paths(work)
     ca = new_ca("zeroscaler-local-ca")
-    ca_crt, ca_key = ca.write(pki, "ca")
+    ca.write(paths["ca.crt"].parent, "ca")
     hosts = [
         "127.0.0.1",
         "localhost",
@@ -321,27 +341,17 @@ def _write_pki(work: Path) -> dict[str, Path]:
         "kubernetes.default.svc",
         "10.96.0.1",
     ]
-    serving_crt, serving_key = new_serving_cert(ca, hosts).write(pki, "apiserver")
+    new_serving_cert(ca, hosts).write(paths["apiserver.crt"].parent, "apiserver")
     # The API server's identity towards kubelets (logs, exec), allowed everything by RBAC.
     kubelet_client = new_serving_cert(
         ca, ["kube-apiserver-kubelet-client"], client=True, organization="system:masters"
     )
-    kubelet_client_crt, kubelet_client_key = kubelet_client.write(pki, "kubelet-client")
+    kubelet_client.write(paths["kubelet-client.crt"].parent, "kubelet-client")
     sa_key_pem = new_rsa_key_pem()
-    sa_key, sa_pub = pki / "sa.key", pki / "sa.pub"
-    sa_key.touch(mode=0o600)
-    sa_key.write_bytes(sa_key_pem)
-    sa_pub.write_bytes(public_key_pem(sa_key_pem))
-    return {
-        "ca.crt": ca_crt,
-        "ca.key": ca_key,
-        "apiserver.crt": serving_crt,
-        "apiserver.key": serving_key,
-        "sa.key": sa_key,
-        "sa.pub": sa_pub,
-        "kubelet-client.crt": kubelet_client_crt,
-        "kubelet-client.key": kubelet_client_key,
-    }
+    paths["sa.key"].touch(mode=0o600)
+    paths["sa.key"].write_bytes(sa_key_pem)
+    paths["sa.pub"].write_bytes(public_key_pem(sa_key_pem))
+    return paths
 
 
 def _write_kubeconfig(path: Path, server: str, ca_file: Path, token: str) -> None:

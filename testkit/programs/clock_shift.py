@@ -6,9 +6,9 @@ chosen weekday and time of day, in seconds rather than hours. Everything but the
 production program: the same `zeroscaler.cli.controller_main.run` with the same flags, which
 builds its Controller with the `Clock` it is handed (None in production: the real one). The clock
 here is the real one moved by a fixed offset taken once at start, so time still passes at its
-real pace: the timer heap (loop time) and every wall-clock deadline the controller works out
-agree, and the test waits for a boundary as the controller does. Nothing in the installed product
-reads a variable or flag that could move its clock.
+real pace: the timer heap (the clock's monotonic time) and every wall-clock deadline the
+controller works out agree, and the test waits for a boundary as the controller does. Nothing in
+the installed product reads a variable or flag that could move its clock.
 """
 
 from __future__ import annotations

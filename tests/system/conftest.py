@@ -15,7 +15,7 @@ from kubernetes import config as k8s_config
 
 from image import build as image_build
 from localcluster import build, netns
-from localcluster.cluster import Cluster, start
+from localcluster.cluster import Cluster, join_real_node, start
 from localcluster.realnode import RealNode
 from testkit.activator import deployed_guard
 from testkit.admission_backend import Guard
@@ -44,20 +44,36 @@ def cluster() -> Iterator[Cluster]:
             "system tests must run in a loopback-only network namespace (make test does)", 2
         )
     binaries = build.ensure_binaries(progress=_say, node=True)
-    running = start(binaries, nodes=2, progress=_say, real_node=True)
+    running = start(binaries, nodes=2, progress=_say)
     yield running
     running.stop()
 
 
 @pytest.fixture(scope="session")
 def real_node(cluster: Cluster) -> RealNode:
-    """The session cluster's real node; where this machine cannot run one, a skip (a failure
-    under CI=true)."""
-    if cluster.real_node is None:
+    """The session cluster's real node, joined when a test first needs it (so a session, or a
+    parallel worker, without such tests never starts one); where this machine cannot run one, a
+    skip (a failure under CI=true)."""
+    node = _joined(cluster)
+    if node is None:
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI=true but the cluster has no real node: {cluster.real_node_absent}")
         pytest.skip(f"no real node on this machine: {cluster.real_node_absent}")
+    return node
+
+
+def _joined(cluster: Cluster) -> RealNode | None:
+    if cluster.real_node is None and not cluster.real_node_absent:
+        join_real_node(cluster, progress=_say)
     return cluster.real_node
+
+
+@pytest.fixture(autouse=True)
+def _real_node_when_marked(request: pytest.FixtureRequest) -> None:
+    """A test marked `real_node` (tests/conftest.py) finds the node joined, where this machine can
+    run one, before its own fixtures run."""
+    if request.node.get_closest_marker("real_node") is not None:
+        _joined(request.getfixturevalue("cluster"))
 
 
 @pytest.fixture(scope="session")

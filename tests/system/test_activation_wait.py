@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry
 
 from localcluster import netns
 from localcluster.cluster import Cluster
+from testkit.steps import step
 from zeroscaler.api import Kube
 from zeroscaler.api.credentials import load_access
 from zeroscaler.core.coverage import request_key
@@ -108,21 +109,21 @@ def test_a_stopping_pods_endpoint_is_not_taken_for_the_woken_backend(
     async def scenario() -> None:
         # Put to sleep a moment ago: the workload is at zero, its pod's endpoint still "ready".
         async with _backend(cluster, ns, replicas=0) as guard:
-            # Nothing wakes it here: the request waits its whole time, then is allowed.
-            assert (await guard.request(wait=2))["allowed"] is True
-            assert guard.answered("timeout") == 1
-            assert guard.answered("ready") == 0
-            assert await guard.wake_asked()
+            with step("nothing wakes it: the request waits its whole time, then is allowed"):
+                assert (await guard.request(wait=2))["allowed"] is True
+                assert guard.answered("timeout") == 1
+                assert guard.answered("ready") == 0
+                assert await guard.wake_asked()
 
-            # Woken while a request waits: answered once a pod of the wake is ready.
-            waiting = asyncio.create_task(guard.request(wait=20))
-            await guard.scale(1)
-            await guard.endpoints(("old-pod", False), ("new-pod", False))
-            await asyncio.sleep(0.5)
-            assert not waiting.done(), "answered before any pod of the wake was ready"
-            await guard.endpoints(("new-pod", True))
-            assert (await waiting)["allowed"] is True
-            assert guard.answered("ready") == 1
+            with step("woken while a request waits: answered once a pod of the wake is ready"):
+                waiting = asyncio.create_task(guard.request(wait=20))
+                await guard.scale(1)
+                await guard.endpoints(("old-pod", False), ("new-pod", False))
+                await asyncio.sleep(0.5)
+                assert not waiting.done(), "answered before any pod of the wake was ready"
+                await guard.endpoints(("new-pod", True))
+                assert (await waiting)["allowed"] is True
+                assert guard.answered("ready") == 1
 
     asyncio.run(scenario())
 

@@ -40,6 +40,7 @@ from testkit.controller import (
     wait_asleep,
     wait_event,
 )
+from testkit.steps import step
 
 pytestmark = pytest.mark.cluster
 
@@ -116,26 +117,32 @@ def test_a_backend_whose_own_webhook_covers_its_wake_stays_awake_until_narrowed(
 ) -> None:
     ref = Ref(guard.namespace, guard.name)
     with extra_hook(api, guard, rule, [guard.namespace]) as name:
-        _stays_awake_naming(api, ref, f"{name}, webhook extra.guard.zeroscaler.io: {words}")
-        # Narrowed to another namespace: nothing its wake needs is covered. It sleeps, and a
-        # covered request wakes it and is reviewed by it, as without the extra hook.
-        patch = {"webhooks": [_hook(guard, rule, ["elsewhere"])]}
-        k8s.AdmissionregistrationV1Api(api).patch_validating_webhook_configuration(name, patch)
-        wait_asleep(api, ref, 1, timeout=90)
-        woken = create_widget(api, guard.namespace, "while-asleep")
-        assert woken["metadata"]["labels"] == {"defaulted-by": "guard"}
-        wait_event(api, ref, "Woken", "admission request", timeout=30)
+        with step("its own webhook covers its wake: it stays awake, naming the webhook"):
+            _stays_awake_naming(api, ref, f"{name}, webhook extra.guard.zeroscaler.io: {words}")
+        with step(
+            "narrowed to another namespace, the webhook covers nothing its wake needs: it sleeps"
+        ):
+            # Narrowed to another namespace: nothing its wake needs is covered. It sleeps, and a
+            # covered request wakes it and is reviewed by it, as without the extra hook.
+            patch = {"webhooks": [_hook(guard, rule, ["elsewhere"])]}
+            k8s.AdmissionregistrationV1Api(api).patch_validating_webhook_configuration(name, patch)
+            wait_asleep(api, ref, 1, timeout=90)
+        with step("a covered request wakes it and is reviewed by it"):
+            woken = create_widget(api, guard.namespace, "while-asleep")
+            assert woken["metadata"]["labels"] == {"defaulted-by": "guard"}
+            wait_event(api, ref, "Woken", "admission request", timeout=30)
 
 
 def test_a_backend_whose_webhook_covers_zeroscalers_own_pods_stays_awake(
     api: k8s.ApiClient, zeroscaler: Zeroscaler, guard: Guard, policy_ns: str
 ) -> None:
     # zeroscaler could not come back while it slept: nothing would wake it.
-    ref = Ref(guard.namespace, guard.name)
-    with extra_hook(api, guard, PODS, [policy_ns]) as name:
-        _stays_awake_naming(
-            api, ref, f"{name}, webhook extra.guard.zeroscaler.io: its rule CREATE pods"
-        )
+    with step("it stays awake, naming the webhook"):
+        ref = Ref(guard.namespace, guard.name)
+        with extra_hook(api, guard, PODS, [policy_ns]) as name:
+            _stays_awake_naming(
+                api, ref, f"{name}, webhook extra.guard.zeroscaler.io: its rule CREATE pods"
+            )
 
 
 def test_zeroscaler_restarted_while_a_backend_sleeps_still_wakes_it(
@@ -146,28 +153,36 @@ def test_zeroscaler_restarted_while_a_backend_sleeps_still_wakes_it(
     policy_ns: str,
     tmp_path: Path,
 ) -> None:
-    ref = Ref(guard.namespace, guard.name)
-    wait_asleep(api, ref, 1, timeout=90)
-    # Both go (their pods deleted, say) and come back: the webhook reads the activator's paths
-    # again, and the new controller keeps the tokens the configuration holds.
-    zeroscaler.controller.stop()
-    zeroscaler.webhook.stop()
-    zeroscaler.webhook.start(
-        extra=["--activator-requests", REQUESTS, "--activator-configuration", zeroscaler.activator]
-    )
-    zeroscaler.controller = start_controller(
-        cluster,
-        policy_ns,
-        tmp_path,
-        id="ctl-again",
-        extra=[
-            "--webhook-configuration", zeroscaler.webhook.config_name,
-            "--activator-requests", REQUESTS,
-            "--activator-configuration", zeroscaler.activator,
-            "--activator-probe-interval", "2",
-        ],
-    )  # fmt: skip
-    assert state_of(api, ref)[0] == 0  # a restart woke nothing
-    woken = create_widget(api, guard.namespace, "after-restart")
-    assert woken["metadata"]["labels"] == {"defaulted-by": "guard"}
-    wait_event(api, ref, "Woken", "admission request", timeout=30)
+    with step("the backend sleeps"):
+        ref = Ref(guard.namespace, guard.name)
+        wait_asleep(api, ref, 1, timeout=90)
+    with step("the webhook and the controller are restarted, and it stays asleep"):
+        # Both go (their pods deleted, say) and come back: the webhook reads the activator's paths
+        # again, and the new controller keeps the tokens the configuration holds.
+        zeroscaler.controller.stop()
+        zeroscaler.webhook.stop()
+        zeroscaler.webhook.start(
+            extra=[
+                "--activator-requests",
+                REQUESTS,
+                "--activator-configuration",
+                zeroscaler.activator,
+            ]
+        )
+        zeroscaler.controller = start_controller(
+            cluster,
+            policy_ns,
+            tmp_path,
+            id="ctl-again",
+            extra=[
+                "--webhook-configuration", zeroscaler.webhook.config_name,
+                "--activator-requests", REQUESTS,
+                "--activator-configuration", zeroscaler.activator,
+                "--activator-probe-interval", "2",
+            ],
+        )  # fmt: skip
+        assert state_of(api, ref)[0] == 0  # a restart woke nothing
+    with step("a covered request still wakes it"):
+        woken = create_widget(api, guard.namespace, "after-restart")
+        assert woken["metadata"]["labels"] == {"defaulted-by": "guard"}
+        wait_event(api, ref, "Woken", "admission request", timeout=30)

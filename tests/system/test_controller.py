@@ -154,12 +154,13 @@ def test_one_write_wakes_every_workload_watching_it_to_its_own_count(
 def test_owned_object_wakes_only_through_a_controller_reference(
     api: k8s.ApiClient, opted_ns: str, controller: ControllerProcess
 ) -> None:
-    grant_watch(api, opted_ns, [("", ["secrets"]), (WIDGET_GROUP, ["widgets"])])
-    owner = create_widget(api, opted_ns, "owner")
-    config = config_for("3s", WIDGET, owned_kinds="Secret", watch_namespaces=opted_ns)
-    ref = create_workload(api, opted_ns, "owning-operator", config)
-    wait_asleep(api, ref, 3)
-    core = k8s.CoreV1Api(api)
+    with step("a workload watching Widgets and the Secrets they own sleeps"):
+        grant_watch(api, opted_ns, [("", ["secrets"]), (WIDGET_GROUP, ["widgets"])])
+        owner = create_widget(api, opted_ns, "owner")
+        config = config_for("3s", WIDGET, owned_kinds="Secret", watch_namespaces=opted_ns)
+        ref = create_workload(api, opted_ns, "owning-operator", config)
+        wait_asleep(api, ref, 3)
+        core = k8s.CoreV1Api(api)
 
     def secret(name: str, controller_ref: bool | None) -> None:
         meta: dict[str, object] = {"name": name}
@@ -175,10 +176,12 @@ def test_owned_object_wakes_only_through_a_controller_reference(
             ]
         core.create_namespaced_secret(opted_ns, {"metadata": meta, "stringData": {"k": "v"}})
 
-    assert_not_activity(controller, "secrets", lambda: secret("unrelated", None))
-    assert_not_activity(controller, "secrets", lambda: secret("not-controlled", False))
-    secret("owned", True)
-    wait_woken(api, ref, f"Secret {opted_ns}/owned (controlled by a Widget) created", 3)
+    with step("a Secret without an owner, or owned but not controlled, is not activity"):
+        assert_not_activity(controller, "secrets", lambda: secret("unrelated", None))
+        assert_not_activity(controller, "secrets", lambda: secret("not-controlled", False))
+    with step("a Secret a Widget controls wakes it"):
+        secret("owned", True)
+        wait_woken(api, ref, f"Secret {opted_ns}/owned (controlled by a Widget) created", 3)
 
 
 def test_renewing_a_leader_lock_does_not_keep_an_operator_awake(
@@ -216,12 +219,16 @@ def test_renewing_a_leader_lock_does_not_keep_an_operator_awake(
     renewer = threading.Thread(target=renew, daemon=True)
     renewer.start()
     try:
-        config = config_for("3s", "Lease.coordination.k8s.io, ConfigMap", watch_namespaces=opted_ns)
-        ref = create_workload(api, opted_ns, "lock-renewing-operator", config)
-        wait_asleep(api, ref, 3)
-        assert renewals[0] > 5
-        assert controller.events_seen("leases.coordination.k8s.io") > 5
-        assert controller.metric("zeroscaler_activity_total") == 0
+        with step("a workload watching a renewed Lease and a leader-election ConfigMap sleeps"):
+            config = config_for(
+                "3s", "Lease.coordination.k8s.io, ConfigMap", watch_namespaces=opted_ns
+            )
+            ref = create_workload(api, opted_ns, "lock-renewing-operator", config)
+            wait_asleep(api, ref, 3)
+        with step("the renewals were received, and none was activity"):
+            assert renewals[0] > 5
+            assert controller.events_seen("leases.coordination.k8s.io") > 5
+            assert controller.metric("zeroscaler_activity_total") == 0
     finally:
         stop.set()
         renewer.join()
@@ -230,76 +237,91 @@ def test_renewing_a_leader_lock_does_not_keep_an_operator_awake(
 def test_ibm_annotated_manifests_work_unchanged(
     api: k8s.ApiClient, cluster: Cluster, opted_ns: str, controller: ControllerProcess
 ) -> None:
-    create_crd(api, "istio.banzaicloud.io", "Istio", "istios", version_name="v1beta1")
-    grant_watch(api, opted_ns, [("istio.banzaicloud.io", ["istios"]), ("apps", ["deployments"])])
-    grant_watch(api, opted_ns, [("apps", ["deployments"])], sa="default", name="default-watch")
-    sts = create_workload(api, opted_ns, "istio-operator", {}, kind="StatefulSet", replicas=2)
-    patch_workload(api, sts, {"metadata": {"labels": {"controller-tools.k8s.io": "1.0"}}})
-    cluster.kubectl(*ibm_readme_annotate_args(opted_ns))
-    manifest = ibm_annotated_deployment(opted_ns)
-    k8s.AppsV1Api(api).create_namespaced_deployment(opted_ns, manifest)
+    with step(
+        "an IBM-annotated StatefulSet and Deployment, annotated by the README's kubectl command"
+    ):
+        create_crd(api, "istio.banzaicloud.io", "Istio", "istios", version_name="v1beta1")
+        grant_watch(
+            api, opted_ns, [("istio.banzaicloud.io", ["istios"]), ("apps", ["deployments"])]
+        )
+        grant_watch(api, opted_ns, [("apps", ["deployments"])], sa="default", name="default-watch")
+        sts = create_workload(api, opted_ns, "istio-operator", {}, kind="StatefulSet", replicas=2)
+        patch_workload(api, sts, {"metadata": {"labels": {"controller-tools.k8s.io": "1.0"}}})
+        cluster.kubectl(*ibm_readme_annotate_args(opted_ns))
+        manifest = ibm_annotated_deployment(opted_ns)
+        k8s.AppsV1Api(api).create_namespaced_deployment(opted_ns, manifest)
 
-    wait_asleep(api, sts, 2)
-    k8s.CustomObjectsApi(api).create_namespaced_custom_object(
-        "istio.banzaicloud.io",
-        "v1beta1",
-        opted_ns,
-        "istios",
-        {"apiVersion": "istio.banzaicloud.io/v1beta1", "kind": "Istio", "metadata": {"name": "i"}},
-    )
-    wait_woken(api, sts, f"Istio {opted_ns}/i created", 2)
-    # The 60s example is managed too (shown by `zeroscaler status`, counted as awake).
-    wait_for(
-        lambda: controller.metric("zeroscaler_managed_workloads", state="awake") == 2,
-        "both IBM-annotated workloads managed",
-    )
-    status = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "zeroscaler"),
-            "status",
-            "--kubeconfig",
-            str(cluster.kubeconfig),
-            "-n",
+    with step("the StatefulSet sleeps, and an Istio created wakes it"):
+        wait_asleep(api, sts, 2)
+        k8s.CustomObjectsApi(api).create_namespaced_custom_object(
+            "istio.banzaicloud.io",
+            "v1beta1",
             opted_ns,
-            "-o",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    shown = {item["name"]: item for item in json.loads(status)["items"]}
-    mine = shown["mycontroller"]
-    assert (mine["kind"], mine["state"], mine["replicas"], mine["restore"]) == (
-        "Deployment",
-        "awake",
-        2,
-        None,
-    )
-    assert mine["watched"] == ["Deployment.v1.apps"]
-    assert shown["istio-operator"]["lastWakeReason"] == f"Istio {opted_ns}/i created"
+            "istios",
+            {
+                "apiVersion": "istio.banzaicloud.io/v1beta1",
+                "kind": "Istio",
+                "metadata": {"name": "i"},
+            },
+        )
+        wait_woken(api, sts, f"Istio {opted_ns}/i created", 2)
+    with step("the Deployment is managed too"):
+        # The 60s example is managed too (shown by `zeroscaler status`, counted as awake).
+        wait_for(
+            lambda: controller.metric("zeroscaler_managed_workloads", state="awake") == 2,
+            "both IBM-annotated workloads managed",
+        )
+    with step("status shows both as the controller sees them"):
+        status = subprocess.run(
+            [
+                str(Path(sys.executable).parent / "zeroscaler"),
+                "status",
+                "--kubeconfig",
+                str(cluster.kubeconfig),
+                "-n",
+                opted_ns,
+                "-o",
+                "json",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        shown = {item["name"]: item for item in json.loads(status)["items"]}
+        mine = shown["mycontroller"]
+        assert (mine["kind"], mine["state"], mine["replicas"], mine["restore"]) == (
+            "Deployment",
+            "awake",
+            2,
+            None,
+        )
+        assert mine["watched"] == ["Deployment.v1.apps"]
+        assert shown["istio-operator"]["lastWakeReason"] == f"Istio {opted_ns}/i created"
 
 
 def test_a_crd_installed_after_the_workload_is_picked_up(
     api: k8s.ApiClient, opted_ns: str, controller: ControllerProcess
 ) -> None:
-    group = f"{opted_ns}.example.com"
-    grant_watch(api, opted_ns, [(group, ["gadgets"])])
-    ref = create_workload(api, opted_ns, "early-operator", config_for("3s", f"Gadget.{group}"))
-    wait_event(api, ref, "UnknownKind", f"Gadget.{group} is not served")
-    wait_event(api, ref, "NoKindToWakeOn")
-    assert state_of(api, ref)[0] == 3
+    with step("its kind is not served yet: said in Events, and it is kept awake"):
+        group = f"{opted_ns}.example.com"
+        grant_watch(api, opted_ns, [(group, ["gadgets"])])
+        ref = create_workload(api, opted_ns, "early-operator", config_for("3s", f"Gadget.{group}"))
+        wait_event(api, ref, "UnknownKind", f"Gadget.{group} is not served")
+        wait_event(api, ref, "NoKindToWakeOn")
+        assert state_of(api, ref)[0] == 3
     try:
-        create_crd(api, group, "Gadget", "gadgets")
-        wait_asleep(api, ref, 3)
-        k8s.CustomObjectsApi(api).create_namespaced_custom_object(
-            group,
-            "v1",
-            opted_ns,
-            "gadgets",
-            {"apiVersion": f"{group}/v1", "kind": "Gadget", "metadata": {"name": "g"}},
-        )
-        wait_woken(api, ref, f"Gadget {opted_ns}/g created", 3)
+        with step("once the CRD is installed, it sleeps"):
+            create_crd(api, group, "Gadget", "gadgets")
+            wait_asleep(api, ref, 3)
+        with step("a Gadget created wakes it"):
+            k8s.CustomObjectsApi(api).create_namespaced_custom_object(
+                group,
+                "v1",
+                opted_ns,
+                "gadgets",
+                {"apiVersion": f"{group}/v1", "kind": "Gadget", "metadata": {"name": "g"}},
+            )
+            wait_woken(api, ref, f"Gadget {opted_ns}/g created", 3)
     finally:
         k8s.ApiextensionsV1Api(api).delete_custom_resource_definition(f"gadgets.{group}")
 
@@ -307,37 +329,42 @@ def test_a_crd_installed_after_the_workload_is_picked_up(
 def test_removing_annotations_or_the_namespace_label_stops_management(
     api: k8s.ApiClient, opted_ns: str, controller: ControllerProcess
 ) -> None:
-    grant_watch(api, opted_ns, [("", ["configmaps"])])
-    config = config_for("3s", "ConfigMap", watch_namespaces=opted_ns)
-    first = create_workload(api, opted_ns, "first", config)
-    wait_asleep(api, first, 3)
-    assert controller.metric("zeroscaler_watched_types") == 1
-    patch_workload(api, first, {"metadata": {"annotations": dict.fromkeys(config)}})
-    wait_awake(api, first, 3)
-    wait_event(api, first, "Woken", "no longer managed")
-    wait_for(lambda: controller.metric("zeroscaler_watched_types") == 0, "watch cancelled")
+    with step("its annotations removed, a sleeper is woken and its watch cancelled"):
+        grant_watch(api, opted_ns, [("", ["configmaps"])])
+        config = config_for("3s", "ConfigMap", watch_namespaces=opted_ns)
+        first = create_workload(api, opted_ns, "first", config)
+        wait_asleep(api, first, 3)
+        assert controller.metric("zeroscaler_watched_types") == 1
+        patch_workload(api, first, {"metadata": {"annotations": dict.fromkeys(config)}})
+        wait_awake(api, first, 3)
+        wait_event(api, first, "Woken", "no longer managed")
+        wait_for(lambda: controller.metric("zeroscaler_watched_types") == 0, "watch cancelled")
 
-    opted_out = create_workload(api, opted_ns, "opted-out", config)
-    wait_asleep(api, opted_out, 3)
-    patch_workload(
-        api, opted_out, {"metadata": {"annotations": {"zeroscaler.io/enabled": "false"}}}
-    )
-    wait_released(api, opted_out, 3)
-    wait_event(api, opted_out, "Woken", 'opted out (zeroscaler.io/enabled: "false")')
-    wait_for(lambda: controller.metric("zeroscaler_watched_types") == 0, "watch cancelled")
+    with step("opted out by an annotation, a sleeper is woken, its status removed"):
+        opted_out = create_workload(api, opted_ns, "opted-out", config)
+        wait_asleep(api, opted_out, 3)
+        patch_workload(
+            api, opted_out, {"metadata": {"annotations": {"zeroscaler.io/enabled": "false"}}}
+        )
+        wait_released(api, opted_out, 3)
+        wait_event(api, opted_out, "Woken", 'opted out (zeroscaler.io/enabled: "false")')
+        wait_for(lambda: controller.metric("zeroscaler_watched_types") == 0, "watch cancelled")
 
-    second = create_workload(api, opted_ns, "second", config)
-    wait_asleep(api, second, 3)
-    assert controller.metric("zeroscaler_watched_types") == 1
-    k8s.CoreV1Api(api).patch_namespace(
-        opted_ns, {"metadata": {"labels": {"zeroscaler.io/enabled": None}}}
-    )
-    wait_released(api, second, 3)
-    wait_event(api, second, "Woken", f"namespace {opted_ns} not opted in")
-    wait_for(lambda: controller.metric("zeroscaler_watched_types") == 0, "watch cancelled")
-    assert controller.metric("zeroscaler_managed_workloads", state="asleep") == 0
-    # Its configuration is the user's (or the webhook's): only the status went.
-    assert set(config) <= set(state_of(api, second)[1])
+    with step(
+        "its namespace opted out, a sleeper is woken, its status removed and its configuration kept"
+    ):
+        second = create_workload(api, opted_ns, "second", config)
+        wait_asleep(api, second, 3)
+        assert controller.metric("zeroscaler_watched_types") == 1
+        k8s.CoreV1Api(api).patch_namespace(
+            opted_ns, {"metadata": {"labels": {"zeroscaler.io/enabled": None}}}
+        )
+        wait_released(api, second, 3)
+        wait_event(api, second, "Woken", f"namespace {opted_ns} not opted in")
+        wait_for(lambda: controller.metric("zeroscaler_watched_types") == 0, "watch cancelled")
+        assert controller.metric("zeroscaler_managed_workloads", state="asleep") == 0
+        # Its configuration is the user's (or the webhook's): only the status went.
+        assert set(config) <= set(state_of(api, second)[1])
 
 
 def wait_released(api: k8s.ApiClient, ref: Ref, replicas: int) -> None:
@@ -353,98 +380,121 @@ def wait_released(api: k8s.ApiClient, ref: Ref, replicas: int) -> None:
 def test_a_tenant_is_never_woken_by_a_kind_its_account_cannot_watch(
     api: k8s.ApiClient, opted_ns: str, controller: ControllerProcess
 ) -> None:
-    grant_watch(api, opted_ns, [(WIDGET_GROUP, ["widgets"])], sa="tenant", name="tenant")
-    grant_watch(api, opted_ns, [("", ["configmaps"])], sa="trusted", name="trusted")
-    create_widget(api, opted_ns, "w")
-    tenant = create_workload(
-        api,
-        opted_ns,
-        "tenant-operator",
-        config_for("3s", f"{WIDGET}, ConfigMap", watch_namespaces=opted_ns),
-        sa="tenant",
-    )
-    trusted = create_workload(
-        api,
-        opted_ns,
-        "trusted-operator",
-        config_for("3s", "ConfigMap", watch_namespaces=opted_ns),
-        sa="trusted",
-    )
-    wait_event(api, tenant, "NotPermitted", f"{opted_ns}/tenant may not watch configmaps")
-    wait_asleep(api, tenant, 3)
-    wait_asleep(api, trusted, 3)
-    seen, activity = (
-        controller.events_seen("configmaps"),
-        controller.metric("zeroscaler_activity_total"),
-    )
-    create_configmap(api, opted_ns, "probe")
-    wait_for(lambda: controller.events_seen("configmaps") > seen, "the ConfigMap event seen")
-    assert controller.metric("zeroscaler_activity_total") == activity + 1  # the trusted one only
-    wait_woken(api, trusted, f"ConfigMap {opted_ns}/probe created")
-    assert state_of(api, tenant)[0] == 0
-    assert "Woken" not in reasons(api, tenant)
+    with step("a tenant whose account may not watch ConfigMaps is told so; both sleep"):
+        grant_watch(api, opted_ns, [(WIDGET_GROUP, ["widgets"])], sa="tenant", name="tenant")
+        grant_watch(api, opted_ns, [("", ["configmaps"])], sa="trusted", name="trusted")
+        create_widget(api, opted_ns, "w")
+        tenant = create_workload(
+            api,
+            opted_ns,
+            "tenant-operator",
+            config_for("3s", f"{WIDGET}, ConfigMap", watch_namespaces=opted_ns),
+            sa="tenant",
+        )
+        trusted = create_workload(
+            api,
+            opted_ns,
+            "trusted-operator",
+            config_for("3s", "ConfigMap", watch_namespaces=opted_ns),
+            sa="trusted",
+        )
+        wait_event(api, tenant, "NotPermitted", f"{opted_ns}/tenant may not watch configmaps")
+        wait_asleep(api, tenant, 3)
+        wait_asleep(api, trusted, 3)
+    with step("a ConfigMap created wakes the trusted one alone"):
+        seen, activity = (
+            controller.events_seen("configmaps"),
+            controller.metric("zeroscaler_activity_total"),
+        )
+        create_configmap(api, opted_ns, "probe")
+        wait_for(lambda: controller.events_seen("configmaps") > seen, "the ConfigMap event seen")
+        assert (
+            controller.metric("zeroscaler_activity_total") == activity + 1
+        )  # the trusted one only
+        wait_woken(api, trusted, f"ConfigMap {opted_ns}/probe created")
+        assert state_of(api, tenant)[0] == 0
+        assert "Woken" not in reasons(api, tenant)
 
 
 def test_malformed_annotations_give_events_and_no_crash(
     api: k8s.ApiClient, opted_ns: str, controller: ControllerProcess
 ) -> None:
-    grant_watch(api, opted_ns, [("", ["configmaps"])])
-    scope = {"zeroscaler.io/watch-namespaces": opted_ns}
-    bad_duration = create_workload(
-        api,
-        opted_ns,
-        "bad-duration",
-        {**config_for("ten minutes", "ConfigMap"), **scope},
-    )
-    unknown = create_workload(
-        api, opted_ns, "unknown-kind", {**config_for("3s", "Nonexistent.nowhere.example"), **scope}
-    )
-    negative = create_workload(
-        api, opted_ns, "negative", {**config_for("3s", "ConfigMap", wake_replicas="-2"), **scope}
-    )
-    huge = create_workload(
-        api, opted_ns, "huge", {**config_for("3s", "ConfigMap," + "x" * 100_000), **scope}
-    )
-    good = create_workload(api, opted_ns, "good", {**config_for("3s", "ConfigMap"), **scope})
+    with step("four workloads with malformed annotations, and a good one"):
+        grant_watch(api, opted_ns, [("", ["configmaps"])])
+        scope = {"zeroscaler.io/watch-namespaces": opted_ns}
+        bad_duration = create_workload(
+            api,
+            opted_ns,
+            "bad-duration",
+            {**config_for("ten minutes", "ConfigMap"), **scope},
+        )
+        unknown = create_workload(
+            api,
+            opted_ns,
+            "unknown-kind",
+            {**config_for("3s", "Nonexistent.nowhere.example"), **scope},
+        )
+        negative = create_workload(
+            api,
+            opted_ns,
+            "negative",
+            {**config_for("3s", "ConfigMap", wake_replicas="-2"), **scope},
+        )
+        huge = create_workload(
+            api, opted_ns, "huge", {**config_for("3s", "ConfigMap," + "x" * 100_000), **scope}
+        )
+        good = create_workload(api, opted_ns, "good", {**config_for("3s", "ConfigMap"), **scope})
 
-    wait_event(api, bad_duration, "InvalidAnnotation", "zeroscaler.io/idle-timeout: 'ten minutes'")
-    wait_event(api, unknown, "UnknownKind", "Nonexistent.nowhere.example is not served")
-    wait_event(api, negative, "InvalidAnnotation", "zeroscaler.io/wake-replicas: '-2'")
-    event = wait_event(api, huge, "InvalidAnnotation", "zeroscaler.io/watched-kinds")
-    assert len(event.message) <= 1024
-    wait_asleep(api, good, 3)
-    wait_asleep(api, negative, 3)  # the bad wake-replicas is ignored, not fatal
-    create_configmap(api, opted_ns, "wake-up")
-    wait_woken(api, negative, f"ConfigMap {opted_ns}/wake-up created")  # 3, not -2
-    wait_woken(api, good, f"ConfigMap {opted_ns}/wake-up created")
-    for ref in (bad_duration, unknown, huge):
-        assert state_of(api, ref)[0] == 3
-    assert controller.alive()
+    with step("each malformed annotation is said in an Event"):
+        wait_event(
+            api, bad_duration, "InvalidAnnotation", "zeroscaler.io/idle-timeout: 'ten minutes'"
+        )
+        wait_event(api, unknown, "UnknownKind", "Nonexistent.nowhere.example is not served")
+        wait_event(api, negative, "InvalidAnnotation", "zeroscaler.io/wake-replicas: '-2'")
+        event = wait_event(api, huge, "InvalidAnnotation", "zeroscaler.io/watched-kinds")
+        assert len(event.message) <= 1024
+    with step(
+        "the good one and the bad wake count's sleep and wake; the rest are left as they are"
+    ):
+        wait_asleep(api, good, 3)
+        wait_asleep(api, negative, 3)  # the bad wake-replicas is ignored, not fatal
+        create_configmap(api, opted_ns, "wake-up")
+        wait_woken(api, negative, f"ConfigMap {opted_ns}/wake-up created")  # 3, not -2
+        wait_woken(api, good, f"ConfigMap {opted_ns}/wake-up created")
+        for ref in (bad_duration, unknown, huge):
+            assert state_of(api, ref)[0] == 3
+        assert controller.alive()
 
 
 def test_a_workload_targeted_by_an_hpa_never_sleeps(
     api: k8s.ApiClient, opted_ns: str, controller: ControllerProcess
 ) -> None:
-    grant_watch(api, opted_ns, [("", ["configmaps"])])
-    config = config_for("3s", "ConfigMap", watch_namespaces=opted_ns)
-    k8s.AutoscalingV2Api(api).create_namespaced_horizontal_pod_autoscaler(
-        opted_ns,
-        {
-            "metadata": {"name": "scaled"},
-            "spec": {
-                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "scaled"},
-                "minReplicas": 1,
-                "maxReplicas": 5,
+    with step("a workload an HPA targets, and a plain one"):
+        grant_watch(api, opted_ns, [("", ["configmaps"])])
+        config = config_for("3s", "ConfigMap", watch_namespaces=opted_ns)
+        k8s.AutoscalingV2Api(api).create_namespaced_horizontal_pod_autoscaler(
+            opted_ns,
+            {
+                "metadata": {"name": "scaled"},
+                "spec": {
+                    "scaleTargetRef": {
+                        "apiVersion": "apps/v1",
+                        "kind": "Deployment",
+                        "name": "scaled",
+                    },
+                    "minReplicas": 1,
+                    "maxReplicas": 5,
+                },
             },
-        },
-    )
-    scaled = create_workload(api, opted_ns, "scaled", config)
-    plain = create_workload(api, opted_ns, "plain", config)
-    wait_event(api, scaled, "HPATargeted", "HorizontalPodAutoscaler scaled")
-    wait_asleep(api, plain, 3)
-    replicas, ann = state_of(api, scaled)
-    assert replicas > 0
-    assert "zeroscaler.io/state" not in ann
+        )
+        scaled = create_workload(api, opted_ns, "scaled", config)
+        plain = create_workload(api, opted_ns, "plain", config)
+    with step("the HPA's is said and kept awake, while the plain one sleeps"):
+        wait_event(api, scaled, "HPATargeted", "HorizontalPodAutoscaler scaled")
+        wait_asleep(api, plain, 3)
+        replicas, ann = state_of(api, scaled)
+        assert replicas > 0
+        assert "zeroscaler.io/state" not in ann
 
 
 def test_dry_run_changes_nothing(
@@ -452,17 +502,19 @@ def test_dry_run_changes_nothing(
 ) -> None:
     ctl = start_controller(cluster, opted_ns, tmp_path, extra=["--dry-run"])
     try:
-        grant_watch(api, opted_ns, [("", ["configmaps"])])
-        ref = create_workload(
-            api, opted_ns, "dry", config_for("3s", "ConfigMap", watch_namespaces=opted_ns)
-        )
-        wait_event(api, ref, "WouldSleep", "would sleep")
-        create_configmap(api, opted_ns, "poke")
-        wait_event(api, ref, "WouldWake", f"ConfigMap {opted_ns}/poke created")
-        replicas, ann = state_of(api, ref)
-        assert replicas == 3
-        assert "zeroscaler.io/state" not in ann
-        assert ctl.metric("zeroscaler_sleeps_total") == 0
+        with step("a workload under a controller in dry run"):
+            grant_watch(api, opted_ns, [("", ["configmaps"])])
+            ref = create_workload(
+                api, opted_ns, "dry", config_for("3s", "ConfigMap", watch_namespaces=opted_ns)
+            )
+        with step("it is told what would happen, and nothing changes"):
+            wait_event(api, ref, "WouldSleep", "would sleep")
+            create_configmap(api, opted_ns, "poke")
+            wait_event(api, ref, "WouldWake", f"ConfigMap {opted_ns}/poke created")
+            replicas, ann = state_of(api, ref)
+            assert replicas == 3
+            assert "zeroscaler.io/state" not in ann
+            assert ctl.metric("zeroscaler_sleeps_total") == 0
     finally:
         ctl.stop()
 
@@ -470,44 +522,53 @@ def test_dry_run_changes_nothing(
 def test_kinds_are_inferred_from_rbac_when_none_are_annotated(
     api: k8s.ApiClient, opted_ns: str, controller: ControllerProcess
 ) -> None:
-    grant_watch(api, opted_ns, [(WIDGET_GROUP, ["widgets"])])
-    ref = create_workload(api, opted_ns, "unannotated", {"zeroscaler.io/idle-timeout": "3s"})
-    wait_event(api, ref, "KindsInferred", f"watched {WIDGET}")
-    wait_asleep(api, ref, 3)
-    create_widget(api, opted_ns, "inferred")
-    wait_woken(api, ref, f"Widget {opted_ns}/inferred created", 3)
+    with step("kinds are inferred from what its account may watch, and it sleeps"):
+        grant_watch(api, opted_ns, [(WIDGET_GROUP, ["widgets"])])
+        ref = create_workload(api, opted_ns, "unannotated", {"zeroscaler.io/idle-timeout": "3s"})
+        wait_event(api, ref, "KindsInferred", f"watched {WIDGET}")
+        wait_asleep(api, ref, 3)
+    with step("a Widget created wakes it"):
+        create_widget(api, opted_ns, "inferred")
+        wait_woken(api, ref, f"Widget {opted_ns}/inferred created", 3)
 
 
 def test_rbac_resource_names_limit_what_wakes_an_inferred_workload(
     api: k8s.ApiClient, opted_ns: str, controller: ControllerProcess
 ) -> None:
-    core = k8s.CoreV1Api(api)
-    rbac = k8s.RbacAuthorizationV1Api(api)
-    core.create_namespaced_service_account(opted_ns, {"metadata": {"name": "operator"}})
-    create_configmap(api, opted_ns, "operator-config")
-    rule = {
-        "apiGroups": [""],
-        "resources": ["configmaps"],
-        "resourceNames": ["operator-config"],
-        "verbs": ["get", "list", "watch"],
-    }
-    rbac.create_namespaced_role(opted_ns, {"metadata": {"name": "named"}, "rules": [rule]})
-    rbac.create_namespaced_role_binding(
-        opted_ns,
-        {
-            "metadata": {"name": "named"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "named"},
-            "subjects": [{"kind": "ServiceAccount", "name": "operator", "namespace": opted_ns}],
-        },
-    )
-    ref = create_workload(api, opted_ns, "named-operator", {"zeroscaler.io/idle-timeout": "3s"})
-    wait_event(api, ref, "KindsInferred", "watched ConfigMap")
-    wait_asleep(api, ref, 3)
-    assert_not_activity(
-        controller, "configmaps", lambda: create_configmap(api, opted_ns, "not-its-own")
-    )
-    core.patch_namespaced_config_map("operator-config", opted_ns, {"data": {"k": "changed"}})
-    wait_woken(api, ref, f"ConfigMap {opted_ns}/operator-config changed")
+    with step("its account may watch one ConfigMap by name: that kind is inferred, and it sleeps"):
+        core = k8s.CoreV1Api(api)
+        rbac = k8s.RbacAuthorizationV1Api(api)
+        core.create_namespaced_service_account(opted_ns, {"metadata": {"name": "operator"}})
+        create_configmap(api, opted_ns, "operator-config")
+        rule = {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": ["operator-config"],
+            "verbs": ["get", "list", "watch"],
+        }
+        rbac.create_namespaced_role(opted_ns, {"metadata": {"name": "named"}, "rules": [rule]})
+        rbac.create_namespaced_role_binding(
+            opted_ns,
+            {
+                "metadata": {"name": "named"},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "Role",
+                    "name": "named",
+                },
+                "subjects": [{"kind": "ServiceAccount", "name": "operator", "namespace": opted_ns}],
+            },
+        )
+        ref = create_workload(api, opted_ns, "named-operator", {"zeroscaler.io/idle-timeout": "3s"})
+        wait_event(api, ref, "KindsInferred", "watched ConfigMap")
+        wait_asleep(api, ref, 3)
+    with step("another ConfigMap is not activity"):
+        assert_not_activity(
+            controller, "configmaps", lambda: create_configmap(api, opted_ns, "not-its-own")
+        )
+    with step("the one it may watch wakes it"):
+        core.patch_namespaced_config_map("operator-config", opted_ns, {"data": {"k": "changed"}})
+        wait_woken(api, ref, f"ConfigMap {opted_ns}/operator-config changed")
 
 
 def test_a_paused_workload_is_held_as_it_is(
@@ -548,37 +609,49 @@ def test_a_refused_wake_is_counted_pending_and_retried(
     """The API server refuses the scale-up (an admission policy here): the wake failure, the
     failed write and the API error are counted, the workload shows as pending, and once the
     refusal goes the retry wakes it."""
-    grant_watch(api, opted_ns, [("", ["configmaps"])])
-    # A Scale at zero replicas leaves the field out: sleeping stays allowed.
-    allowed = "!has(object.spec.replicas) || object.spec.replicas == 0"
-    with refusing_updates(
-        api, opted_ns, f"no-scale-up-{opted_ns}", "deployments/scale", allowed, "no scale-ups here"
-    ):
-        ref = create_workload(api, opted_ns, "refused", config_for("2s", "ConfigMap"))
-        wait_asleep(api, ref, 3)
+    with step("asleep, its scale-up refused: the failure counted, the wake pending"):
+        grant_watch(api, opted_ns, [("", ["configmaps"])])
+        # A Scale at zero replicas leaves the field out: sleeping stays allowed.
+        allowed = "!has(object.spec.replicas) || object.spec.replicas == 0"
+        with refusing_updates(
+            api,
+            opted_ns,
+            f"no-scale-up-{opted_ns}",
+            "deployments/scale",
+            allowed,
+            "no scale-ups here",
+        ):
+            ref = create_workload(api, opted_ns, "refused", config_for("2s", "ConfigMap"))
+            wait_asleep(api, ref, 3)
 
-        def refused() -> bool:
-            return controller.metric("zeroscaler_wake_failures_total") > 0
+            def refused() -> bool:
+                return controller.metric("zeroscaler_wake_failures_total") > 0
 
-        # A policy takes a moment to reach the API server's admission chain: touch until refused.
-        def touched_and_refused() -> bool:
-            create_configmap(api, opted_ns, f"poke-{secrets.token_hex(2)}")
-            return wait_for_quietly(refused)
+            # A policy takes a moment to reach the API server's admission chain: touch until
+            # refused.
+            def touched_and_refused() -> bool:
+                create_configmap(api, opted_ns, f"poke-{secrets.token_hex(2)}")
+                return wait_for_quietly(refused)
 
-        wait_for(touched_and_refused, "the scale-up to be refused and counted")
-        assert controller.metric("zeroscaler_pending_wakes") == 1
-        assert state_of(api, ref)[0] == 0
-        failed = controller.metrics()
-        assert any(
-            name == "zeroscaler_failed_writes_total" and dict(labels)["write"] == "scale" and v > 0
-            for (name, labels), v in failed.items()
-        ), failed
-        assert any(
-            name == "zeroscaler_api_errors_total" and dict(labels)["method"] == "PATCH" and v > 0
-            for (name, labels), v in failed.items()
-        ), failed
-    wait_awake(api, ref, 3)
-    wait_for(lambda: controller.metric("zeroscaler_pending_wakes") == 0, "nothing pending")
+            wait_for(touched_and_refused, "the scale-up to be refused and counted")
+            assert controller.metric("zeroscaler_pending_wakes") == 1
+            assert state_of(api, ref)[0] == 0
+            failed = controller.metrics()
+            assert any(
+                name == "zeroscaler_failed_writes_total"
+                and dict(labels)["write"] == "scale"
+                and v > 0
+                for (name, labels), v in failed.items()
+            ), failed
+            assert any(
+                name == "zeroscaler_api_errors_total"
+                and dict(labels)["method"] == "PATCH"
+                and v > 0
+                for (name, labels), v in failed.items()
+            ), failed
+    with step("once the refusal goes, the retry wakes it"):
+        wait_awake(api, ref, 3)
+        wait_for(lambda: controller.metric("zeroscaler_pending_wakes") == 0, "nothing pending")
 
 
 def wait_for_quietly(check: Callable[[], bool], timeout: float = 3.0) -> bool:
@@ -597,9 +670,10 @@ def test_a_wake_whose_record_fails_is_recorded_again_not_read_as_someone_elses(
     """The scale-up lands but the API server refuses the annotation patch that records it (an
     admission policy here): the controller keeps the wake as its own and records it once the
     refusal goes, with no WokenExternally Event and at the restore count."""
-    grant_watch(api, opted_ns, [("", ["configmaps"])])
-    ref = create_workload(api, opted_ns, "unrecorded", config_for("2s", "ConfigMap"))
-    wait_asleep(api, ref, 3)
+    with step("a workload sleeps"):
+        grant_watch(api, opted_ns, [("", ["configmaps"])])
+        ref = create_workload(api, opted_ns, "unrecorded", config_for("2s", "ConfigMap"))
+        wait_asleep(api, ref, 3)
     state = "object.metadata.annotations['zeroscaler.io/state']"
     old_state = "oldObject.metadata.annotations['zeroscaler.io/state']"
     allowed = f"!({old_state} == 'asleep' && {state} == 'awake')"
@@ -616,22 +690,26 @@ def test_a_wake_whose_record_fails_is_recorded_again_not_read_as_someone_elses(
     # Not deployments/scale: the wake itself passes.
     name = f"no-wake-record-{opted_ns}"
     with refusing_updates(api, opted_ns, name, "deployments", allowed, "no wake records here"):
-        wait_for(in_force, "the policy refusing a wake's record")
+        with step("a policy refuses the record of a wake, not the wake itself"):
+            wait_for(in_force, "the policy refusing a wake's record")
 
-        def record_refused() -> bool:
-            return any(
-                metric == "zeroscaler_failed_writes_total"
-                and dict(labels)["write"] == "annotations"
-                and v > 0
-                for (metric, labels), v in controller.metrics().items()
-            )
+        with step("a change wakes it, its record refused: counted, and it reads as asleep"):
 
-        create_configmap(api, opted_ns, "poke")
-        wait_for(record_refused, "the wake's record to be refused")
-        replicas, ann = state_of(api, ref)
-        assert (replicas, ann["zeroscaler.io/state"]) == (3, "asleep")
-    wait_awake(api, ref, 3)
-    wait_woken(api, ref, f"ConfigMap {opted_ns}/poke created", 3)
-    assert "WokenExternally" not in reasons(api, ref)
-    assert "woken externally" not in controller.log.read_text()
-    assert controller.metric("zeroscaler_wakes_total") == 1
+            def record_refused() -> bool:
+                return any(
+                    metric == "zeroscaler_failed_writes_total"
+                    and dict(labels)["write"] == "annotations"
+                    and v > 0
+                    for (metric, labels), v in controller.metrics().items()
+                )
+
+            create_configmap(api, opted_ns, "poke")
+            wait_for(record_refused, "the wake's record to be refused")
+            replicas, ann = state_of(api, ref)
+            assert (replicas, ann["zeroscaler.io/state"]) == (3, "asleep")
+    with step("once the refusal goes, the wake is recorded as the controller's own"):
+        wait_awake(api, ref, 3)
+        wait_woken(api, ref, f"ConfigMap {opted_ns}/poke created", 3)
+        assert "WokenExternally" not in reasons(api, ref)
+        assert "woken externally" not in controller.log.read_text()
+        assert controller.metric("zeroscaler_wakes_total") == 1

@@ -122,62 +122,73 @@ def test_a_wake_after_a_restart_stays_awake_its_whole_timeout_from_the_wake(
     api: k8s.ApiClient, cluster: Cluster, opted_ns: str, tmp_path: Path
 ) -> None:
     """A restarted controller sees a change seconds before it acts; the clock starts at the wake."""
-    grant_watch(api, opted_ns, [("", ["configmaps"])])
-    create_configmap(api, opted_ns, "settings")
-    ref = create_workload(
-        api, opted_ns, "late-wake", config_for("4s", "ConfigMap", watch_namespaces=opted_ns)
-    )
-    # Killed, the first leader keeps the Lease: the next one (another id) waits out its 8 s.
-    lease = ["--lease-duration", "8"]
-    _sleep_under_a_killed_controller(cluster, api, ref, tmp_path, "first", lease)
-    _change_settings_while_down(api, ref)
+    with step("a first controller puts it to sleep and is killed, keeping the Lease"):
+        grant_watch(api, opted_ns, [("", ["configmaps"])])
+        create_configmap(api, opted_ns, "settings")
+        ref = create_workload(
+            api, opted_ns, "late-wake", config_for("4s", "ConfigMap", watch_namespaces=opted_ns)
+        )
+        # Killed, the first leader keeps the Lease: the next one (another id) waits out its 8 s.
+        lease = ["--lease-duration", "8"]
+        _sleep_under_a_killed_controller(cluster, api, ref, tmp_path, "first", lease)
+    with step("a watched ConfigMap changes while no controller runs"):
+        _change_settings_while_down(api, ref)
     second = start_controller(
         cluster, opted_ns, tmp_path, id="second", extra=lease, wait_leader=False
     )
     try:
-        woken = wait_woken(
-            api, ref, f"ConfigMap {opted_ns}/settings changed while zeroscaler was not watching"
-        )
-        # By its status, not its Events: the first controller's Sleeping Event may have died
-        # with it.
-        ann = wait_for(lambda: _asleep_since_after(api, ref, woken.first_timestamp), "asleep again")
+        with step("the next leader wakes it for that change, and it sleeps again"):
+            woken = wait_woken(
+                api, ref, f"ConfigMap {opted_ns}/settings changed while zeroscaler was not watching"
+            )
+            # By its status, not its Events: the first controller's Sleeping Event may have died
+            # with it.
+            ann = wait_for(
+                lambda: _asleep_since_after(api, ref, woken.first_timestamp), "asleep again"
+            )
     finally:
         second.stop()
-    # All three times are written to the second, the Event's just after the scale-up's answer.
-    # The clock restarts at the wake, not at the change made while down (seconds before it), and
-    # the pods' Ready may start it a little later still (the idle clock waits for Ready).
-    woken_at = woken.first_timestamp
-    last_activity = parse_time(ann["zeroscaler.io/last-activity"])
-    asleep_since = parse_time(ann["zeroscaler.io/asleep-since"])
-    assert last_activity >= woken_at - timedelta(seconds=1)
-    assert asleep_since - last_activity >= timedelta(seconds=4)
-    assert asleep_since - woken_at >= timedelta(seconds=3)
+    with step("its idle clock started at the wake, not at the change"):
+        # All three times are written to the second, the Event's just after the scale-up's answer.
+        # The clock restarts at the wake, not at the change made while down (seconds before it), and
+        # the pods' Ready may start it a little later still (the idle clock waits for Ready).
+        woken_at = woken.first_timestamp
+        last_activity = parse_time(ann["zeroscaler.io/last-activity"])
+        asleep_since = parse_time(ann["zeroscaler.io/asleep-since"])
+        assert last_activity >= woken_at - timedelta(seconds=1)
+        assert asleep_since - last_activity >= timedelta(seconds=4)
+        assert asleep_since - woken_at >= timedelta(seconds=3)
 
 
 def test_only_the_leader_acts_and_a_standby_takes_over(
     api: k8s.ApiClient, cluster: Cluster, opted_ns: str, tmp_path: Path
 ) -> None:
-    grant_watch(api, opted_ns, [("", ["configmaps"])])
-    leader = start_controller(cluster, opted_ns, tmp_path, id="leader")
-    standby = start_controller(cluster, opted_ns, tmp_path, id="standby", wait_leader=False)
+    with step("a leader and a standby"):
+        grant_watch(api, opted_ns, [("", ["configmaps"])])
+        leader = start_controller(cluster, opted_ns, tmp_path, id="leader")
+        standby = start_controller(cluster, opted_ns, tmp_path, id="standby", wait_leader=False)
     try:
-        assert leader.is_leader()
-        assert not standby.is_leader()
-        ref = create_workload(
-            api, opted_ns, "led", config_for("3s", "ConfigMap", watch_namespaces=opted_ns)
-        )
-        wait_asleep(api, ref, 3)
-        wait_event(api, ref, "Sleeping")
-        ours = [e for e in events_of(api, ref) if e.reporting_component == "zeroscaler-controller"]
-        assert {e.reporting_instance for e in ours} == {"leader"}
-        assert standby.metric("zeroscaler_managed_workloads", state="asleep") == 1
-        assert standby.metric("zeroscaler_sleeps_total") == 0
+        with step("only the leader puts a workload to sleep; the standby keeps it in memory"):
+            assert leader.is_leader()
+            assert not standby.is_leader()
+            ref = create_workload(
+                api, opted_ns, "led", config_for("3s", "ConfigMap", watch_namespaces=opted_ns)
+            )
+            wait_asleep(api, ref, 3)
+            wait_event(api, ref, "Sleeping")
+            ours = [
+                e for e in events_of(api, ref) if e.reporting_component == "zeroscaler-controller"
+            ]
+            assert {e.reporting_instance for e in ours} == {"leader"}
+            assert standby.metric("zeroscaler_managed_workloads", state="asleep") == 1
+            assert standby.metric("zeroscaler_sleeps_total") == 0
 
-        leader.stop(signal.SIGKILL)
-        wait_for(standby.is_leader, "the standby leading")
-        create_configmap(api, opted_ns, "after-takeover")
-        woken = wait_woken(api, ref, f"ConfigMap {opted_ns}/after-takeover created", 3)
-        assert woken.reporting_instance == "standby"
+        with step("the leader killed, the standby leads and wakes it"):
+            leader.stop(signal.SIGKILL)
+            wait_for(standby.is_leader, "the standby leading")
+            create_configmap(api, opted_ns, "after-takeover")
+            woken = wait_woken(api, ref, f"ConfigMap {opted_ns}/after-takeover created", 3)
+            assert woken.reporting_instance == "standby"
     finally:
         leader.stop()
         standby.stop()
@@ -200,12 +211,13 @@ def test_a_terminated_leader_hands_the_lease_to_a_standby_before_it_expires(
         cluster, opted_ns, tmp_path, id="staying", extra=LONG_LEASE, wait_leader=False
     )
     try:
-        assert not standby.is_leader()
-        assert _holder(api, opted_ns) == "leaving"
-        leader.stop(signal.SIGTERM)
-        assert "stopped leading" in leader.log.read_text()
-        wait_for(standby.is_leader, "the standby leading", timeout=SOONER)
-        assert _holder(api, opted_ns) == "staying"
+        with step("a leader terminated hands its Lease to the standby before it expires"):
+            assert not standby.is_leader()
+            assert _holder(api, opted_ns) == "leaving"
+            leader.stop(signal.SIGTERM)
+            assert "stopped leading" in leader.log.read_text()
+            wait_for(standby.is_leader, "the standby leading", timeout=SOONER)
+            assert _holder(api, opted_ns) == "staying"
     finally:
         leader.stop()
         standby.stop()
@@ -214,21 +226,23 @@ def test_a_terminated_leader_hands_the_lease_to_a_standby_before_it_expires(
 def test_a_killed_controller_restarted_with_its_id_leads_and_wakes_before_its_lease_expires(
     api: k8s.ApiClient, cluster: Cluster, opted_ns: str, tmp_path: Path
 ) -> None:
-    grant_watch(api, opted_ns, [("", ["configmaps"])])
-    create_configmap(api, opted_ns, "settings")
-    ref = create_workload(
-        api, opted_ns, "same-pod", config_for("3s", "ConfigMap", watch_namespaces=opted_ns)
-    )
-    _sleep_under_a_killed_controller(cluster, api, ref, tmp_path, "pod-0", LONG_LEASE)
-    assert _holder(api, opted_ns) == "pod-0"  # killed: nothing released it
-    _change_settings_while_down(api, ref)
+    with step("a controller is killed with the Lease, and a watched ConfigMap changes meanwhile"):
+        grant_watch(api, opted_ns, [("", ["configmaps"])])
+        create_configmap(api, opted_ns, "settings")
+        ref = create_workload(
+            api, opted_ns, "same-pod", config_for("3s", "ConfigMap", watch_namespaces=opted_ns)
+        )
+        _sleep_under_a_killed_controller(cluster, api, ref, tmp_path, "pod-0", LONG_LEASE)
+        assert _holder(api, opted_ns) == "pod-0"  # killed: nothing released it
+        _change_settings_while_down(api, ref)
     again = start_controller(
         cluster, opted_ns, tmp_path, id="pod-0", extra=LONG_LEASE, wait_leader=False
     )
     try:
-        wait_for(again.is_leader, "the restarted controller leading", timeout=SOONER)
-        reason = f"ConfigMap {opted_ns}/settings changed while zeroscaler was not watching"
-        wait_event(api, ref, "Woken", reason, timeout=SOONER)
+        with step("restarted with its id, it leads and wakes it before the Lease expires"):
+            wait_for(again.is_leader, "the restarted controller leading", timeout=SOONER)
+            reason = f"ConfigMap {opted_ns}/settings changed while zeroscaler was not watching"
+            wait_event(api, ref, "Woken", reason, timeout=SOONER)
     finally:
         again.stop()
 
@@ -237,19 +251,21 @@ def test_a_crash_between_recording_and_scaling_strands_nothing(
     api: k8s.ApiClient, cluster: Cluster, opted_ns: str, tmp_path: Path
 ) -> None:
     """The status says asleep but the scale never happened: it is awake, and sleeps again later."""
-    grant_watch(api, opted_ns, [("", ["configmaps"])])
-    half_done = {
-        **config_for("3s", "ConfigMap", watch_namespaces=opted_ns),
-        "zeroscaler.io/state": "asleep",
-        "zeroscaler.io/restore-replicas": "3",
-        "zeroscaler.io/asleep-since": "2026-01-01T00:00:00Z",
-    }
-    ref = create_workload(api, opted_ns, "interrupted", half_done)
-    ctl = start_controller(cluster, opted_ns, tmp_path)
+    with step("a workload whose status says asleep at full scale, under a controller"):
+        grant_watch(api, opted_ns, [("", ["configmaps"])])
+        half_done = {
+            **config_for("3s", "ConfigMap", watch_namespaces=opted_ns),
+            "zeroscaler.io/state": "asleep",
+            "zeroscaler.io/restore-replicas": "3",
+            "zeroscaler.io/asleep-since": "2026-01-01T00:00:00Z",
+        }
+        ref = create_workload(api, opted_ns, "interrupted", half_done)
+        ctl = start_controller(cluster, opted_ns, tmp_path)
     try:
-        wait_event(api, ref, "WokenExternally", "scaled to 3 replicas by someone else")
-        wait_asleep(api, ref, 3)
-        assert "Woken" not in reasons(api, ref)
+        with step("it is awake, and sleeps again later"):
+            wait_event(api, ref, "WokenExternally", "scaled to 3 replicas by someone else")
+            wait_asleep(api, ref, 3)
+            assert "Woken" not in reasons(api, ref)
     finally:
         ctl.stop()
 

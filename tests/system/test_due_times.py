@@ -23,6 +23,7 @@ from testkit.controller import (
     wait_asleep,
     wait_event,
 )
+from testkit.steps import step
 from testkit.waiting import wait_for
 from zeroscaler.core.durations import parse_time
 
@@ -63,40 +64,49 @@ def test_a_certificate_due_while_cert_manager_sleeps_is_renewed_on_time(
         due_lead=f"{LEAD}s",
     )
     with cert_manager.installed(cluster, api, opted_ns, annotations=config):
-        ref = Ref(opted_ns, cert_manager.NAME)
-        wait_for(lambda: ready_pod(api, opted_ns), "cert-manager Ready", timeout=120)
-        cert_manager.self_signed_issuer(api, opted_ns)
-        # Due 90 s after it is issued: 1h certificates, renewed 58m30s before they expire.
-        cert_manager.certificate(api, opted_ns, "web", duration="1h", renew_before="58m30s")
-        # Issued (revision 1), and its renewal time published (the readiness controller's, a
-        # status write of its own).
-        issued = wait_for(
-            lambda: (
-                (s := status(api, opted_ns, "web")).get("revision") == 1 and s.get("renewalTime")
-            ),
-            "issued",
-            timeout=120,
-        )
-        due = parse_time(str(issued))
-        # cert-manager sleeps (its idle timeout is 5 s) well before the due time's lead.
-        wait_asleep(api, ref, 1, timeout=60)
-        slept = parse_time(state_of(api, ref)[1]["zeroscaler.io/asleep-since"])
-        assert (due - slept).total_seconds() > LEAD
-        # Woken by the due time, not by a change, and renewed by cert-manager's own timer.
-        woken = wait_event(api, ref, "Woken", "web status.renewalTime is due at", timeout=180)
-        wait_for(lambda: status(api, opted_ns, "web").get("revision") == 2, "renewed", timeout=180)
-        renewed = status(api, opted_ns, "web")
-        woke = [e for e in events_of(api, ref) if e.reason == "Woken"]
-        assert [e.message for e in woke] == [woken.message]  # no wake but the due time's
-        woken_at = woken.last_timestamp or woken.event_time
-        assert woken_at is not None
-        assert woken_at.astimezone(UTC) < due
-        assert parse_time(renewed["renewalTime"]) > due
-        issued_at = parse_time(renewed["notBefore"])
-        early = (due - woken_at.astimezone(UTC)).total_seconds()
-        late = (issued_at - due).total_seconds()
-        print(
-            f"due-time figures: woken {early:.0f} s before renewalTime (lead {LEAD} s); "
-            f"renewed certificate's notBefore {late:+.0f} s from renewalTime; "
-            f"measured at {datetime.now(UTC).isoformat(timespec='seconds')}"
-        )
+        with step("cert-manager is Ready"):
+            ref = Ref(opted_ns, cert_manager.NAME)
+            wait_for(lambda: ready_pod(api, opted_ns), "cert-manager Ready", timeout=120)
+        with step("a certificate due 90 s after it is issued is issued"):
+            cert_manager.self_signed_issuer(api, opted_ns)
+            # Due 90 s after it is issued: 1h certificates, renewed 58m30s before they expire.
+            cert_manager.certificate(api, opted_ns, "web", duration="1h", renew_before="58m30s")
+            # Issued (revision 1), and its renewal time published (the readiness controller's, a
+            # status write of its own).
+            issued = wait_for(
+                lambda: (
+                    (s := status(api, opted_ns, "web")).get("revision") == 1
+                    and s.get("renewalTime")
+                ),
+                "issued",
+                timeout=120,
+            )
+            due = parse_time(str(issued))
+        with step("cert-manager sleeps well before the due time's lead"):
+            # cert-manager sleeps (its idle timeout is 5 s) well before the due time's lead.
+            wait_asleep(api, ref, 1, timeout=60)
+            slept = parse_time(state_of(api, ref)[1]["zeroscaler.io/asleep-since"])
+            assert (due - slept).total_seconds() > LEAD
+        with step("the due time wakes it, and cert-manager's own timer renews the certificate"):
+            # Woken by the due time, not by a change, and renewed by cert-manager's own timer.
+            woken = wait_event(api, ref, "Woken", "web status.renewalTime is due at", timeout=180)
+            wait_for(
+                lambda: status(api, opted_ns, "web").get("revision") == 2, "renewed", timeout=180
+            )
+            renewed = status(api, opted_ns, "web")
+        with step("only the due time woke it, before the certificate was due"):
+            woke = [e for e in events_of(api, ref) if e.reason == "Woken"]
+            assert [e.message for e in woke] == [woken.message]  # no wake but the due time's
+            woken_at = woken.last_timestamp or woken.event_time
+            assert woken_at is not None
+            assert woken_at.astimezone(UTC) < due
+            assert parse_time(renewed["renewalTime"]) > due
+        with step("the figures are printed"):
+            issued_at = parse_time(renewed["notBefore"])
+            early = (due - woken_at.astimezone(UTC)).total_seconds()
+            late = (issued_at - due).total_seconds()
+            print(
+                f"due-time figures: woken {early:.0f} s before renewalTime (lead {LEAD} s); "
+                f"renewed certificate's notBefore {late:+.0f} s from renewalTime; "
+                f"measured at {datetime.now(UTC).isoformat(timespec='seconds')}"
+            )

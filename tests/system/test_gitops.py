@@ -27,6 +27,7 @@ from testkit.controller import (
     wait_event,
     workload_body,
 )
+from testkit.steps import step
 from testkit.waiting import wait_for
 from testkit.webhook import times_reported
 
@@ -78,26 +79,32 @@ def woken_by_others(api: k8s.ApiClient, ref: Ref, times: int) -> bool:
 def test_an_agent_that_leaves_replicas_alone_does_not_wake_it(
     api: k8s.ApiClient, opted_ns: str, controller: ControllerProcess
 ) -> None:
-    grant_watch(api, opted_ns, [("", ["configmaps"])])
-    ref = sync(api, opted_ns, "synced", 3, "r1")  # the first sync creates it with Git's count
-    wait_asleep(api, ref, 3)
-    # The agent applies server-side, so zeroscaler gives spec.replicas up after its sleep: the
-    # agent's next apply of Git's replicas is then never refused with a conflict (Helm 4's upgrade).
-    wait_for(lambda: replicas_owners(api, ref) == set(), "spec.replicas owned by nobody")
-    # What each apply itself left (the API server's answer, not yet the controller's).
-    for revision in ("r2", "r3", "r4"):
-        sync(api, opted_ns, "synced", None, revision)  # Flux's ignore rules strip it
+    with step("the first sync creates it with Git's count, and it sleeps"):
+        grant_watch(api, opted_ns, [("", ["configmaps"])])
+        ref = sync(api, opted_ns, "synced", 3, "r1")  # the first sync creates it with Git's count
+        wait_asleep(api, ref, 3)
+    with step("asleep, it gives spec.replicas up"):
+        # The agent applies server-side, so zeroscaler gives spec.replicas up after its sleep: the
+        # agent's next apply of Git's replicas is then never refused with a conflict (Helm 4's
+        # upgrade).
+        wait_for(lambda: replicas_owners(api, ref) == set(), "spec.replicas owned by nobody")
+    with step("syncs that leave replicas alone keep it asleep"):
+        # What each apply itself left (the API server's answer, not yet the controller's).
+        for revision in ("r2", "r3", "r4"):
+            sync(api, opted_ns, "synced", None, revision)  # Flux's ignore rules strip it
+            assert state_of(api, ref)[0] == 0
+        sync(api, opted_ns, "synced", 0, "r5")  # ArgoCD's RespectIgnoreDifferences: the live value
         assert state_of(api, ref)[0] == 0
-    sync(api, opted_ns, "synced", 0, "r5")  # ArgoCD's RespectIgnoreDifferences: the live value
-    assert state_of(api, ref)[0] == 0
-    # An agent told nothing wakes it. The controller takes a workload's changes in order, so once
-    # it has recorded this one, it has looked at every sync before, and none of them woke it:
-    # it was still asleep (woken "while asleep"), woken once, and never by zeroscaler itself.
-    sync(api, opted_ns, "synced", 3, "r6")
-    event = wait_event(api, ref, "WokenExternally", f"field manager {AGENT}")
-    assert "while asleep" in event.message
-    assert times_reported(events_of(api, ref), "WokenExternally") == 1
-    assert "Woken" not in reasons(api, ref)
+    with step("a sync told nothing wakes it, once, as a wake by others"):
+        # An agent told nothing wakes it. The controller takes a workload's changes in order, so
+        # once it has recorded this one, it has looked at every sync before, and none of them woke
+        # it: it was still asleep (woken "while asleep"), woken once, and never by zeroscaler
+        # itself.
+        sync(api, opted_ns, "synced", 3, "r6")
+        event = wait_event(api, ref, "WokenExternally", f"field manager {AGENT}")
+        assert "while asleep" in event.message
+        assert times_reported(events_of(api, ref), "WokenExternally") == 1
+        assert "Woken" not in reasons(api, ref)
 
 
 def test_the_same_manifest_reapplied_right_after_each_sleep_is_a_fight_left_awake(
@@ -106,48 +113,56 @@ def test_the_same_manifest_reapplied_right_after_each_sleep_is_a_fight_left_awak
     """Argo CD's self-heal, told nothing, puts Git's replicas back within seconds of each sleep:
     the third time it is a fight, the Warning names Argo CD and the setting that stops it, and the
     workload is left awake instead of being put to sleep for nothing."""
-    grant_watch(api, opted_ns, [("", ["configmaps"])])
-    argo = functools.partial(sync, manager=ARGO)
-    ref = argo(api, opted_ns, "healed", 2, "r1")
-    for n in (1, 2, 3):
+    with step("it sleeps and self-heal wakes it, three times"):
+        grant_watch(api, opted_ns, [("", ["configmaps"])])
+        argo = functools.partial(sync, manager=ARGO)
+        ref = argo(api, opted_ns, "healed", 2, "r1")
+        for n in (1, 2, 3):
+            wait_asleep(api, ref, 2)
+            argo(api, opted_ns, "healed", 2, "r1")  # self-heal puts Git's replicas back
+            wait_for(
+                functools.partial(woken_by_others, api, ref, n), f"woken by the agent {n} times"
+            )
+    with step("a Flapping Warning names Argo CD and the setting that stops it"):
+        event = wait_event(api, ref, "Flapping", f"field manager {ARGO}")
+        assert event.type == "Warning"
+        assert "Argo CD" in event.message
+        assert "RespectIgnoreDifferences=true" in event.message
+        assert "Left awake until" in event.message
+        annotations = state_of(api, ref)[1]
+        mark = annotations.get(FLAPPING, "")
+        assert mark.startswith("woken 3 times in ")
+        assert mark.endswith(f"by field manager {ARGO} setting replicas to 2")
+        assert FLAPPING_UNTIL in annotations
+    with step("it is left awake while a witness with the same timeout sleeps"):
+        # Left awake: once it is Ready (its idle clock would start), a witness with the same timeout
+        # is made; the witness falls asleep, and it is still awake.
+        wait_for(lambda: (read_workload(api, ref).status.ready_replicas or 0) == 2, "healed Ready")
+        witness = create_workload(
+            api, opted_ns, "witness", config_for("3s", "ConfigMap", watch_namespaces=opted_ns),
+            paused=True,
+        )  # fmt: skip
+        wait_asleep(api, witness, 3)
+        replicas, annotations = state_of(api, ref)
+        assert replicas == 2
+        assert annotations.get("zeroscaler.io/state") == "awake"
+        sleeps = times_reported(events_of(api, ref), "Sleeping")
+    with step("a person ends the hold, and it sleeps"):
+        # The agent was told (ignoreDifferences): a person ends the hold, it sleeps and stays
+        # asleep.
+        patch_workload(api, ref, {"metadata": {"annotations": {FLAPPING: None}}})
+        wait_event(api, ref, "FlappingHoldOver")
         wait_asleep(api, ref, 2)
-        argo(api, opted_ns, "healed", 2, "r1")  # self-heal puts Git's replicas back
-        wait_for(functools.partial(woken_by_others, api, ref, n), f"woken by the agent {n} times")
-    event = wait_event(api, ref, "Flapping", f"field manager {ARGO}")
-    assert event.type == "Warning"
-    assert "Argo CD" in event.message
-    assert "RespectIgnoreDifferences=true" in event.message
-    assert "Left awake until" in event.message
-    annotations = state_of(api, ref)[1]
-    mark = annotations.get(FLAPPING, "")
-    assert mark.startswith("woken 3 times in ")
-    assert mark.endswith(f"by field manager {ARGO} setting replicas to 2")
-    assert FLAPPING_UNTIL in annotations
-    # Left awake: once it is Ready (its idle clock would start), a witness with the same timeout
-    # is made; the witness falls asleep, and it is still awake.
-    wait_for(lambda: (read_workload(api, ref).status.ready_replicas or 0) == 2, "healed Ready")
-    witness = create_workload(
-        api, opted_ns, "witness", config_for("3s", "ConfigMap", watch_namespaces=opted_ns),
-        paused=True,
-    )  # fmt: skip
-    wait_asleep(api, witness, 3)
-    replicas, annotations = state_of(api, ref)
-    assert replicas == 2
-    assert annotations.get("zeroscaler.io/state") == "awake"
-    sleeps = times_reported(events_of(api, ref), "Sleeping")
-    # The agent was told (ignoreDifferences): a person ends the hold, it sleeps and stays asleep.
-    patch_workload(api, ref, {"metadata": {"annotations": {FLAPPING: None}}})
-    wait_event(api, ref, "FlappingHoldOver")
-    wait_asleep(api, ref, 2)
 
-    # The Event is written after the sleep's scale write, so it may trail what a read shows.
-    def slept() -> int:
-        return times_reported(events_of(api, ref), "Sleeping")
+    with step("it stays asleep, with one Sleeping Event more"):
+        # The Event is written after the sleep's scale write, so it may trail what a read shows.
+        def slept() -> int:
+            return times_reported(events_of(api, ref), "Sleeping")
 
-    wait_for(lambda: slept() > sleeps, "a Sleeping Event for the sleep after the hold")
-    assert slept() == sleeps + 1
-    assert FLAPPING_UNTIL not in state_of(api, ref)[1]
-    assert state_of(api, ref)[0] == 0
+        wait_for(lambda: slept() > sleeps, "a Sleeping Event for the sleep after the hold")
+        assert slept() == sleeps + 1
+        assert FLAPPING_UNTIL not in state_of(api, ref)[1]
+        assert state_of(api, ref)[0] == 0
 
 
 def flux_apply(kubeconfig: Path, manifest: Path, ignore: str = "") -> str:
@@ -168,25 +183,28 @@ def test_flux_drift_correction_with_and_without_its_ignore_rules(
     kubeconfig: Path,
     tmp_path: Path,
 ) -> None:
-    grant_watch(api, opted_ns, [("", ["configmaps"])])
-    config = config_for("3s", "ConfigMap", watch_namespaces=opted_ns)
-    body = workload_body("fluxed", "Deployment", 2, config, "operator", paused=True)
-    body["metadata"]["namespace"] = opted_ns
-    body["metadata"]["labels"] = {
-        "kustomize.toolkit.fluxcd.io/name": "operators",
-        "kustomize.toolkit.fluxcd.io/namespace": "flux-system",
-    }
-    manifest = tmp_path / "operators.yaml"
-    manifest.write_text(yaml.safe_dump(body))
-    ref = Ref(opted_ns, "fluxed")
-    assert "created" in flux_apply(kubeconfig, manifest)
-    wait_asleep(api, ref, 2)
-    # With spec.ignore on /spec/replicas: every reconcile leaves the sleeper asleep.
-    for _ in range(3):
-        flux_apply(kubeconfig, manifest, ignore="/spec/replicas")
-        assert state_of(api, ref)[0] == 0
-    # Without: drift correction puts Git's replicas back, and that is a wake by Flux.
-    flux_apply(kubeconfig, manifest)
-    event = wait_event(api, ref, "WokenExternally", "field manager kustomize-controller")
-    assert "Flux (Kustomization flux-system/operators)" in event.message
-    assert times_reported(events_of(api, ref), "WokenExternally") == 1
+    with step("Flux's first reconcile creates it, and it sleeps"):
+        grant_watch(api, opted_ns, [("", ["configmaps"])])
+        config = config_for("3s", "ConfigMap", watch_namespaces=opted_ns)
+        body = workload_body("fluxed", "Deployment", 2, config, "operator", paused=True)
+        body["metadata"]["namespace"] = opted_ns
+        body["metadata"]["labels"] = {
+            "kustomize.toolkit.fluxcd.io/name": "operators",
+            "kustomize.toolkit.fluxcd.io/namespace": "flux-system",
+        }
+        manifest = tmp_path / "operators.yaml"
+        manifest.write_text(yaml.safe_dump(body))
+        ref = Ref(opted_ns, "fluxed")
+        assert "created" in flux_apply(kubeconfig, manifest)
+        wait_asleep(api, ref, 2)
+    with step("with the ignore rule on replicas, reconciles leave it asleep"):
+        # With spec.ignore on /spec/replicas: every reconcile leaves the sleeper asleep.
+        for _ in range(3):
+            flux_apply(kubeconfig, manifest, ignore="/spec/replicas")
+            assert state_of(api, ref)[0] == 0
+    with step("without it, drift correction wakes it as a wake by Flux"):
+        # Without: drift correction puts Git's replicas back, and that is a wake by Flux.
+        flux_apply(kubeconfig, manifest)
+        event = wait_event(api, ref, "WokenExternally", "field manager kustomize-controller")
+        assert "Flux (Kustomization flux-system/operators)" in event.message
+        assert times_reported(events_of(api, ref), "WokenExternally") == 1

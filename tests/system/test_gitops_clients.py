@@ -23,6 +23,7 @@ from testkit.controller import (
     wait_event,
     workload_body,
 )
+from testkit.steps import step
 from testkit.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -102,15 +103,17 @@ def test_argocd_respecting_ignored_replicas_leaves_a_sleeper_asleep(
 def test_replicas_dropped_from_git_reset_once_then_never(
     api: k8s.ApiClient, cluster: Cluster, opted_ns: str, controller: ControllerProcess
 ) -> None:
-    ref = synced_asleep(api, cluster, opted_ns, "csa-dropped")
-    # The last apply had replicas and this one has not: kubectl deletes the field, and the API
-    # server defaults it to 1, which is a wake.
-    client_side_apply(cluster, manifest(opted_ns, ref.name, None, "r2"))
-    assert state_of(api, ref)[0] == 1
-    wait_asleep(api, ref, 1)
-    # Now neither the last apply nor this one names replicas: the sleeper is left alone.
-    client_side_apply(cluster, manifest(opted_ns, ref.name, None, "r3"))
-    assert_left_asleep(api, ref, 1)
+    with step("replicas dropped from Git: deleted and defaulted to 1, a wake; it sleeps again"):
+        ref = synced_asleep(api, cluster, opted_ns, "csa-dropped")
+        # The last apply had replicas and this one has not: kubectl deletes the field, and the API
+        # server defaults it to 1, which is a wake.
+        client_side_apply(cluster, manifest(opted_ns, ref.name, None, "r2"))
+        assert state_of(api, ref)[0] == 1
+        wait_asleep(api, ref, 1)
+    with step("replicas named by neither apply: the sleeper is left alone"):
+        # Now neither the last apply nor this one names replicas: the sleeper is left alone.
+        client_side_apply(cluster, manifest(opted_ns, ref.name, None, "r3"))
+        assert_left_asleep(api, ref, 1)
 
 
 CHART_YAML = "apiVersion: v2\nname: tiny-operator\nversion: {version}\nappVersion: '{version}'\n"
@@ -160,27 +163,32 @@ def test_a_helm_upgrade_of_the_operators_chart_wakes_it_once(
     """Helm 3 (a three-way merge) and Helm 4 (server-side apply, no --force-conflicts) alike:
     the upgrade of a sleeping operator's chart succeeds, sets the chart's replicas and wakes it;
     the new version runs, and goes back to sleep after its timeout like any other wake."""
-    grant_watch(api, opted_ns, [("", ["configmaps"])])
-    ref = Ref(opted_ns, "tiny")
-    home = tmp_path / "helm"
-    install = ("-n", opted_ns)
-    run = functools.partial(cluster.helm, home, binary=helm)
-    run("install", "tiny", str(write_chart(tmp_path, "1.0.0")), *install, check=True)
-    wait_asleep(api, ref, 2)
-    if helm == "helm4":  # installed server-side: zeroscaler gave spec.replicas up at its sleep
-        wait_for(lambda: "zeroscaler" not in replicas_owners(api, ref), "spec.replicas given up")
-    new = write_chart(tmp_path, "1.1.0")
-    upgraded = run("upgrade", "tiny", str(new), *install, "--set", "tag=3.9")
-    assert upgraded.returncode == 0, upgraded.stderr
-    event = wait_event(api, ref, "WokenExternally", "field manager helm")
-    assert f"Helm (release {opted_ns}/tiny)" in event.message
-    assert state_of(api, ref)[1]["zeroscaler.io/restore-replicas"] == "2"
-    wait_asleep(api, ref, 2)
-    assert woken_by(api, ref, "helm") == 1
-    # A second upgrade while asleep again: as the first (nothing of the first wake stays owned).
-    again = run("upgrade", "tiny", str(new), *install, "--set", "tag=3.8")
-    assert again.returncode == 0, again.stderr
-    wait_for(lambda: woken_by(api, ref, "helm") == 2, "woken by the second upgrade")
+    with step("installed by Helm, it sleeps"):
+        grant_watch(api, opted_ns, [("", ["configmaps"])])
+        ref = Ref(opted_ns, "tiny")
+        home = tmp_path / "helm"
+        install = ("-n", opted_ns)
+        run = functools.partial(cluster.helm, home, binary=helm)
+        run("install", "tiny", str(write_chart(tmp_path, "1.0.0")), *install, check=True)
+        wait_asleep(api, ref, 2)
+        if helm == "helm4":  # installed server-side: zeroscaler gave spec.replicas up at its sleep
+            wait_for(
+                lambda: "zeroscaler" not in replicas_owners(api, ref), "spec.replicas given up"
+            )
+    with step("an upgrade wakes it, once, keeping the count to restore; it sleeps again"):
+        new = write_chart(tmp_path, "1.1.0")
+        upgraded = run("upgrade", "tiny", str(new), *install, "--set", "tag=3.9")
+        assert upgraded.returncode == 0, upgraded.stderr
+        event = wait_event(api, ref, "WokenExternally", "field manager helm")
+        assert f"Helm (release {opted_ns}/tiny)" in event.message
+        assert state_of(api, ref)[1]["zeroscaler.io/restore-replicas"] == "2"
+        wait_asleep(api, ref, 2)
+        assert woken_by(api, ref, "helm") == 1
+    with step("a second upgrade while asleep wakes it as the first did"):
+        # A second upgrade while asleep again: as the first (nothing of the first wake stays owned).
+        again = run("upgrade", "tiny", str(new), *install, "--set", "tag=3.8")
+        assert again.returncode == 0, again.stderr
+        wait_for(lambda: woken_by(api, ref, "helm") == 2, "woken by the second upgrade")
 
 
 def replicas_owners(api: k8s.ApiClient, ref: Ref) -> set[str]:

@@ -34,6 +34,7 @@ from testkit.controller import (
 )
 from testkit.controller import create_workload as create_annotated
 from testkit.standin import StandIn, service_account_kubeconfig
+from testkit.steps import step
 from testkit.waiting import wait_for
 from testkit.webhook import (
     admitted_until,
@@ -162,81 +163,91 @@ def test_inference_keeps_the_framework_kinds_with_the_operator_namespace(
 def test_namespaces_elsewhere_never_wake_it_and_its_backups_are_each_reconciled_once(
     installed: Installed, api: k8s.ApiClient, opted_ns: str
 ) -> None:
-    ctl, ref, core = installed.controller, installed.ref, k8s.CoreV1Api(api)
-    wait_for(lambda: installed.operator.starts >= 1, "the operator started")
-    wait_asleep(api, ref, restore=1)
-    wait_for(lambda: not installed.operator.running, "the operator stopped at zero")
+    with step("it starts, sleeps and its process stops"):
+        ctl, ref, core = installed.controller, installed.ref, k8s.CoreV1Api(api)
+        wait_for(lambda: installed.operator.starts >= 1, "the operator started")
+        wait_asleep(api, ref, restore=1)
+        wait_for(lambda: not installed.operator.running, "the operator stopped at zero")
 
-    other = f"zs-elsewhere-{secrets.token_hex(3)}"
-    assert_not_activity(
-        ctl, "namespaces", lambda: core.create_namespace({"metadata": {"name": other}})
-    )
-    assert_not_activity(
-        ctl,
-        "namespaces",
-        lambda: core.patch_namespace(other, {"metadata": {"labels": {"team": "ci"}}}),
-    )
-    assert_not_activity(ctl, "namespaces", lambda: core.delete_namespace(other))
-    assert state_of(api, ref)[1]["zeroscaler.io/state"] == "asleep"
+    with step("namespaces made, labelled and deleted elsewhere are not activity"):
+        other = f"zs-elsewhere-{secrets.token_hex(3)}"
+        assert_not_activity(
+            ctl, "namespaces", lambda: core.create_namespace({"metadata": {"name": other}})
+        )
+        assert_not_activity(
+            ctl,
+            "namespaces",
+            lambda: core.patch_namespace(other, {"metadata": {"labels": {"team": "ci"}}}),
+        )
+        assert_not_activity(ctl, "namespaces", lambda: core.delete_namespace(other))
+        assert state_of(api, ref)[1]["zeroscaler.io/state"] == "asleep"
 
-    names = ["first", "second", "third"]
-    for name in names:
-        create_backup(api, opted_ns, name)
-    wait_woken(api, ref, f"Backup {opted_ns}/first created", replicas=1)
-    for name in names:
-        wait_configmap(api, opted_ns, name)
-    wait_asleep(api, ref, restore=1)
-    wait_for(lambda: not installed.operator.running, "the operator stopped again")
+    with step("three Backups wake it, each gets its ConfigMap, and it sleeps again"):
+        names = ["first", "second", "third"]
+        for name in names:
+            create_backup(api, opted_ns, name)
+        wait_woken(api, ref, f"Backup {opted_ns}/first created", replicas=1)
+        for name in names:
+            wait_configmap(api, opted_ns, name)
+        wait_asleep(api, ref, restore=1)
+        wait_for(lambda: not installed.operator.running, "the operator stopped again")
 
-    create_backup(api, opted_ns, "fourth")
-    wait_configmap(api, opted_ns, "fourth")
-    wait_asleep(api, ref, restore=1)
-    # The operator was started only when zeroscaler woke it (a wake within one look of the stand-in
-    # after a sleep restarts nothing), and only its Backups woke it. How often is not fixed: a kopf
-    # slower to start than the idle timeout is put to sleep before it is done, and its own Backup
-    # write, landing after, wakes it once more.
-    wakes = [e for e in events_of(api, ref) if e.reason == "Woken"]
-    assert all(f"Backup {opted_ns}/" in e.message for e in wakes), [e.message for e in wakes]
-    assert installed.operator.starts <= 1 + times_reported(wakes, "Woken")
-    assert {n: installed.reconciles(opted_ns, n) for n in [*names, "fourth"]} == dict.fromkeys(
-        [*names, "fourth"], 1
-    )
+    with step("a fourth Backup wakes it again, and it sleeps again"):
+        create_backup(api, opted_ns, "fourth")
+        wait_configmap(api, opted_ns, "fourth")
+        wait_asleep(api, ref, restore=1)
+    with step("only its Backups woke it, and each Backup was reconciled once"):
+        # The operator was started only when zeroscaler woke it (a wake within one look of the
+        # stand-in after a sleep restarts nothing), and only its Backups woke it. How often is not
+        # fixed: a kopf slower to start than the idle timeout is put to sleep before it is done,
+        # and its own Backup write, landing after, wakes it once more.
+        wakes = [e for e in events_of(api, ref) if e.reason == "Woken"]
+        assert all(f"Backup {opted_ns}/" in e.message for e in wakes), [e.message for e in wakes]
+        assert installed.operator.starts <= 1 + times_reported(wakes, "Woken")
+        assert {n: installed.reconciles(opted_ns, n) for n in [*names, "fourth"]} == dict.fromkeys(
+            [*names, "fourth"], 1
+        )
 
 
 def test_a_workload_watching_every_namespace_still_wakes_on_a_namespace_label(
     installed: Installed, api: k8s.ApiClient, opted_ns: str
 ) -> None:
-    ctl, kopf_ref, core = installed.controller, installed.ref, k8s.CoreV1Api(api)
-    grant_watch(api, opted_ns, [("", ["namespaces"])], sa="selector", cluster_wide=True)
-    selector = create_annotated(
-        api,
-        opted_ns,
-        "selector",
-        config_for("4s", "Namespace", watch_namespaces="*"),
-        sa="selector",
-    )
-    # Every Namespace event wakes the selector, the end of an earlier test's namespace deletion
-    # too: once none is being deleted, the selector's sleep lasts until this test's own change.
-    # It is waited for last, so it has not been woken while the kopf operator was waited for.
-    wait_for(
-        lambda: not any(n.metadata.deletion_timestamp for n in core.list_namespace().items),
-        "earlier tests' namespaces to be gone",
-        120,
-    )
-    wait_asleep(api, kopf_ref, restore=1)
-    wait_asleep(api, selector, restore=3)
-    other = f"zs-selected-{secrets.token_hex(3)}"
-    core.create_namespace({"metadata": {"name": other}})
+    with step("both sleep, once earlier tests' namespaces are gone"):
+        ctl, kopf_ref, core = installed.controller, installed.ref, k8s.CoreV1Api(api)
+        grant_watch(api, opted_ns, [("", ["namespaces"])], sa="selector", cluster_wide=True)
+        selector = create_annotated(
+            api,
+            opted_ns,
+            "selector",
+            config_for("4s", "Namespace", watch_namespaces="*"),
+            sa="selector",
+        )
+        # Every Namespace event wakes the selector, the end of an earlier test's namespace deletion
+        # too: once none is being deleted, the selector's sleep lasts until this test's own change.
+        # It is waited for last, so it has not been woken while the kopf operator was waited for.
+        wait_for(
+            lambda: not any(n.metadata.deletion_timestamp for n in core.list_namespace().items),
+            "earlier tests' namespaces to be gone",
+            120,
+        )
+        wait_asleep(api, kopf_ref, restore=1)
+        wait_asleep(api, selector, restore=3)
+    with step("a namespace is created elsewhere"):
+        other = f"zs-selected-{secrets.token_hex(3)}"
+        core.create_namespace({"metadata": {"name": other}})
     try:
-        wait_woken(api, selector, f"Namespace {other} created")
-        wait_asleep(api, selector, restore=3)
-        core.patch_namespace(other, {"metadata": {"labels": {"monitoring": "on"}}})
-        wait_woken(api, selector, f"Namespace {other} changed")
-        # The selector slept again a whole timeout after the label: a wake of the kopf operator
-        # by the same events, urgent work, would have been written well before.
-        wait_asleep(api, selector, restore=3)
-        assert state_of(api, kopf_ref)[1]["zeroscaler.io/state"] == "asleep"
-        assert times_reported(events_of(api, kopf_ref), "Woken") == 0
+        with step("it wakes the selector, which sleeps again"):
+            wait_woken(api, selector, f"Namespace {other} created")
+            wait_asleep(api, selector, restore=3)
+        with step("a label on that namespace wakes the selector"):
+            core.patch_namespace(other, {"metadata": {"labels": {"monitoring": "on"}}})
+            wait_woken(api, selector, f"Namespace {other} changed")
+        with step("the selector sleeps again, and the kopf operator was never woken"):
+            # The selector slept again a whole timeout after the label: a wake of the kopf operator
+            # by the same events, urgent work, would have been written well before.
+            wait_asleep(api, selector, restore=3)
+            assert state_of(api, kopf_ref)[1]["zeroscaler.io/state"] == "asleep"
+            assert times_reported(events_of(api, kopf_ref), "Woken") == 0
     finally:
         core.delete_namespace(other)
         k8s.RbacAuthorizationV1Api(api).delete_cluster_role_binding(f"{opted_ns}-operator-watch")

@@ -23,6 +23,7 @@ from testkit.controller import (
     wait_event,
     workload_body,
 )
+from testkit.steps import step
 from testkit.waiting import wait_for
 from zeroscaler.core.durations import parse_time
 
@@ -62,54 +63,63 @@ def install(api: k8s.ApiClient, ns: str, name: str, replicas: int) -> Ref:
 def test_an_olm_reinstall_while_asleep_is_a_wake_that_keeps_the_count_to_restore(
     api: k8s.ApiClient, opted_ns: str, controller: ControllerProcess
 ) -> None:
-    grant_watch(api, opted_ns, [("", ["configmaps"])])
-    ref = install(api, opted_ns, "csv-op", 2)
-    wait_asleep(api, ref, 2)
-    # An upgrade of the CSV: OLM writes the whole Deployment again with the CSV's replicas.
-    reinstall(api, ref, 1)
-    event = wait_event(api, ref, "WokenExternally", "written back (restore-replicas 2)")
-    assert "OLM (ClusterServiceVersion op.v1.2.0), field manager olm" in event.message
-    replicas, annotations = state_of(api, ref)
-    assert replicas == 1
-    assert annotations[STATE] == "awake"
-    assert annotations[RESTORE] == "2"  # the count to restore, intact
-    woken_at = parse_time(annotations["zeroscaler.io/last-activity"])
-    # It runs its new version a whole idle timeout before it sleeps again, then wakes on change.
-    wait_asleep(api, ref, 1)
-    asleep_since = parse_time(state_of(api, ref)[1]["zeroscaler.io/asleep-since"])
-    assert (asleep_since - woken_at).total_seconds() >= 3
-    assert "Flapping" not in reasons(api, ref)
-    create_configmap(api, opted_ns, "settings")
-    wait_event(api, ref, "Woken", f"ConfigMap {opted_ns}/settings created")
+    with step("installed by OLM, it sleeps"):
+        grant_watch(api, opted_ns, [("", ["configmaps"])])
+        ref = install(api, opted_ns, "csv-op", 2)
+        wait_asleep(api, ref, 2)
+    with step("an OLM reinstall wakes it, keeping the count to restore"):
+        # An upgrade of the CSV: OLM writes the whole Deployment again with the CSV's replicas.
+        reinstall(api, ref, 1)
+        event = wait_event(api, ref, "WokenExternally", "written back (restore-replicas 2)")
+        assert "OLM (ClusterServiceVersion op.v1.2.0), field manager olm" in event.message
+        replicas, annotations = state_of(api, ref)
+        assert replicas == 1
+        assert annotations[STATE] == "awake"
+        assert annotations[RESTORE] == "2"  # the count to restore, intact
+        woken_at = parse_time(annotations["zeroscaler.io/last-activity"])
+    with step("it runs a whole idle timeout, then sleeps again"):
+        # It runs its new version a whole idle timeout before it sleeps again, then wakes on change.
+        wait_asleep(api, ref, 1)
+        asleep_since = parse_time(state_of(api, ref)[1]["zeroscaler.io/asleep-since"])
+        assert (asleep_since - woken_at).total_seconds() >= 3
+        assert "Flapping" not in reasons(api, ref)
+    with step("a change wakes it"):
+        create_configmap(api, opted_ns, "settings")
+        wait_event(api, ref, "Woken", f"ConfigMap {opted_ns}/settings created")
 
 
 def test_a_full_update_at_zero_writes_the_status_back_and_it_sleeps_on(
     api: k8s.ApiClient, opted_ns: str, controller: ControllerProcess
 ) -> None:
-    grant_watch(api, opted_ns, [("", ["configmaps"])])
-    ref = install(api, opted_ns, "csv-zero", 2)
-    wait_asleep(api, ref, 2)
-    reinstall(api, ref, 0)  # a manager that keeps the live count, and drops our annotations
-    wait_event(api, ref, "StatusRestored", "removed by an update")
-    wait_asleep(api, ref, 2)  # asleep, with the count to restore written back
-    create_configmap(api, opted_ns, "settings")
-    wait_event(api, ref, "Woken", "scaled from 0 to 2 replicas")
+    with step("installed by OLM, it sleeps"):
+        grant_watch(api, opted_ns, [("", ["configmaps"])])
+        ref = install(api, opted_ns, "csv-zero", 2)
+        wait_asleep(api, ref, 2)
+    with step("a full update at zero drops its status, which is written back, and it sleeps on"):
+        reinstall(api, ref, 0)  # a manager that keeps the live count, and drops our annotations
+        wait_event(api, ref, "StatusRestored", "removed by an update")
+        wait_asleep(api, ref, 2)  # asleep, with the count to restore written back
+    with step("a change wakes it to the count kept"):
+        create_configmap(api, opted_ns, "settings")
+        wait_event(api, ref, "Woken", "scaled from 0 to 2 replicas")
 
 
 def test_the_cluster_version_operators_manifests_are_never_put_to_sleep(
     api: k8s.ApiClient, opted_ns: str, controller: ControllerProcess
 ) -> None:
-    grant_watch(api, opted_ns, [("", ["configmaps"])])
-    release = {"include.release.openshift.io/self-managed-high-availability": "true"}
-    config = config_for("2s", "ConfigMap", watch_namespaces=opted_ns)
-    cvo = create_workload(api, opted_ns, "console-operator", {**config, **release}, paused=True)
-    event = wait_event(api, cvo, "ManagedAbove", "cluster-version operator")
-    assert event.type == "Warning"
-    # A witness with the same timeout, made now, falls asleep; the release's workload does not.
-    witness = create_workload(api, opted_ns, "witness", config, paused=True)
-    wait_asleep(api, witness, 3)
-    replicas, annotations = state_of(api, cvo)
-    assert replicas == 3
-    assert annotations.get(STATE) != "asleep"
-    assert "Sleeping" not in reasons(api, cvo)
-    wait_for(lambda: "Sleeping" in reasons(api, witness), "the witness's Sleeping Event")
+    with step("a workload of the cluster's release is said to be managed above"):
+        grant_watch(api, opted_ns, [("", ["configmaps"])])
+        release = {"include.release.openshift.io/self-managed-high-availability": "true"}
+        config = config_for("2s", "ConfigMap", watch_namespaces=opted_ns)
+        cvo = create_workload(api, opted_ns, "console-operator", {**config, **release}, paused=True)
+        event = wait_event(api, cvo, "ManagedAbove", "cluster-version operator")
+        assert event.type == "Warning"
+    with step("a witness with the same timeout sleeps, it does not"):
+        # A witness with the same timeout, made now, falls asleep; the release's workload does not.
+        witness = create_workload(api, opted_ns, "witness", config, paused=True)
+        wait_asleep(api, witness, 3)
+        replicas, annotations = state_of(api, cvo)
+        assert replicas == 3
+        assert annotations.get(STATE) != "asleep"
+        assert "Sleeping" not in reasons(api, cvo)
+        wait_for(lambda: "Sleeping" in reasons(api, witness), "the witness's Sleeping Event")

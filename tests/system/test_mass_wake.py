@@ -22,6 +22,7 @@ from testkit.controller import (
     wait_asleep,
 )
 from testkit.standin import service_account_kubeconfig
+from testkit.steps import step
 from testkit.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -139,31 +140,37 @@ def _rejected(cluster: Cluster, level: str) -> float:
 def test_one_write_wakes_fifty_workloads_through_429s_without_losing_one(
     api: k8s.ApiClient, cluster: Cluster, opted_ns: str, tmp_path: Path, throttled: Throttled
 ) -> None:
-    grant_watch(api, opted_ns, [("", ["configmaps"])])
-    config = config_for("3s", "ConfigMap", watch_namespaces=opted_ns)
-    refs = [create_workload(api, opted_ns, f"mass-{i:02d}", config) for i in range(WORKLOADS)]
-    ctl = start_controller(cluster, opted_ns, tmp_path, kubeconfig=throttled.kubeconfig)
+    with step("fifty workloads, and a controller whose account the API server throttles"):
+        grant_watch(api, opted_ns, [("", ["configmaps"])])
+        config = config_for("3s", "ConfigMap", watch_namespaces=opted_ns)
+        refs = [create_workload(api, opted_ns, f"mass-{i:02d}", config) for i in range(WORKLOADS)]
+        ctl = start_controller(cluster, opted_ns, tmp_path, kubeconfig=throttled.kubeconfig)
     try:
-        for ref in refs:
-            wait_asleep(api, ref, 3)
-        create_configmap(api, opted_ns, "the-one-write")
-        # Each is woken once by that write (with the short timeout, some sleep again before the
-        # last is woken). Slowly: a few requests at a time, and the 429s wait their Retry-After.
-        reason = f"ConfigMap {opted_ns}/the-one-write created"
+        with step("all fifty sleep"):
+            for ref in refs:
+                wait_asleep(api, ref, 3)
+        with step("one write wakes each of them once, through the 429s"):
+            create_configmap(api, opted_ns, "the-one-write")
+            # Each is woken once by that write (with the short timeout, some sleep again before the
+            # last is woken). Slowly: a few requests at a time, and the 429s wait their Retry-After.
+            reason = f"ConfigMap {opted_ns}/the-one-write created"
 
-        def woken() -> set[str]:
-            events = k8s.CoreV1Api(api).list_namespaced_event(opted_ns).items
-            return {
-                e.involved_object.name
-                for e in events
-                if e.reason == "Woken" and (e.message or "").startswith(reason)
-            }
+            def woken() -> set[str]:
+                events = k8s.CoreV1Api(api).list_namespaced_event(opted_ns).items
+                return {
+                    e.involved_object.name
+                    for e in events
+                    if e.reason == "Woken" and (e.message or "").startswith(reason)
+                }
 
-        wait_for(lambda: len(woken()) == WORKLOADS, f"a Woken Event on all {WORKLOADS}", 300)
-        # The API server rejected requests of this account, and the controller sent them again.
-        assert _rejected(cluster, throttled.level) > 0
-        assert ctl.metric("zeroscaler_api_throttled_responses_total") > 0, ctl.log_tail()
-        assert ctl.metric("zeroscaler_wakes_total") == WORKLOADS  # none twice
+            wait_for(lambda: len(woken()) == WORKLOADS, f"a Woken Event on all {WORKLOADS}", 300)
+        with step(
+            "the API server refused requests, the controller sent them again, and none woke twice"
+        ):
+            # The API server rejected requests of this account, and the controller sent them again.
+            assert _rejected(cluster, throttled.level) > 0
+            assert ctl.metric("zeroscaler_api_throttled_responses_total") > 0, ctl.log_tail()
+            assert ctl.metric("zeroscaler_wakes_total") == WORKLOADS  # none twice
     finally:
         ctl.stop()
         print(ctl.log_tail(80))

@@ -28,6 +28,7 @@ from testkit.controller import (
     wait_woken,
 )
 from testkit.crds import create_crd
+from testkit.steps import step
 from testkit.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -75,58 +76,66 @@ def test_a_scope_widens_and_narrows_live_without_a_missed_change_or_a_false_one(
     controller: ControllerProcess,
     places: dict[str, str],
 ) -> None:
-    create_crd(api, GROUP, KIND, PLURAL)
-    home, other, far = places["home"], places["other"], places["far"]
-    for n in range(20):  # what the wider list finds there all along
-        create_probe(api, far, f"old-{n}")
-    for n in range(3):
-        create_probe(api, home, f"old-{n}")
-    grant_watch(api, opted_ns, [(GROUP, [PLURAL])], cluster_wide=True, name="scoped-watch")
-    watched = f"{KIND}.{GROUP}"
-    sleeper = create_workload(
-        api, opted_ns, "sleeper", config_for("3s", watched, watch_namespaces=home)
-    )
+    with step("probes in three namespaces, and a sleeper watching one of them"):
+        create_crd(api, GROUP, KIND, PLURAL)
+        home, other, far = places["home"], places["other"], places["far"]
+        for n in range(20):  # what the wider list finds there all along
+            create_probe(api, far, f"old-{n}")
+        for n in range(3):
+            create_probe(api, home, f"old-{n}")
+        grant_watch(api, opted_ns, [(GROUP, [PLURAL])], cluster_wide=True, name="scoped-watch")
+        watched = f"{KIND}.{GROUP}"
+        sleeper = create_workload(
+            api, opted_ns, "sleeper", config_for("3s", watched, watch_namespaces=home)
+        )
 
-    # Watched in its one namespace alone: a change elsewhere is never even received.
-    wait_asleep(api, sleeper, 3)
-    assert watches(controller) == (1.0, 0.0)
-    seen = controller.events_seen(RESOURCE)
-    create_probe(api, far, "unseen")
-    create_probe(api, home, "first")
-    wait_woken(api, sleeper, f"{KIND} {home}/first created")
-    assert controller.events_seen(RESOURCE) == seen + 1  # the change in home, not the one in far
-    wait_asleep(api, sleeper, 3)
+    with step("watched in its one namespace alone, a change elsewhere is never received"):
+        # Watched in its one namespace alone: a change elsewhere is never even received.
+        wait_asleep(api, sleeper, 3)
+        assert watches(controller) == (1.0, 0.0)
+        seen = controller.events_seen(RESOURCE)
+        create_probe(api, far, "unseen")
+        create_probe(api, home, "first")
+        wait_woken(api, sleeper, f"{KIND} {home}/first created")
+        assert (
+            controller.events_seen(RESOURCE) == seen + 1
+        )  # the change in home, not the one in far
+        wait_asleep(api, sleeper, 3)
 
-    # Widened live: a workload that watches the kind everywhere. A change in the sleeper's
-    # namespace as the whole kind is listed wakes it once; the objects listed wake no one.
-    activity = controller.metric("zeroscaler_activity_total")
-    everywhere = create_workload(
-        api, opted_ns, "everywhere", config_for("3s", watched, watch_namespaces="*")
-    )
-    wait_for(lambda: watches(controller)[1] == 1.0, "the kind watched cluster-wide")
-    create_probe(api, home, "widening")
-    wait_woken(api, sleeper, f"{KIND} {home}/widening created")
-    wait_asleep(api, everywhere, 3)  # nothing it listed was activity: it fell asleep
-    wait_asleep(api, sleeper, 3)
-    wait_for(lambda: watches(controller) == (0.0, 1.0), "one cluster-wide watch alone")
-    # The one change, for each of the two that watch where it was made.
-    assert controller.metric("zeroscaler_activity_total") == activity + 2
-    create_probe(api, other, "seen-now")
-    wait_woken(api, everywhere, f"{KIND} {other}/seen-now created")
-    assert woken_by(api, everywhere) == [f"{KIND} {other}/seen-now created"]
+    with step("widened live: the sleeper woken once, nothing listed waking anyone"):
+        # Widened live: a workload that watches the kind everywhere. A change in the sleeper's
+        # namespace as the whole kind is listed wakes it once; the objects listed wake no one.
+        activity = controller.metric("zeroscaler_activity_total")
+        everywhere = create_workload(
+            api, opted_ns, "everywhere", config_for("3s", watched, watch_namespaces="*")
+        )
+        wait_for(lambda: watches(controller)[1] == 1.0, "the kind watched cluster-wide")
+        create_probe(api, home, "widening")
+        wait_woken(api, sleeper, f"{KIND} {home}/widening created")
+        wait_asleep(api, everywhere, 3)  # nothing it listed was activity: it fell asleep
+        wait_asleep(api, sleeper, 3)
+        wait_for(lambda: watches(controller) == (0.0, 1.0), "one cluster-wide watch alone")
+        # The one change, for each of the two that watch where it was made.
+        assert controller.metric("zeroscaler_activity_total") == activity + 2
+        create_probe(api, other, "seen-now")
+        wait_woken(api, everywhere, f"{KIND} {other}/seen-now created")
+        assert woken_by(api, everywhere) == [f"{KIND} {other}/seen-now created"]
 
-    # Narrowed live: the everywhere workload goes. Its namespace's own watch lists, then takes
-    # over; a change meanwhile wakes the sleeper once, and far is no longer received.
-    k8s.AppsV1Api(api).delete_namespaced_deployment("everywhere", opted_ns)
-    create_probe(api, home, "narrowing")
-    wait_woken(api, sleeper, f"{KIND} {home}/narrowing created")
-    wait_for(lambda: watches(controller) == (1.0, 0.0), "watched in one namespace again")
-    wait_asleep(api, sleeper, 3)
-    seen = controller.events_seen(RESOURCE)
-    create_probe(api, far, "unseen-again")
-    create_probe(api, home, "last")
-    wait_woken(api, sleeper, f"{KIND} {home}/last created")
-    assert controller.events_seen(RESOURCE) == seen + 1
-    assert woken_by(api, sleeper) == [
-        f"{KIND} {home}/{name} created" for name in ("first", "widening", "narrowing", "last")
-    ]
+    with step(
+        "narrowed live, a change meanwhile wakes the sleeper once, and far is no longer received"
+    ):
+        # Narrowed live: the everywhere workload goes. Its namespace's own watch lists, then takes
+        # over; a change meanwhile wakes the sleeper once, and far is no longer received.
+        k8s.AppsV1Api(api).delete_namespaced_deployment("everywhere", opted_ns)
+        create_probe(api, home, "narrowing")
+        wait_woken(api, sleeper, f"{KIND} {home}/narrowing created")
+        wait_for(lambda: watches(controller) == (1.0, 0.0), "watched in one namespace again")
+        wait_asleep(api, sleeper, 3)
+        seen = controller.events_seen(RESOURCE)
+        create_probe(api, far, "unseen-again")
+        create_probe(api, home, "last")
+        wait_woken(api, sleeper, f"{KIND} {home}/last created")
+        assert controller.events_seen(RESOURCE) == seen + 1
+        assert woken_by(api, sleeper) == [
+            f"{KIND} {home}/{name} created" for name in ("first", "widening", "narrowing", "last")
+        ]

@@ -33,6 +33,7 @@ from testkit.controller import (
     wait_event,
     wait_woken,
 )
+from testkit.steps import step
 from testkit.waiting import wait_for
 
 NOWHERE_GROUP = "zs-serving.example.com"  # no object of this group is ever created
@@ -90,18 +91,21 @@ def test_a_workload_backing_a_validating_webhook_is_never_put_to_sleep(
     create_service(api, opted_ns, "validator-webhook", {"app": "validator"})
     name = f"zs-serving-{secrets.token_hex(3)}"
     with validating_webhook(api, name, opted_ns, "validator-webhook"):
-        validator = create_workload(api, opted_ns, "validator", config, paused=True)
-        plain = create_workload(api, opted_ns, "plain", config, paused=True)
+        with step("a workload behind a validating webhook, and a plain one"):
+            validator = create_workload(api, opted_ns, "validator", config, paused=True)
+            plain = create_workload(api, opted_ns, "plain", config, paused=True)
 
-        wait_event(api, validator, "BacksWebhook", f"ValidatingWebhookConfiguration {name}")
-        wait_asleep(api, plain, 3)  # its timeout has passed: the validator's has too
-        replicas, annotations = state_of(api, validator)
-        assert replicas == 3
-        assert annotations.get("zeroscaler.io/state") != "asleep"
-        assert "Sleeping" not in reasons(api, validator)
+        with step("the validator is said to back the webhook, and stays awake past its timeout"):
+            wait_event(api, validator, "BacksWebhook", f"ValidatingWebhookConfiguration {name}")
+            wait_asleep(api, plain, 3)  # its timeout has passed: the validator's has too
+            replicas, annotations = state_of(api, validator)
+            assert replicas == 3
+            assert annotations.get("zeroscaler.io/state") != "asleep"
+            assert "Sleeping" not in reasons(api, validator)
 
-    # The link was the reason: without it, it sleeps like any other.
-    wait_asleep(api, validator, 3)
+    with step("without the webhook, it sleeps like any other"):
+        # The link was the reason: without it, it sleeps like any other.
+        wait_asleep(api, validator, 3)
 
 
 def conversion_crd(name: str, plural: str, ns: str, service: str) -> dict[str, Any]:
@@ -142,33 +146,39 @@ def api_service(group: str, ns: str, service: str) -> dict[str, Any]:
 def test_a_sleeper_that_comes_to_back_a_conversion_or_an_api_service_is_woken(
     api: k8s.ApiClient, opted_ns: str, controller: ControllerProcess
 ) -> None:
-    grant_watch(api, opted_ns, [("", ["configmaps"])])
-    config = config_for("2s", "ConfigMap", watch_namespaces=opted_ns)
-    create_service(api, opted_ns, "converter", {"app": "converter"})
-    converter = create_workload(api, opted_ns, "converter", config, paused=True)
-    wait_asleep(api, converter, 3)
+    with step("a workload behind a Service sleeps"):
+        grant_watch(api, opted_ns, [("", ["configmaps"])])
+        config = config_for("2s", "ConfigMap", watch_namespaces=opted_ns)
+        create_service(api, opted_ns, "converter", {"app": "converter"})
+        converter = create_workload(api, opted_ns, "converter", config, paused=True)
+        wait_asleep(api, converter, 3)
 
-    group = f"g{secrets.token_hex(3)}.{NOWHERE_GROUP}"
-    crd_name = f"gadgets.{group}"
-    ext = k8s.ApiextensionsV1Api(api)
-    crd = conversion_crd(crd_name, "gadgets", opted_ns, "converter")
-    ext.create_custom_resource_definition(crd)
+    with step("a CRD converted through that Service is created"):
+        group = f"g{secrets.token_hex(3)}.{NOWHERE_GROUP}"
+        crd_name = f"gadgets.{group}"
+        ext = k8s.ApiextensionsV1Api(api)
+        crd = conversion_crd(crd_name, "gadgets", opted_ns, "converter")
+        ext.create_custom_resource_definition(crd)
     try:
-        why = f"backs CustomResourceDefinition {crd_name} (Service {opted_ns}/converter)"
-        wait_woken(api, converter, why, 3)
-        wait_event(api, converter, "BacksAPI", f"CustomResourceDefinition {crd_name}")
+        with step("it is woken, as it backs the conversion"):
+            why = f"backs CustomResourceDefinition {crd_name} (Service {opted_ns}/converter)"
+            wait_woken(api, converter, why, 3)
+            wait_event(api, converter, "BacksAPI", f"CustomResourceDefinition {crd_name}")
     finally:
         ext.delete_custom_resource_definition(crd_name)
-    wait_asleep(api, converter, 3)  # the conversion gone, it sleeps again
+    with step("the CRD gone, it sleeps again"):
+        wait_asleep(api, converter, 3)  # the conversion gone, it sleeps again
 
-    # Not the CRD's group: the API server registers an APIService of its own for that one.
-    aggregated = f"a{secrets.token_hex(3)}.{NOWHERE_GROUP}"
-    registration = k8s.ApiregistrationV1Api(api)
-    registration.create_api_service(api_service(aggregated, opted_ns, "converter"))
+    with step("an APIService served through that Service is registered"):
+        # Not the CRD's group: the API server registers an APIService of its own for that one.
+        aggregated = f"a{secrets.token_hex(3)}.{NOWHERE_GROUP}"
+        registration = k8s.ApiregistrationV1Api(api)
+        registration.create_api_service(api_service(aggregated, opted_ns, "converter"))
     try:  # kept short: an APIService without endpoints stalls namespace deletion everywhere
-        why = f"backs APIService v1.{aggregated} (Service {opted_ns}/converter)"
-        wait_woken(api, converter, why, 3)
-        wait_event(api, converter, "BacksAPI", f"APIService v1.{aggregated}")
+        with step("it is woken, as it backs the APIService"):
+            why = f"backs APIService v1.{aggregated} (Service {opted_ns}/converter)"
+            wait_woken(api, converter, why, 3)
+            wait_event(api, converter, "BacksAPI", f"APIService v1.{aggregated}")
     finally:
         registration.delete_api_service(f"v1.{aggregated}")
 
@@ -243,18 +253,20 @@ def busybox(cluster: Cluster, real_node: realnode.RealNode) -> str:
 def test_a_slow_starter_is_not_put_back_to_sleep_before_it_is_ready(
     api: k8s.ApiClient, opted_ns: str, controller: ControllerProcess, busybox: str
 ) -> None:
-    grant_watch(api, opted_ns, [("", ["configmaps"])])
-    config = config_for("3s", "ConfigMap", watch_namespaces=opted_ns)
-    port = free_port()
-    k8s.AppsV1Api(api).create_namespaced_deployment(
-        opted_ns, slow_starter("slow", port, 12, config)
-    )
-    slow = Ref(opted_ns, "slow")
-    awake_until_ready(api, slow)  # created not Ready: it waits as after a wake
-    wait_asleep(api, slow, 1, timeout=90)
+    with step("created not Ready, it is left awake until Ready, then sleeps"):
+        grant_watch(api, opted_ns, [("", ["configmaps"])])
+        config = config_for("3s", "ConfigMap", watch_namespaces=opted_ns)
+        port = free_port()
+        k8s.AppsV1Api(api).create_namespaced_deployment(
+            opted_ns, slow_starter("slow", port, 12, config)
+        )
+        slow = Ref(opted_ns, "slow")
+        awake_until_ready(api, slow)  # created not Ready: it waits as after a wake
+        wait_asleep(api, slow, 1, timeout=90)
 
-    create_configmap(api, opted_ns, "trigger")
-    wait_woken(api, slow, f"ConfigMap {opted_ns}/trigger created", 1)
-    awake_until_ready(api, slow)  # 12 s to start, 3 s timeout: it waited
-    wait_asleep(api, slow, 1, timeout=90)
-    assert "NotReady" in reasons(api, slow)  # late, and said so
+    with step("a change wakes it, it is left awake until Ready, then sleeps, its lateness said"):
+        create_configmap(api, opted_ns, "trigger")
+        wait_woken(api, slow, f"ConfigMap {opted_ns}/trigger created", 1)
+        awake_until_ready(api, slow)  # 12 s to start, 3 s timeout: it waited
+        wait_asleep(api, slow, 1, timeout=90)
+        assert "NotReady" in reasons(api, slow)  # late, and said so

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,8 +15,9 @@ import pytest
 from pydantic_settings import CliApp
 
 from tests.unit.mock_api import kube_served_by
+from zeroscaler.controller.clock import ManualClock
 from zeroscaler.controller.flags import parse_settings
-from zeroscaler.controller.leader import LeaderElector
+from zeroscaler.controller.leader import LeaderElector, LeaseTerms
 from zeroscaler.controller.workload import Workload
 from zeroscaler.controller.workload_object import WorkloadObject, trim_workload
 from zeroscaler.core.managers import ARGO_CD, Manager
@@ -249,6 +251,9 @@ def test_a_workload_keeps_the_copy_it_holds_over_an_answer_no_newer() -> None:
     assert (w.obj is unnumbered, w.status.state) == (True, "asleep")
 
 
+TERMS = LeaseTerms("zs", "lease", "ctl-a", 3.0)
+
+
 async def test_the_lease_is_freed_only_after_the_writes_on_their_way() -> None:
     """At shutdown no new write starts, those on their way land, and only then does the Lease go:
     a standby taking over at once never writes beside them."""
@@ -264,7 +269,7 @@ async def test_the_lease_is_freed_only_after_the_writes_on_their_way() -> None:
 
     kube = kube_served_by(handler)
     elector = LeaderElector(
-        kube, "zs", "lease", "ctl-a", 3.0, lambda held: order.append(f"leading={held}")
+        kube, TERMS, ManualClock(), lambda held: order.append(f"leading={held}")
     )
     elector.is_leader = True
 
@@ -297,14 +302,71 @@ async def test_a_holder_renews_over_its_own_write_and_reads_the_lease_after_anot
         }
         return httpx.Response(200, json=lease)
 
-    elector = LeaderElector(kube_served_by(handler), "zs", "lease", "ctl-a", 3.0, lambda _: None)
-    assert await elector._attempt(0.0)  # one attempt at a time, without the sleeps
+    clock = ManualClock()
+    elector = LeaderElector(kube_served_by(handler), TERMS, clock, lambda _: None)
+    assert await elector._attempt()  # one attempt at a time, without the sleeps
     elector.is_leader = True
-    assert await elector._attempt(1.0)
-    assert await elector._attempt(2.0)
+    for _ in range(2):
+        clock.advance(1)
+        assert await elector._attempt()
     version += 1  # someone else wrote the Lease (its holder still ctl-a)
-    assert await elector._attempt(3.0)
+    clock.advance(1)
+    assert await elector._attempt()
     assert seen == ["GET", "PATCH 1", "PATCH 2", "PATCH 3", "PATCH 4", "GET", "PATCH 5"]
+
+
+def _lease_answers(
+    holder: str, written: list[dict[str, Any]]
+) -> Callable[[httpx.Request], httpx.Response]:
+    """A Lease held by `holder`, renewed at a fixed time; every write's body is kept in `written`
+    and answered as accepted."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            lease = {
+                "metadata": {"resourceVersion": "1"},
+                "spec": {
+                    "holderIdentity": holder,
+                    "leaseDurationSeconds": 3,
+                    "renewTime": "2026-01-01T11:00:00.000000Z",
+                },
+            }
+            return httpx.Response(200, json=lease)
+        written.append(json.loads(request.content))
+        return httpx.Response(200, json={"metadata": {"resourceVersion": str(len(written) + 1)}})
+
+    return handler
+
+
+async def test_the_lease_times_written_are_the_clocks_it_is_given() -> None:
+    written: list[dict[str, Any]] = []
+    kube = kube_served_by(_lease_answers("", written))
+    clock = ManualClock(now=datetime(2026, 1, 1, 12, tzinfo=UTC))
+    elector = LeaderElector(kube, TERMS, clock, lambda _: None)
+    assert await elector._attempt()
+    elector.is_leader = True
+    clock.advance(1.5)
+    assert await elector._attempt()
+    acquired, renewed = (body["spec"] for body in written)
+    assert acquired["acquireTime"] == acquired["renewTime"] == "2026-01-01T12:00:00.000000Z"
+    assert renewed == {"renewTime": "2026-01-01T12:00:01.500000Z"}
+
+
+async def test_a_standby_takes_a_lease_left_unrenewed_for_its_duration_on_its_clock() -> None:
+    """Expiry is judged by when this replica first saw the holder's last renewal, on its own
+    monotonic clock, not by the renewTime another replica wrote."""
+    written: list[dict[str, Any]] = []
+    kube = kube_served_by(_lease_answers("ctl-b", written))
+    clock = ManualClock(monotonic=1000.0)
+    elector = LeaderElector(kube, TERMS, clock, lambda _: None)
+    for seconds in (0.0, 2.0, 1.0):  # seen at 1000.0, then 1002.0 and 1003.0: not yet over 3 s
+        clock.advance(seconds)
+        assert not await elector._attempt()
+    clock.advance(0.5)
+    assert await elector._attempt()
+    (taken,) = written
+    assert taken["spec"]["holderIdentity"] == "ctl-a"
+    assert taken["spec"]["leaseTransitions"] == 1
 
 
 def test_streaming_lists_are_off_unless_turned_on() -> None:
