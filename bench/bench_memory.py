@@ -197,9 +197,10 @@ def waiting_events(count: int = 10_000) -> dict[str, float]:
     from zeroscaler.controller.clock import LoopClock
     from zeroscaler.controller.context import Context
     from zeroscaler.controller.reporting import Reporter
-    from zeroscaler.controller.workload import Workload, trim_workload
+    from zeroscaler.controller.workload import Workload
+    from zeroscaler.controller.workload_object import WorkloadObject, trim_workload
 
-    def version(i: int, rv: int) -> dict[str, Any]:
+    def version(i: int, rv: int) -> WorkloadObject:
         obj = json.loads(json.dumps(asleep_deployment(i)))  # new strings, as each answer brings
         obj["metadata"]["resourceVersion"] = str(rv)
         return trim_workload(obj)

@@ -54,8 +54,8 @@ from zeroscaler.controller.workload import (
     count_paused,
     count_pending_wakes,
     count_released,
-    trim_workload,
 )
+from zeroscaler.controller.workload_object import keep_workload
 from zeroscaler.core.annotations import is_namespace_enabled
 from zeroscaler.core.coverage import Hook
 from zeroscaler.core.inference import RBACSnapshot
@@ -242,7 +242,7 @@ class Controller:
         hpas.add_handler(self.changes.on_hpa)
         workloads: dict[str, Informer] = {}
         for kind, resource in WORKLOAD_RESOURCES.items():
-            informer = Informer(watcher, f"/apis/apps/v1/{resource}", transform=trim_workload)
+            informer = Informer(watcher, f"/apis/apps/v1/{resource}", transform=keep_workload)
             informer.add_handler(functools.partial(self.changes.on_workload, kind))
             workloads[kind] = informer
         return hpas, workloads
