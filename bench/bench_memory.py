@@ -109,7 +109,7 @@ def main() -> None:
             flush=True,
         )
 
-    from zeroscaler.controller.memory import release_free_memory
+    from zeroscaler.controller.heap import release_free_memory
 
     results["bytes_per_object"], stores = measured_stores()
     print(f"stored objects: {results['bytes_per_object']:.0f} bytes each ({OBJECTS:,})")

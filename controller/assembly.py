@@ -25,7 +25,7 @@ from zeroscaler.controller.changes import ChangeFeed, Followers, Lookups, trim_h
 from zeroscaler.controller.clock import Clock, LoopClock
 from zeroscaler.controller.context import Context, Watching
 from zeroscaler.controller.flags import ControllerSettings
-from zeroscaler.controller.memory import pause_collection, release_free_memory, resume_collection
+from zeroscaler.controller.heap import pause_collection, release_free_memory, resume_collection
 from zeroscaler.controller.metrics import LeaderReadings, Metrics, Readings
 from zeroscaler.controller.noting import ActivityNotes
 from zeroscaler.controller.permissions import AccessReviews

@@ -1,6 +1,6 @@
 """How far a start has got, and when the collector paused for it must run again.
 
-A start pauses the cyclic collector (`zeroscaler.controller.memory`) while it stores its objects
+A start pauses the cyclic collector (`zeroscaler.controller.heap`) while it stores its objects
 and reconciles its workloads. The pause follows the start rather than a clock: it lasts while the
 start keeps getting further, however long a big start on a busy machine takes, and ends once the
 start has got no further for `stall` seconds, so a stuck start (an API server that stopped
