@@ -13,6 +13,7 @@ import contextlib
 import functools
 import logging
 from dataclasses import asdict
+from datetime import datetime
 
 from zeroscaler.api import Kube
 from zeroscaler.cluster.events import EventRecorder
@@ -55,7 +56,8 @@ from zeroscaler.controller.workload import (
     count_pending_wakes,
     count_released,
 )
-from zeroscaler.controller.workload_object import keep_workload
+from zeroscaler.controller.workload_object import WorkloadObject, keep_workload
+from zeroscaler.core.activity import Activity
 from zeroscaler.core.annotations import is_namespace_enabled
 from zeroscaler.core.coverage import Hook
 from zeroscaler.core.inference import RBACSnapshot
@@ -127,7 +129,9 @@ class Controller:
             on_discovery=lambda _: self.changes.enqueue_all(),
             on_rbac=self._on_rbac,
         )
-        notes = ActivityNotes(context, self.metrics, self.queue.is_running, self.gate.due)
+        self.notes = notes = ActivityNotes(
+            context, self.metrics, self.queue.is_running, self.gate.due
+        )
         self.changes = self._change_feed(kube, context, notes)
         self.cluster.namespaces.add_handler(self.changes.on_namespace)
         self.serving, self.activator = self._serving_parts(kube, watcher, context, notes)
@@ -182,7 +186,7 @@ class Controller:
             on_answer=lambda source: self.metrics.access_answers.labels(source).inc(),
         )
         watching = Watching(self.hub, access, self.cluster)
-        self.subscriptions = Subscriptions(context, watching, notes.note)
+        self.subscriptions = Subscriptions(context, watching, self._note_activity)
         self.warming = Warming(
             context,
             watching,
@@ -395,8 +399,19 @@ class Controller:
 
     def _check_rbac_grants(self) -> None:
         self._rbac_check = None
-        for key in self.subscriptions.revoke(self.workloads):
+        for key in self.subscriptions.revoke(self._object_of):
             self.queue.add(key)
+
+    def _note_activity(self, key: WorkloadKey, found: Activity, now: datetime) -> None:
+        """Activity a subscription's replay found, noted on its workload's record (a replay
+        runs only for a workload the record map holds)."""
+        w = self.workloads.get(key)
+        if w is not None:
+            self.notes.note(w, found, now)
+
+    def _object_of(self, key: WorkloadKey) -> WorkloadObject | None:
+        w = self.workloads.get(key)
+        return None if w is None else w.obj
 
     def _hurry(self, key: WorkloadKey) -> None:
         """Reconcile `key` before the others waiting: a change may be a wake for it."""

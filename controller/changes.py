@@ -16,19 +16,30 @@ from prometheus_client import Counter
 from zeroscaler.api import Obj
 from zeroscaler.cluster.informer import Readable, WatchEvent, key_of
 from zeroscaler.controller.context import Context
+from zeroscaler.controller.idle_memory import IdleReading
 from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.noting import OnActivity
+from zeroscaler.controller.watch_memory import WatchMemory
 from zeroscaler.controller.workload import (
     Workload,
     WorkloadKey,
     initial_last_activity,
     settle_start,
 )
-from zeroscaler.controller.workload_object import workload_of
+from zeroscaler.controller.workload_object import WorkloadObject, workload_of
 from zeroscaler.core.activity import Change, Scope, due_of, find_activity
+from zeroscaler.core.annotations import WorkloadStatus
 from zeroscaler.core.kinds import APIResource
 
 log = logging.getLogger(__name__)
+
+# `Subscriptions.catch_up` and `check_census`, as the feed calls them.
+CatchUp = Callable[
+    [WorkloadKey, WatchMemory, IdleReading, WorkloadStatus, APIResource, Readable, Scope], None
+]
+CheckCensus = Callable[
+    [WorkloadKey, WorkloadObject, WatchMemory, IdleReading, WorkloadStatus], None
+]
 
 
 def trim_hpa(obj: Obj) -> Obj:
@@ -61,8 +72,8 @@ class Followers:
     start's warming (`warming.py`): each workload first seen, and each change to a watched
     type."""
 
-    catch_up: Callable[[Workload, APIResource, Readable, Scope], None] | None = None
-    check_census: Callable[[Workload], None] | None = None
+    catch_up: CatchUp | None = None
+    check_census: CheckCensus | None = None
     on_first_seen: Callable[[WorkloadKey, Mapping[str, str]], None] | None = None
     on_change: Callable[[APIResource, str], None] | None = None
 
@@ -183,7 +194,7 @@ class ChangeFeed:
             if self.check_census is None or w.watch.interest is None or self._is_running(key):
                 self._enqueue(key)
             else:
-                self.check_census(w)
+                self.check_census(key, w.obj, w.watch, w.idle, w.status)
 
     def count_events(self, resource: APIResource, events: int = 1) -> None:
         """Count `events` of `resource` seen (a first list's objects, handed over whole, too)."""
@@ -209,7 +220,7 @@ class ChangeFeed:
         up on what changed there while it was not told of each change."""
         w = self._workloads.get(key)
         if w is not None and self.catch_up is not None:
-            self.catch_up(w, resource, kept, where)
+            self.catch_up(key, w.watch, w.idle, w.status, resource, kept, where)
 
     def on_object(self, resource: APIResource, event: WatchEvent) -> None:
         """A watched object changed: note it for every workload it is activity for."""

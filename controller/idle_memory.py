@@ -7,8 +7,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from zeroscaler.core.decision import restart_clock
+
+
+class IdleReading(Protocol):
+    """The idle clock as a part that only reads it sees it (the subscriptions' replays)."""
+
+    @property
+    def last_activity(self) -> datetime: ...
+
+    @property
+    def activity_at(self) -> float | None: ...
 
 
 @dataclass(slots=True)

@@ -18,6 +18,7 @@ from zeroscaler.controller.reporting import Reporter
 from zeroscaler.controller.scaling import Scaling
 from zeroscaler.controller.subscription import Subscriptions
 from zeroscaler.controller.timers import TimerHeap
+from zeroscaler.controller.watch_memory import WatchMemory
 from zeroscaler.controller.workload import (
     EPOCH,
     Workload,
@@ -84,7 +85,7 @@ class ReconcileInputs:
     policy_attempted: Callable[[], bool] = lambda: True
     serving: Callable[[Workload], Serving | None] = lambda _: Serving()
     # Its due times: the latest at or before `now`, the earliest after `after` (`due.py`).
-    due: Callable[[Workload, datetime, datetime], DueSummary] = lambda *_: NO_DUE
+    due: Callable[[WatchMemory, str, datetime, datetime], DueSummary] = lambda *_: NO_DUE
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,8 +226,10 @@ class Reconciler:
             self._reporter.warn(w, warnings + missing_settings(w.annotations))
             return
         self._manage(w, status)
-        await self._subscriptions.prepare(w, config, urgent=self._gate.is_due(key))
-        self._subscriptions.check_census(w)
+        await self._subscriptions.prepare(
+            key, w.obj, w.watch, w.idle, w.status, config, urgent=self._gate.is_due(key)
+        )
+        self._subscriptions.check_census(key, w.obj, w.watch, w.idle, w.status)
         hpa = self._hpa_names(key)
         warnings += [*w.watch.kind_warnings, *self._hpa_warnings(hpa, status)]
         decision, now, notices = self._decide(w, config, status, bool(hpa))
@@ -412,7 +415,7 @@ class Reconciler:
             status, replicas = w.scaling.pretend
         else:
             replicas = w.replicas
-        self._subscriptions.set_interest(w, status)
+        self._subscriptions.set_interest(w.key, w.obj, w.watch, status)
         now = self._clock.now()
         settle_start(w, now)
         serving = self._serving(w)
@@ -432,7 +435,7 @@ class Reconciler:
             starting=w.idle.starting and not dry,
             ready_replicas=w.ready_replicas,
             jitter=jitter(w.label, self._jitter) if config.windows else 0.0,
-            due=self._due(w, now, after) if config.due_times else NO_DUE,
+            due=self._due(w.watch, w.namespace, now, after) if config.due_times else NO_DUE,
             sleep_jitter=jitter(w.label, 1.0) if config.max_sleep else 0.0,
             kept_awake_by=kept_awake_by,
         )
@@ -473,7 +476,7 @@ class Reconciler:
             return
         w.managed = True
         if status.state == "asleep":  # asleep before we watched: compare what it saw at sleep
-            self._subscriptions.recall_census(w)
+            self._subscriptions.recall_census(w.watch, w.obj)
         self._accounting.start(w.report)
         w.idle.managed_from(
             (status.asleep_since or EPOCH)
@@ -486,7 +489,7 @@ class Reconciler:
 
     def _stop_managing(self, w: Workload, why: str) -> None:
         self._timers.cancel(w.key)
-        self._subscriptions.forget(w)
+        self._subscriptions.forget(w.key, w.watch)
         self._scaling.forget(w)
         if w.managed:
             log.info("no longer managed", extra={"workload": w.label, "why": why})
@@ -514,6 +517,6 @@ class Reconciler:
         self._wake_failures.pop(w.key, None)
         self._gate.done(w.key)
         self._timers.cancel(w.key)
-        self._subscriptions.subscribe(w, set())
+        self._subscriptions.release_all(w.key, w.watch)
         self._accounting.account(w, stop=True)
         self._workloads.pop(w.key, None)

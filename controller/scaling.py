@@ -25,6 +25,7 @@ from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.queue import WakeGate
 from zeroscaler.controller.reporting import Reporter
 from zeroscaler.controller.scaling_memory import OwnWake
+from zeroscaler.controller.watch_memory import WatchMemory
 from zeroscaler.controller.workload import Workload, WorkloadKey
 from zeroscaler.controller.workload_object import trim_workload
 from zeroscaler.core.annotations import (
@@ -84,7 +85,7 @@ class BeforeSleep:
     """What a sleep asks of the other parts first: the census it records, whether what the
     workload serves keeps it awake, and the activator's cover for its webhooks (and its end)."""
 
-    census: Callable[[Workload], Census]
+    census: Callable[[WatchMemory], Census]
     keeps_awake: Callable[[Workload], bool] = lambda _: False
     cover: Callable[[Workload], Awaitable[bool]] = _covered
     covered_done: Callable[[Workload], None] = lambda _: None
@@ -275,7 +276,7 @@ class Scaling:
         # managedFields entry names (docs/gitops.md).
         status: dict[str, str | None] = dict(asleep_annotations(replicas, now, decided_on))
         # What is in scope now, so a restart can tell what was deleted while nobody watched.
-        status[CENSUS] = format_census(self._census(w))
+        status[CENSUS] = format_census(self._census(w.watch))
         if FLAPPING_UNTIL in w.annotations:  # the hold is over: it is asleep
             status[FLAPPING_UNTIL] = None
         try:

@@ -12,8 +12,10 @@ from typing import Any
 from zeroscaler.api import KubeError
 from zeroscaler.cluster.informer import Readable
 from zeroscaler.controller.context import Context, Watching
+from zeroscaler.controller.idle_memory import IdleReading
 from zeroscaler.controller.watch_memory import Scopes, WatchMemory
-from zeroscaler.controller.workload import Workload, WorkloadKey
+from zeroscaler.controller.workload import WorkloadKey
+from zeroscaler.controller.workload_object import WorkloadObject
 from zeroscaler.core.activity import (
     Activity,
     Change,
@@ -52,12 +54,17 @@ from zeroscaler.core.kinds import KIND_REF_FORM, APIResource, KindRef
 from zeroscaler.core.scope import ResolvedScope, ReviewNeeded, resolve_scope
 from zeroscaler.core.sharing import NOTHING, compact_mapping, shared
 
-OnActivity = Callable[[Workload, Activity, datetime], None]
+# Activity found for the workload of a key; the one place that notes it (`noting.py`) is behind it.
+OnActivity = Callable[[WorkloadKey, Activity, datetime], None]
 NO_DUE_FIELDS: Mapping[APIResource, frozenset[tuple[str, ...]]] = {}
 
 
 class Subscriptions:
-    """Resolves kinds and scopes for a workload and (un)subscribes its shared watches."""
+    """Resolves kinds and scopes for a workload and (un)subscribes its shared watches.
+
+    Each call is handed the workload's watch memory (its own: `watch_memory.py`) and what it
+    reads besides, as values: the key, the object, the status; a replay reads the idle clock
+    (`IdleReading`) but activity it finds is noted by its owner, through `on_activity`."""
 
     def __init__(
         self,
@@ -80,17 +87,25 @@ class Subscriptions:
         self._granted: dict[WorkloadKey, tuple[tuple[APIResource, str, str], ...]] = {}
         self._revisions: dict[WorkloadKey, int] = {}  # grants taken back, part of the signature
 
-    def recall_census(self, w: Workload) -> None:
+    def recall_census(self, watch: WatchMemory, obj: WorkloadObject) -> None:
         """Asleep before we watched: the kinds of the census its sleep recorded are compared
         once their watches have listed (`check_census`)."""
-        w.watch.unchecked = shared(frozenset(parse_census(w.annotations.get(CENSUS, ""))[0]))
+        watch.unchecked = shared(frozenset(parse_census(obj.annotations.get(CENSUS, ""))[0]))
 
-    def forget(self, w: Workload) -> None:
+    def forget(self, key: WorkloadKey, watch: WatchMemory) -> None:
         """No longer managed: no watch held, and its kinds resolved afresh if it is again."""
-        self.subscribe(w, set())
-        w.watch = WatchMemory()
+        self.release_all(key, watch)
+        watch.clear()
 
-    def _signature(self, w: Workload, config: WorkloadConfig) -> tuple[Any, ...]:
+    def release_all(self, key: WorkloadKey, watch: WatchMemory) -> None:
+        """Hold no watch for it (`subscribe` to nothing)."""
+        for resource in watch.resources:
+            self._hub.release(resource, key)
+        watch.resources = shared(frozenset())
+
+    def _signature(
+        self, key: WorkloadKey, obj: WorkloadObject, watch: WatchMemory, config: WorkloadConfig
+    ) -> tuple[Any, ...]:
         """What the resolution depends on; the access answers' age comes last."""
         return (
             config.watched,
@@ -98,31 +113,42 @@ class Subscriptions:
             config.watch_namespaces,
             config.due_times,
             self._cluster.discovery_generation,
-            w.service_account,
-            self._cluster.rbac_generation if w.watch.inferred else 0,
-            tuple(sorted(w.watch.names.items())),
-            self._revisions.get(w.key, 0),
+            obj.service_account,
+            self._cluster.rbac_generation if watch.inferred else 0,
+            tuple(sorted(watch.names.items())),
+            self._revisions.get(key, 0),
             self._access.epoch(),
         )
 
-    async def prepare(self, w: Workload, config: WorkloadConfig, *, urgent: bool = False) -> None:
+    async def prepare(
+        self,
+        key: WorkloadKey,
+        obj: WorkloadObject,
+        watch: WatchMemory,
+        idle: IdleReading,
+        status: WorkloadStatus,
+        config: WorkloadConfig,
+        *,
+        urgent: bool = False,
+    ) -> None:
         """Resolve kinds, check the ServiceAccount may watch them, and (un)subscribe watches;
-        `urgent` (a wake is due) never waits for access answers that only aged."""
-        signature = self._signature(w, config)
-        if signature == w.watch.signature:
+        `urgent` (a wake is due) never waits for access answers that only aged. `status` and
+        the idle clock decide what a watch it joins late has to tell (`catch_up`)."""
+        signature = self._signature(key, obj, watch, config)
+        if signature == watch.signature:
             return
-        aged = w.watch.signature is not None and signature[:-1] == w.watch.signature[:-1]
-        if aged and (urgent or w.key not in self._answered):
+        aged = watch.signature is not None and signature[:-1] == watch.signature[:-1]
+        if aged and (urgent or key not in self._answered):
             # Only the access answers aged: they are asked again off the reconcile (behind a
             # backlog of writes that can take seconds), and it looks again once they are in.
-            if w.key not in self._asking:
-                self._asking.add(w.key)
-                self._background(self._ask_again(w, config))
+            if key not in self._asking:
+                self._asking.add(key)
+                self._background(self._ask_again(key, obj, watch, config))
             return
-        self._answered.discard(w.key)
-        scopes, wanted, warnings = await self._resolve(w, config)
-        w.watch.unseen = shared(frozenset(await self._unseen(wanted, warnings)))
-        wanted -= w.watch.unseen
+        self._answered.discard(key)
+        scopes, wanted, warnings = await self._resolve(key, obj, watch, config)
+        watch.unseen = shared(frozenset(await self._unseen(wanted, warnings)))
+        wanted -= watch.unseen
         if not scopes[0]:
             warnings.append(
                 (
@@ -131,16 +157,16 @@ class Subscriptions:
                     "kind), so it is never put to sleep",
                 )
             )
-        w.watch.signature, w.watch.scopes = signature, scopes
+        watch.signature, watch.scopes = signature, scopes
         watched = [
             (r, scopes[0][(r.group, r.kind)]) for r in wanted if (r.group, r.kind) in scopes[0]
         ]
-        w.watch.namespaces = shared(working_namespaces(watched))
-        w.watch.definitions = shared(definitions_of(r for r, _ in watched))
-        w.watch.due = self._due_fields(config, [r for r, _ in watched], warnings)
-        w.watch.kind_warnings = tuple(warnings)
-        self.set_interest(w, w.status)
-        self.subscribe(w, wanted)
+        watch.namespaces = shared(working_namespaces(watched))
+        watch.definitions = shared(definitions_of(r for r, _ in watched))
+        watch.due = self._due_fields(config, [r for r, _ in watched], warnings)
+        watch.kind_warnings = tuple(warnings)
+        self.set_interest(key, obj, watch, status)
+        self.subscribe(key, watch, idle, status, wanted)
 
     def _due_fields(
         self, config: WorkloadConfig, watched: list[APIResource], warnings: list[Notice]
@@ -164,16 +190,20 @@ class Subscriptions:
             found[resource] = found.get(resource, frozenset()) | {due.path}
         return compact_mapping(found)
 
-    def due_summary(self, w: Workload, now: datetime, after: datetime) -> DueSummary:
+    def due_summary(
+        self, watch: WatchMemory, namespace: str, now: datetime, after: datetime
+    ) -> DueSummary:
         """Its due times from the shared watches: the latest at or before `now` and the earliest
         after `after`, over the objects in its scope."""
-        interest = w.watch.interest
-        if interest is None or not w.watch.due:
+        interest = watch.interest
+        if interest is None or not watch.due:
             return NO_DUE
-        return summarize(self._due_times(w, interest), now, after)
+        return summarize(self._due_times(watch, namespace, interest), now, after)
 
-    def _due_times(self, w: Workload, interest: Interest) -> Iterable[DueTime]:
-        for resource, paths in w.watch.due.items():
+    def _due_times(
+        self, watch: WatchMemory, workload_namespace: str, interest: Interest
+    ) -> Iterable[DueTime]:
+        for resource, paths in watch.due.items():
             kept = self._hub.kept(resource)
             if kept is None:
                 continue
@@ -185,36 +215,48 @@ class Subscriptions:
                 namespace, name = obj.get("namespace") or "", obj.get("name") or ""
                 for path, seconds in found:
                     if path in paths:
-                        said = object_words(resource.kind, namespace, name, w.namespace)
+                        said = object_words(resource.kind, namespace, name, workload_namespace)
                         what = f"{said} {'.'.join(path)}"
                         yield DueTime(as_time(seconds), what)
 
-    async def _ask_again(self, w: Workload, config: WorkloadConfig) -> None:
+    async def _ask_again(
+        self, key: WorkloadKey, obj: WorkloadObject, watch: WatchMemory, config: WorkloadConfig
+    ) -> None:
         """Fill the access answers a resolution needs, then ask for another look."""
         try:
-            _, wanted, warnings = await self._resolve(w, config, fresh=True)
+            _, wanted, warnings = await self._resolve(key, obj, watch, config, fresh=True)
             await self._unseen(wanted, warnings, fresh=True)
         except KubeError:
             pass  # the reconcile asks again itself, and reports what fails
         finally:
-            self._asking.discard(w.key)
-            self._answered.add(w.key)
-            self._enqueue(w.key)
+            self._asking.discard(key)
+            self._answered.add(key)
+            self._enqueue(key)
 
     async def _resolve(
-        self, w: Workload, config: WorkloadConfig, *, fresh: bool = False
+        self,
+        key: WorkloadKey,
+        obj: WorkloadObject,
+        watch: WatchMemory,
+        config: WorkloadConfig,
+        *,
+        fresh: bool = False,
     ) -> tuple[Scopes, set[APIResource], list[Notice]]:
-        self._granted.pop(w.key, None)
+        self._granted.pop(key, None)
         warnings: list[Notice] = []
         scopes: tuple[dict[GroupKind, Scope], dict[GroupKind, Scope]] = ({}, {})
         wanted: set[APIResource] = set()
-        lists = zip((config.watched, config.owned), kind_list_keys(w.annotations), strict=True)
-        for (refs, key), target in zip(lists, scopes, strict=True):
+        lists = zip((config.watched, config.owned), kind_list_keys(obj.annotations), strict=True)
+        account = (key, obj.service_account)
+        for (refs, annotation), target in zip(lists, scopes, strict=True):
             for ref in refs:
-                resource = self._served(ref, key, warnings)
+                resource = self._served(ref, annotation, warnings)
                 if resource is None:
                     continue
-                resolved = await self._resolve_scope(w, ref, resource, config, warnings, fresh)
+                names = sorted(watch.names.get((resource.group, resource.kind), ()))
+                resolved = await self._resolve_scope(
+                    account, names, ref, resource, config, warnings, fresh
+                )
                 if resolved.permitted:
                     target[(resource.group, resource.kind)] = shared(resolved.scope)
                     wanted.add(resource)
@@ -257,7 +299,8 @@ class Subscriptions:
 
     async def _resolve_scope(
         self,
-        w: Workload,
+        account: tuple[WorkloadKey, str],
+        names: list[str],
         ref: KindRef,
         resource: APIResource,
         config: WorkloadConfig,
@@ -265,82 +308,93 @@ class Subscriptions:
         fresh: bool = False,
     ) -> ResolvedScope:
         """Ask the reviews the scope rules need, in their order; warn where watching is denied."""
-        names = sorted(w.watch.names.get((resource.group, resource.kind), ()))
+        key, service_account = account
         answers: dict[str, bool] = {}
         wanted = config.watch_namespaces
         while isinstance(
-            step := resolve_scope(resource.namespaced, w.namespace, wanted, answers), ReviewNeeded
+            step := resolve_scope(resource.namespaced, key[1], wanted, answers), ReviewNeeded
         ):
             answers[step.namespace] = await self._may_watch(
-                w, resource, step.namespace, names, fresh
+                account, resource, step.namespace, names, fresh
             )
-        account = f"{w.namespace}/{w.service_account}"
+        said = f"{key[1]}/{service_account}"
         for where in step.denied:
             warnings.append(
                 (
                     "NotPermitted",
-                    f"ServiceAccount {account} may not watch {resource.group_resource} {where}; "
+                    f"ServiceAccount {said} may not watch {resource.group_resource} {where}; "
                     f"changes to {ref} there are ignored",
                 )
             )
         return step
 
     async def _may_watch(
-        self, w: Workload, resource: APIResource, scope: str, names: list[str], fresh: bool = False
+        self,
+        account: tuple[WorkloadKey, str],
+        resource: APIResource,
+        scope: str,
+        names: list[str],
+        fresh: bool = False,
     ) -> bool:
-        account = (w.namespace, w.service_account, resource, scope)
+        key, service_account = account
+        asking = (key[1], service_account, resource, scope)
         allowed = True
         for name in names or [""]:
-            granted, from_rbac = await self._access.answer(*account, name, fresh=fresh)
+            granted, from_rbac = await self._access.answer(*asking, name, fresh=fresh)
             if from_rbac:
-                asked = self._granted.get(w.key, ())
-                self._granted[w.key] = (*asked, (resource, scope, name))
+                asked = self._granted.get(key, ())
+                self._granted[key] = (*asked, (resource, scope, name))
             allowed = allowed and granted
         return allowed
 
-    def revoke(self, workloads: Mapping[WorkloadKey, Workload]) -> list[WorkloadKey]:
+    def revoke(
+        self, object_of: Callable[[WorkloadKey], WorkloadObject | None]
+    ) -> list[WorkloadKey]:
         """The workloads RBAC, as it is now, no longer grants something it granted them; their
-        next look resolves their kinds and scopes afresh."""
-        for key in [k for k in self._revisions if k not in workloads]:
+        next look resolves their kinds and scopes afresh. `object_of` reads a workload's object
+        (None: no such workload)."""
+        for key in [k for k in self._revisions if object_of(k) is None]:
             del self._revisions[key]
         found = []
         for key, questions in list(self._granted.items()):
-            w = workloads.get(key)
-            if w is None:
+            obj = object_of(key)
+            if obj is None:
                 del self._granted[key]
                 continue
-            ns, account = w.namespace, w.service_account
+            ns, account = key[1], obj.service_account
             if not all(self._access.rbac_grants(ns, account, *q) for q in questions):
                 # In the signature, so even a look under way when RBAC changed is not the last.
                 self._revisions[key] = self._revisions.get(key, 0) + 1
                 found.append(key)
         return found
 
-    def set_interest(self, w: Workload, status: WorkloadStatus) -> None:
+    def set_interest(
+        self, key: WorkloadKey, obj: WorkloadObject, watch: WatchMemory, status: WorkloadStatus
+    ) -> None:
         """What wakes it now: its scopes, and since when a listed object counts as news."""
         since = status.asleep_since if status.state == "asleep" else status.last_activity
         interest = Interest(
-            watched=w.watch.scopes[0],
-            owned=w.watch.scopes[1],
-            self_ref=("apps", w.kind, w.namespace, w.name),
+            watched=watch.scopes[0],
+            owned=watch.scopes[1],
+            self_ref=("apps", *key),
             since=since,
-            names=w.watch.names,
-            namespaces=w.watch.namespaces,
-            definitions=w.watch.definitions,
-            self_uid=w.obj.uid,
+            names=watch.names,
+            namespaces=watch.namespaces,
+            definitions=watch.definitions,
+            self_uid=obj.uid,
         )
-        if interest != w.watch.interest:
-            w.watch.interest = interest
+        if interest != watch.interest:
+            watch.interest = interest
 
-    def census(self, w: Workload) -> Census:
+    def census(self, watch: WatchMemory) -> Census:
         """Per kind whose watch holds its whole collection, what is in the workload's scope now."""
-        if w.watch.interest is None:
+        if watch.interest is None:
             return {}
         found: dict[str, KindTally] = {}
-        for resource in w.watch.resources:
-            kept = self._listed(resource, w.watch.interest)
+        for resource in watch.resources:
+            kept = self._listed(resource, watch.interest)
             if kept is not None:
-                found[resource.canonical] = _tally_in(kept, resource, w.watch.interest)
+                found[resource.canonical] = _tally_in(kept, resource, watch.interest)
         return found
 
     def _listed(self, resource: APIResource, interest: Interest) -> Readable | None:
@@ -350,77 +404,108 @@ class Subscriptions:
             return None
         return kept
 
-    def check_census(self, w: Workload) -> None:
+    def check_census(
+        self,
+        key: WorkloadKey,
+        obj: WorkloadObject,
+        watch: WatchMemory,
+        idle: IdleReading,
+        status: WorkloadStatus,
+    ) -> None:
         """Asleep since before we watched: a kind whose objects differ from its census wakes it."""
-        if not w.watch.unchecked or w.watch.interest is None or w.status.state != "asleep":
-            w.watch.unchecked = NOTHING
+        if not watch.unchecked or watch.interest is None or status.state != "asleep":
+            watch.unchecked = NOTHING
             return
-        recorded, _ = parse_census(w.annotations.get(CENSUS, ""))
-        served = {r.canonical: r for r in w.watch.resources}
-        unchecked = set(w.watch.unchecked)
-        for kind in w.watch.unchecked:
+        recorded, _ = parse_census(obj.annotations.get(CENSUS, ""))
+        served = {r.canonical: r for r in watch.resources}
+        unchecked = set(watch.unchecked)
+        for kind in watch.unchecked:
             resource = served.get(kind)
             if resource is None or kind not in recorded:  # not watched now: nothing to compare
                 unchecked.discard(kind)
                 continue
-            kept = self._listed(resource, w.watch.interest)
+            kept = self._listed(resource, watch.interest)
             if kept is None:
                 continue  # its list is still coming; its sync asks for another look
             unchecked.discard(kind)
-            now = _tally_in(kept, resource, w.watch.interest)
+            now = _tally_in(kept, resource, watch.interest)
             reason = difference(kind, recorded[kind], now)
             # A wake already due names the object that changed: a better reason than a count,
             # and so does an object changed since the sleep, when the list was not replayed.
-            if reason is None or w.idle.activity_at is not None:
+            if reason is None or idle.activity_at is not None:
                 continue
-            if not self._replay(w, resource, kept, w.watch.interest):
-                self._on_activity(w, Activity(resource.kind, "", "", reason), self._clock.now())
-        w.watch.unchecked = shared(frozenset(unchecked))
+            if not self._replay(key, resource, kept, watch.interest):
+                self._on_activity(key, Activity(resource.kind, "", "", reason), self._clock.now())
+        watch.unchecked = shared(frozenset(unchecked))
 
-    def subscribe(self, w: Workload, wanted: set[APIResource]) -> None:
+    def subscribe(
+        self,
+        key: WorkloadKey,
+        watch: WatchMemory,
+        idle: IdleReading,
+        status: WorkloadStatus,
+        wanted: set[APIResource],
+    ) -> None:
         """Hold exactly the watches in `wanted`. What they hold listed already in namespaces it
         did not watch before is read as an initial list at once; what they have yet to list is
         read once listed (`ChangeFeed.on_served`)."""
-        for resource in w.watch.resources - wanted:
-            self._hub.release(resource, w.key)
-        for resource in wanted & w.watch.resources:
-            self._read(w, resource, self._hub.set_scope(resource, w.key, _scope_of(w, resource)))
-            self._hub.set_due(resource, w.key, w.watch.due.get(resource, frozenset()))
-        for resource in wanted - w.watch.resources:
+        for resource in watch.resources - wanted:
+            self._hub.release(resource, key)
+        for resource in wanted & watch.resources:
+            where = self._hub.set_scope(resource, key, _scope_of(watch, resource))
+            self._read(key, watch, idle, status, resource, where)
+            self._hub.set_due(resource, key, watch.due.get(resource, frozenset()))
+        for resource in wanted - watch.resources:
             # Its due fields first, so a watch it starts keeps them from its first list.
-            self._hub.set_due(resource, w.key, w.watch.due.get(resource, frozenset()))
-            self._read(w, resource, self._hub.acquire(resource, w.key, _scope_of(w, resource)))
-        w.watch.resources = shared(frozenset(wanted))
+            self._hub.set_due(resource, key, watch.due.get(resource, frozenset()))
+            where = self._hub.acquire(resource, key, _scope_of(watch, resource))
+            self._read(key, watch, idle, status, resource, where)
+        watch.resources = shared(frozenset(wanted))
 
-    def _read(self, w: Workload, resource: APIResource, where: Scope) -> None:
+    def _read(
+        self,
+        key: WorkloadKey,
+        watch: WatchMemory,
+        idle: IdleReading,
+        status: WorkloadStatus,
+        resource: APIResource,
+        where: Scope,
+    ) -> None:
         kept = self._hub.kept(resource)
         if kept is not None and (where is None or where):
-            self.catch_up(w, resource, kept, where)
+            self.catch_up(key, watch, idle, status, resource, kept, where)
 
     def catch_up(
-        self, w: Workload, resource: APIResource, store: Readable, where: Scope = None
+        self,
+        key: WorkloadKey,
+        watch: WatchMemory,
+        idle: IdleReading,
+        status: WorkloadStatus,
+        resource: APIResource,
+        store: Readable,
+        where: Scope = None,
     ) -> None:
-        """What `w` missed of `resource`, read from a store it was not told of object by object:
-        listed before it joined, or a first list (which tells no one). An asleep one: what
-        changed while nobody watched. An awake one: what changed after its idle clock last
-        restarted (a first list that came after the workload was first managed holds the
+        """What the workload missed of `resource`, read from a store it was not told of object
+        by object: listed before it joined, or a first list (which tells no one). An asleep
+        one: what changed while nobody watched. An awake one: what changed after its idle clock
+        last restarted (a first list that came after the workload was first managed holds the
         changes made in between); the API server times changes to the second, so one made in
         the second the clock restarted is taken as made before it. Only the namespaces in
         `where` (None: all) are read."""
-        interest = w.watch.interest
+        interest = watch.interest
         if interest is None:
             return
-        if w.status.state != "asleep":
-            interest = replace(interest, since=w.idle.last_activity)
-        elif resource.canonical in w.watch.unchecked:
+        if status.state != "asleep":
+            interest = replace(interest, since=idle.last_activity)
+        elif resource.canonical in watch.unchecked:
             # Its census, compared next (`check_census`), moves with every change the replay
             # would find: the replay waits for a difference, to name the object.
             return
-        self._replay(w, resource, store, interest, where)
+        self._replay(key, resource, store, interest, where)
 
     def _replay(
         self,
-        w: Workload,
+        key: WorkloadKey,
         resource: APIResource,
         store: Readable,
         interest: Interest,
@@ -432,7 +517,7 @@ class Subscriptions:
         for obj in _candidates(store, resource, interest, where):
             found = find_activity(Change("ADDED", obj, initial=True), resource, interest)
             if found is not None:
-                self._on_activity(w, found, self._clock.now())
+                self._on_activity(key, found, self._clock.now())
                 return True
         return False
 
@@ -477,9 +562,10 @@ def _tally_in(store: Readable, resource: APIResource, interest: Interest) -> Kin
 _NEWEST, _TALLY = "newest", "tally"
 
 
-def _scope_of(w: Workload, resource: APIResource) -> Scope:
-    """Where a change to `resource` can be activity for `w`: as `is_in_interest` reads scopes."""
-    watched, owned = w.watch.scopes
+def _scope_of(watch: WatchMemory, resource: APIResource) -> Scope:
+    """Where a change to `resource` can be activity for the workload: as `is_in_interest` reads
+    scopes."""
+    watched, owned = watch.scopes
     group_kind = (resource.group, resource.kind)
     if group_kind in watched:
         return watched[group_kind]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
 
@@ -36,6 +36,12 @@ class WatchMemory:
     unchecked: frozenset[str] = frozenset()  # kinds of its census not yet compared
     # The due-time fields it reads, per watched type (most workloads: none).
     due: Mapping[APIResource, frozenset[tuple[str, ...]]] = field(default_factory=lambda: NO_DUE)
+
+    def clear(self) -> None:
+        """Remember nothing, as a new memory (the workload is no longer managed)."""
+        fresh = WatchMemory()
+        for each in fields(self):
+            setattr(self, each.name, getattr(fresh, each.name))
 
     def kind_names(self) -> list[str]:
         """The watched and owned kinds resolved, as `Kind.group`."""

@@ -19,8 +19,8 @@ from zeroscaler.controller.context import Context, Watching
 from zeroscaler.controller.permissions import AccessReviews
 from zeroscaler.controller.reporting import Reporter, joined_message
 from zeroscaler.controller.subscription import Subscriptions
-from zeroscaler.controller.workload import Workload
-from zeroscaler.controller.workload_object import trim_workload
+from zeroscaler.controller.workload import Workload, WorkloadKey
+from zeroscaler.controller.workload_object import WorkloadObject, trim_workload
 from zeroscaler.core.annotations import WorkloadConfig
 from zeroscaler.core.inference import RBACSnapshot
 from zeroscaler.core.kinds import APIResource
@@ -234,10 +234,14 @@ async def test_a_workload_rbac_no_longer_grants_what_it_did_looks_again_afresh()
         ("Deployment", "ops", "y"), trim_workload({**obj, "metadata": {"name": "y"}}), NOW
     )
     workloads = {w.key: w for w in (granted, other)}
-    assert await subs._may_watch(granted, CRD, "ops", [])
+    assert await subs._may_watch((granted.key, granted.service_account), CRD, "ops", [])
     config = WorkloadConfig()
-    before = subs._signature(granted, config)
-    assert subs.revoke(workloads) == []  # RBAC unchanged
+    before = subs._signature(granted.key, granted.obj, granted.watch, config)
+
+    def object_of(key: WorkloadKey) -> WorkloadObject | None:
+        return workloads[key].obj if key in workloads else None
+
+    assert subs.revoke(object_of) == []  # RBAC unchanged
     snapshot[0] = _watch_widgets_in("elsewhere")
-    assert subs.revoke(workloads) == [granted.key]  # not `other`, which RBAC granted nothing
-    assert subs._signature(granted, config) != before
+    assert subs.revoke(object_of) == [granted.key]  # not `other`, which RBAC granted nothing
+    assert subs._signature(granted.key, granted.obj, granted.watch, config) != before

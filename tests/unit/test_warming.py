@@ -317,8 +317,8 @@ async def joining_warm_widgets(
     assert kept is not None
     await kept.ready.wait()
     subs, found = start.subs, start.found
-    subs.set_interest(w, w.status)
-    subs.subscribe(w, {WIDGET})
+    subs.set_interest(w.key, w.obj, w.watch, w.status)
+    subs.subscribe(w.key, w.watch, w.idle, w.status, {WIDGET})
     return start, subs, found
 
 
@@ -346,7 +346,7 @@ async def test_a_sleeper_joining_a_warm_watch_is_woken_by_what_changed_while_dow
         for name in at_restart
     ]
     start, subs, found = await joining_warm_widgets(w, listed)
-    subs.check_census(w)
+    subs.check_census(w.key, w.obj, w.watch, w.idle, w.status)
     if woken is None:
         assert found == []
     else:
@@ -416,8 +416,10 @@ async def test_a_first_list_catches_up_the_workloads_already_holding_its_watch(
     subs, found = start.subs, start.found
     if reconciling:
         start.running.add(w.key)
-    subs.set_interest(w, w.status)
-    subs.subscribe(w, {WIDGET})  # before the list: nothing to catch up on yet
+    subs.set_interest(w.key, w.obj, w.watch, w.status)
+    subs.subscribe(
+        w.key, w.watch, w.idle, w.status, {WIDGET}
+    )  # before the list: nothing to catch up on yet
     kept = start.hub.kept(WIDGET)
     assert kept is not None
     assert found == []
