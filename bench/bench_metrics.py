@@ -48,8 +48,8 @@ def metrics_for(workloads: dict[WorkloadKey, Workload], per_workload: bool) -> M
         workloads=workloads.values if per_workload else None,
     )
     for w in workloads.values():
-        metrics.slept(w, "idle")
-        metrics.woke(w, "activity", 0.3)
+        metrics.slept(w.report, w.managed, "idle")
+        metrics.woke(w.report, w.managed, "activity", 0.3)
     return metrics
 
 

@@ -8,6 +8,8 @@ from zeroscaler.controller.clock import Clock
 from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.report_memory import ReportMemory
 from zeroscaler.controller.workload import Workload
+from zeroscaler.controller.workload_object import WorkloadObject
+from zeroscaler.core.annotations import WorkloadStatus
 
 
 class Accounting:
@@ -21,15 +23,24 @@ class Accounting:
         """Count the workload of this memory from now on."""
         memory.accounted_at = self._clock.monotonic()
 
-    def account(self, w: Workload, *, stop: bool = False) -> None:
-        """Count the time since the last count; with `stop`, stop counting until `start`."""
-        saved = self._take(w.report, _asleep(w), self._clock.monotonic(), stop)
+    def account(
+        self,
+        memory: ReportMemory,
+        obj: WorkloadObject,
+        status: WorkloadStatus,
+        managed: bool,
+        *,
+        stop: bool = False,
+    ) -> None:
+        """Count the time since the last count of the workload of `memory` (as `obj`, `status`
+        and `managed` say it is); with `stop`, stop counting until `start`."""
+        saved = self._take(memory, _asleep(status, managed), self._clock.monotonic(), stop)
         if saved:
-            requests = w.pod_requests
+            requests = obj.pod_requests
             self._metrics.replica_seconds_saved.inc(saved)
             self._metrics.saved_cpu.inc(saved * requests.cpu)
             self._metrics.saved_memory.inc(saved * requests.memory)
-            self._metrics.saved(w, saved)
+            self._metrics.saved(memory, managed, requests, saved)
 
     def account_all(self, workloads: Iterable[Workload]) -> None:
         """The count over every managed workload, at each scrape, added to the counter once
@@ -44,13 +55,13 @@ class Accounting:
             if w.report.accounted_at is None:
                 w.report.accounted_at = now
             else:
-                taken = self._take(w.report, _asleep(w), now, stop=False)
+                taken = self._take(w.report, _asleep(w.status, w.managed), now, stop=False)
                 if taken:
                     saved += taken
                     requests = w.pod_requests
                     cpu += taken * requests.cpu
                     memory += taken * requests.memory
-                    self._metrics.saved(w, taken)
+                    self._metrics.saved(w.report, w.managed, requests, taken)
         if saved:
             self._metrics.replica_seconds_saved.inc(saved)
             self._metrics.saved_cpu.inc(cpu)
@@ -69,8 +80,8 @@ class Accounting:
         return saved
 
 
-def _asleep(w: Workload) -> int | None:
+def _asleep(status: WorkloadStatus, managed: bool) -> int | None:
     """The replicas a managed sleeper would run; None when it is awake or not managed."""
-    if w.status.state == "asleep" and w.managed:
-        return w.status.restore_replicas or 1
+    if status.state == "asleep" and managed:
+        return status.restore_replicas or 1
     return None

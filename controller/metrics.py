@@ -393,34 +393,39 @@ class Metrics:
             registry=self.registry,
         )
 
-    def woke(self, w: Workload, reason: str, latency: float | None = None) -> None:
-        """A wake of `w`; `latency` from its waking event. Reasons: `activity`, `serving`,
+    def woke(
+        self, memory: ReportMemory, managed: bool, reason: str, latency: float | None = None
+    ) -> None:
+        """A wake of the workload of `memory` (its own series counted while it is `managed`);
+        `latency` from its waking event. Reasons: `activity`, `serving`,
         `external`, `window`, and `released` (no longer managed by then: counted in the total
         only)."""
         if reason != "external":  # the total counts zeroscaler's own wakes
             self.wakes.inc()
         if latency is not None:
             self.wake_latency.observe(latency)
-        tally = self._tally(w)
+        tally = self._tally(memory, managed)
         if tally is not None:
             tally.wakes[reason] = tally.wakes.get(reason, 0) + 1
             if latency is not None:
                 tally.latency_sum += latency
                 tally.latency_count += 1
 
-    def slept(self, w: Workload, reason: str) -> None:
-        """A sleep of `w`. Reasons: `idle`, `not-ready`, `window`."""
+    def slept(self, memory: ReportMemory, managed: bool, reason: str) -> None:
+        """A sleep of the workload of `memory`. Reasons: `idle`, `not-ready`, `window`."""
         self.sleeps.inc()
-        tally = self._tally(w)
+        tally = self._tally(memory, managed)
         if tally is not None:
             tally.sleeps[reason] = tally.sleeps.get(reason, 0) + 1
 
-    def saved(self, w: Workload, replica_seconds: float) -> None:
-        """Replica-seconds `w` saved, for its own series (the total is counted by the caller)."""
-        tally = self._tally(w)
+    def saved(
+        self, memory: ReportMemory, managed: bool, requests: Requests, replica_seconds: float
+    ) -> None:
+        """Replica-seconds the workload of `memory` saved, each holding `requests`, for its own
+        series (the total is counted by the caller)."""
+        tally = self._tally(memory, managed)
         if tally is not None:
             tally.saved += replica_seconds
-            requests = w.pod_requests
             tally.cpu_seconds += replica_seconds * requests.cpu
             tally.memory_seconds += replica_seconds * requests.memory
 
@@ -428,12 +433,12 @@ class Metrics:
         """No longer managed: its own series' counts go."""
         memory.tally = None
 
-    def _tally(self, w: Workload) -> WorkloadCounts | None:
-        if not self.per_workload or not w.managed:
+    def _tally(self, memory: ReportMemory, managed: bool) -> WorkloadCounts | None:
+        if not self.per_workload or not managed:
             return None
-        if w.report.tally is None:
-            w.report.tally = WorkloadCounts()
-        return w.report.tally
+        if memory.tally is None:
+            memory.tally = WorkloadCounts()
+        return memory.tally
 
     def render(self, names: Collection[str] = ()) -> bytes:
         """The text exposition; with `names`, only the series of those names (as Prometheus'

@@ -518,5 +518,5 @@ class Reconciler:
         self._gate.done(w.key)
         self._timers.cancel(w.key)
         self._subscriptions.release_all(w.key, w.watch)
-        self._accounting.account(w, stop=True)
+        self._accounting.account(w.report, w.obj, w.status, w.managed, stop=True)
         self._workloads.pop(w.key, None)

@@ -229,9 +229,9 @@ class Scaling:
             return
         try:
             if plan.wake_to is not None:
-                self._accounting.account(w, stop=True)
+                self._accounting.account(w.report, w.obj, w.status, w.managed, stop=True)
                 await self._scale_up(w, plan.wake_to)
-                self._metrics.woke(w, "released")
+                self._metrics.woke(w.report, w.managed, "released")
                 message = f"{why}: scaled from 0 to {plan.wake_to} replicas"
                 log.info("woken", extra={"workload": w.label, "reason": why})
                 self._reporter.event(w, "Normal", "Woken", message)
@@ -310,7 +310,7 @@ class Scaling:
         else:
             w.idle.owe_nothing()
         self._accounting.start(w.report)
-        self._metrics.slept(w, cause)
+        self._metrics.slept(w.report, w.managed, cause)
         kinds = ", ".join(sorted(w.watch.kind_names()))
         message = (
             f"{decision.reason}: scaled from {replicas} to 0 replicas; wakes on a change to {kinds}"
@@ -324,14 +324,14 @@ class Scaling:
     ) -> None:
         """Scale up now; recording the wake is left as a follow-up (`take_follow_up`).
         `flap_cause` names what woke it, for flapping (none: a wake that counts for nothing)."""
-        self._accounting.account(w, stop=True)
+        self._accounting.account(w.report, w.obj, w.status, w.managed, stop=True)
         await self._scale_up(w, replicas)
         # Its idle clock starts again once it is Ready; it restarts once it is awake, not at
         # the event: a wake may come long after it.
         w.idle.woken(self._clock.now())
         waking_event = w.idle.activity_at
         latency = None if waking_event is None else self._clock.monotonic() - waking_event
-        self._metrics.woke(w, cause, latency)
+        self._metrics.woke(w.report, w.managed, cause, latency)
         w.idle.owe_nothing()
         self._gate.done(w.key)
         # Recording the wake can wait for other scale writes. Until it lands the wake is
@@ -429,7 +429,7 @@ class Scaling:
 
     async def _mark_awake(self, w: Workload, decision: Decision, now: datetime) -> None:
         w.idle.marked_awake(now)
-        self._accounting.account(w, stop=True)
+        self._accounting.account(w.report, w.obj, w.status, w.managed, stop=True)
         w.idle.owe_nothing()
         manager = w.replicas_manager
         replicas = decision.replicas or w.replicas
@@ -444,7 +444,7 @@ class Scaling:
             annotations[RESTORE_REPLICAS] = str(restore)  # dropped by a manager's full update
         await self._patch_annotations(w, annotations, labels=state_label("awake", w.labels))
         w.scaling.streak = streak  # only once recorded: a write that lost a race is decided again
-        self._metrics.woke(w, "external")
+        self._metrics.woke(w.report, w.managed, "external")
         found = by_field_manager(manager, w.managers) if manager else None
         by = f" (field manager {manager})" if manager else ""
         if found is not None:

@@ -39,8 +39,8 @@ def expositions() -> list[tuple[str, CollectorRegistry]]:
     managed = Workload(("Deployment", "ops", "op"), obj, EPOCH)
     managed.managed = True
     controller = Metrics(lambda: True, workloads=lambda: [managed])
-    controller.woke(managed, "activity", 0.1)
-    controller.slept(managed, "idle")
+    controller.woke(managed.report, managed.managed, "activity", 0.1)
+    controller.slept(managed.report, managed.managed, "idle")
     webhook = CollectorRegistry()
     create_app(WebhookSettings(gc_freeze=False), StaticSource(), webhook)
     renewal = CollectorRegistry()

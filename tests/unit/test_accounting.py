@@ -26,7 +26,9 @@ def test_only_asleep_managed_workloads_save_and_each_counts_its_restore_replicas
     accounting.account_all(everyone)
     assert metrics.replica_seconds_saved._value.get() == 40.0
     clock.advance(2)
-    accounting.account(three, stop=True)  # woken: 2 s more at 3, then no longer counted
+    accounting.account(
+        three.report, three.obj, three.status, three.managed, stop=True
+    )  # woken: 2 s more at 3, then no longer counted
     clock.advance(8)
     accounting.account_all(everyone)
     assert metrics.replica_seconds_saved._value.get() == 40.0 + 6.0 + 10.0

@@ -88,13 +88,13 @@ def test_wakes_and_sleeps_are_counted_by_reason_and_latency_per_workload() -> No
     fleet = Fleet()
     w = fleet.add("op")
     other = fleet.add("other")
-    fleet.metrics.slept(w, "idle")
-    fleet.metrics.woke(w, "activity", 0.5)
-    fleet.metrics.slept(w, "idle")
-    fleet.metrics.woke(w, "activity", 1.5)
-    fleet.metrics.slept(w, "not-ready")
-    fleet.metrics.woke(w, "serving")
-    fleet.metrics.woke(other, "external")
+    fleet.metrics.slept(w.report, w.managed, "idle")
+    fleet.metrics.woke(w.report, w.managed, "activity", 0.5)
+    fleet.metrics.slept(w.report, w.managed, "idle")
+    fleet.metrics.woke(w.report, w.managed, "activity", 1.5)
+    fleet.metrics.slept(w.report, w.managed, "not-ready")
+    fleet.metrics.woke(w.report, w.managed, "serving")
+    fleet.metrics.woke(other.report, other.managed, "external")
     got = samples(fleet.metrics)
     assert got[("zeroscaler_workload_wakes_total", labels("op", reason="activity"))] == 2
     assert got[("zeroscaler_workload_wakes_total", labels("op", reason="serving"))] == 1
@@ -127,7 +127,7 @@ def test_savings_are_counted_per_workload_and_in_the_total_alike() -> None:
     clock.advance(10)
     accounting.account_all(fleet.workloads.values())
     clock.advance(2)
-    accounting.account(one, stop=True)  # woken
+    accounting.account(one.report, one.obj, one.status, one.managed, stop=True)  # woken
     got = samples(fleet.metrics)  # the scrape counts "three" up to its own moment
     assert got[("zeroscaler_workload_saved_replica_seconds_total", labels("three"))] == 36.0
     assert got[("zeroscaler_workload_saved_replica_seconds_total", labels("one"))] == 12.0
@@ -162,7 +162,7 @@ def test_a_workload_that_goes_has_no_series_from_the_next_scrape(leave: str) -> 
     fleet = Fleet()
     w = fleet.add("op", "asleep")
     fleet.add("stays")
-    fleet.metrics.woke(w, "activity", 0.2)
+    fleet.metrics.woke(w.report, w.managed, "activity", 0.2)
     assert ("zeroscaler_workload_wakes_total", labels("op", reason="activity")) in samples(
         fleet.metrics
     )
@@ -177,7 +177,7 @@ def test_a_workload_no_longer_managed_loses_its_counts_and_starts_over() -> None
     fleet = Fleet()
     accounting = fleet.accounting
     w = fleet.add("op")
-    fleet.metrics.slept(w, "idle")
+    fleet.metrics.slept(w.report, w.managed, "idle")
     w.managed = False
     accounting.account_all(fleet.workloads.values())  # the periodic round frees them
     assert w.report.tally is None
@@ -185,7 +185,7 @@ def test_a_workload_no_longer_managed_loses_its_counts_and_starts_over() -> None
     assert ("zeroscaler_workload_sleeps_total", labels("op", reason="idle")) not in samples(
         fleet.metrics
     )
-    fleet.metrics.slept(w, "idle")
+    fleet.metrics.slept(w.report, w.managed, "idle")
     assert (
         samples(fleet.metrics)[("zeroscaler_workload_sleeps_total", labels("op", reason="idle"))]
         == 1
@@ -195,7 +195,7 @@ def test_a_workload_no_longer_managed_loses_its_counts_and_starts_over() -> None
 def test_a_release_wake_counts_in_the_total_only() -> None:
     fleet = Fleet()
     w = fleet.add("op", "asleep", managed=False)  # handed back: no longer managed when woken
-    fleet.metrics.woke(w, "released")
+    fleet.metrics.woke(w.report, w.managed, "released")
     assert samples(fleet.metrics) == {}
     assert w.report.tally is None
     assert fleet.metrics.wakes._value.get() == 1
@@ -212,8 +212,8 @@ def test_a_standby_reports_no_workload_series() -> None:
 def test_turned_off_only_the_cluster_totals_remain() -> None:
     fleet = Fleet(per_workload=False)
     w = fleet.add("sleeper", "asleep")
-    fleet.metrics.slept(w, "idle")
-    fleet.metrics.woke(w, "activity", 0.1)
+    fleet.metrics.slept(w.report, w.managed, "idle")
+    fleet.metrics.woke(w.report, w.managed, "activity", 0.1)
     text = fleet.metrics.render().decode()
     assert "zeroscaler_workload_" not in text
     assert w.report.tally is None
@@ -225,8 +225,8 @@ def test_series_grow_with_the_workloads_managed_and_no_further() -> None:
     for i in range(50):
         w = fleet.add(f"op-{i}", "asleep" if i % 2 else "awake")
         for _ in range(5):  # many wakes and sleeps, each reason once
-            fleet.metrics.slept(w, "idle")
-            fleet.metrics.woke(w, "activity", 0.1)
+            fleet.metrics.slept(w.report, w.managed, "idle")
+            fleet.metrics.woke(w.report, w.managed, "activity", 0.1)
     # asleep, three savings, one wake reason, one sleep reason, latency sum and count: 8
     assert len(samples(fleet.metrics)) == 50 * 8
 
@@ -243,10 +243,11 @@ def test_the_series_written_directly_are_what_prometheus_client_would_write() ->
     states: tuple[State, ...] = ("asleep", "awake", "asleep")
     for i, state in enumerate(states):
         w = fleet.add(f"op-{i}", state)
-        fleet.metrics.slept(w, "idle")
-        fleet.metrics.woke(w, "activity", 0.25 * (i + 1))
-        fleet.metrics.saved(w, 1e17)  # large values keep the client's float format
-    fleet.metrics.woke(w, "external")
+        fleet.metrics.slept(w.report, w.managed, "idle")
+        fleet.metrics.woke(w.report, w.managed, "activity", 0.25 * (i + 1))
+        # Large values keep the client's float format.
+        fleet.metrics.saved(w.report, w.managed, w.pod_requests, 1e17)
+    fleet.metrics.woke(w.report, w.managed, "external")
     series = fleet.metrics.workload_series
     assert series is not None
     registry = CollectorRegistry()
