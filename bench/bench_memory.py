@@ -222,7 +222,9 @@ def waiting_events(count: int = 10_000) -> dict[str, float]:
         for i, w in enumerate(workloads):
             if waiting:
                 reason = "idle for 2s: scaled from 1 to 0 replicas; wakes on a change to "
-                reporter.event(w, "Normal", "Sleeping", f"{reason}Kind{i % 50:02d}.bench.io")
+                reporter.event(
+                    w.key, w.obj, "Normal", "Sleeping", f"{reason}Kind{i % 50:02d}.bench.io"
+                )
             w.take(version(i, 1_000_000 + i))  # the workload moves on
         gc.collect()
         grown = tracemalloc.get_traced_memory()[0] - before

@@ -24,6 +24,7 @@ from zeroscaler.cluster.informer import Informer, WatchEvent
 from zeroscaler.controller.context import Context
 from zeroscaler.controller.registrations import ServingIndex
 from zeroscaler.controller.workload import Workload, WorkloadKey
+from zeroscaler.controller.workload_object import WorkloadObject
 from zeroscaler.core.activity import Activity
 from zeroscaler.core.coverage import (
     ActivatorState,
@@ -112,27 +113,32 @@ class Activator:
 
     def activation(
         self,
-        w: Workload,
+        key: WorkloadKey,
+        obj: WorkloadObject,
+        started_in: float | None,
         hooks: tuple[Hook, ...],
         around: Surroundings,
         *,
         fail_open_allowed: bool,
     ) -> str | None:
-        """Why `w`, which serves these webhooks, cannot sleep with the activator answering for
-        them, or None: the activator cannot serve them; its last start took longer than a request
-        is held; one of them would refuse a request its own wake needs (`core.wake_path`); or
-        one is fail-open and no policy lets such a backend sleep."""
+        """Why the workload of `key`, which serves these webhooks, cannot sleep with the activator
+        answering for them, or None: the activator cannot serve them; its last start
+        (`started_in` seconds from its wake to Ready, as the idle clock saw it) took longer than
+        a request is held; one of them would refuse a request its own wake needs
+        (`core.wake_path`); or one is fail-open and no policy lets such a backend sleep."""
         block = activation_block(hooks, self.state)
         if block is not None:
             return block
         held = bounded_timeout(self._timeout) - 1
-        started = w.idle.started_in
+        started = started_in
         if started is not None and started > held:
             return (
                 f"its last start took {started:.0f}s from its wake to Ready, longer than the "
                 f"{held}s the activator holds a request it covers"
             )
-        backend = Backend(w.kind, w.namespace, w.name, w.pod_labels, self._index.services_of(w))
+        kind, namespace, name = key
+        services = self._index.services_of(namespace, obj)
+        backend = Backend(kind, namespace, name, dict(obj.pod_labels), services)
         found = blockers(hooks, backend, around)
         if found:
             more = f" (and {len(found) - 1} more of its webhooks)" if len(found) > 1 else ""
@@ -146,14 +152,15 @@ class Activator:
             )
         return None
 
-    def serving(self, w: Workload) -> Serving | None:
-        """What `w` serves (the index's answer), noting the backends whose cover may change."""
-        found = self._index.serving(w)
+    def serving(self, key: WorkloadKey, obj: WorkloadObject) -> Serving | None:
+        """What the workload of `key` serves (the index's answer), noting the backends whose
+        cover may change."""
+        found = self._index.serving(key, obj)
         if found is not None and found.hooks:
-            self._backends.add(w.key)
+            self._backends.add(key)
             self.changed()
-        elif w.key in self._backends:
-            self._backends.discard(w.key)
+        elif key in self._backends:
+            self._backends.discard(key)
             self.changed()
         return found
 
@@ -187,7 +194,7 @@ class Activator:
 
     def _cover_of(self, w: Workload) -> Covered | None:
         """`w` and the webhooks to cover for it, or None when it needs no cover now."""
-        serving = self._index.serving(w) if not w.deleted else None
+        serving = self._index.serving(w.key, w.obj) if not w.deleted else None
         if serving is None or not serving.hooks or not w.managed:
             return None
         if serving.unanswered is not None:
@@ -264,26 +271,27 @@ class Activator:
                 await asyncio.sleep(PROBE_PAUSE)
         return False
 
-    async def cover(self, w: Workload) -> bool:
-        """Before `w` is put to sleep: cover its webhooks and prove the API server calls the
-        activator. False (and the activator marked failed) when it cannot be proven."""
-        serving = self._index.serving(w)
+    async def cover(self, key: WorkloadKey, obj: WorkloadObject) -> bool:
+        """Before the workload of `key` is put to sleep: cover its webhooks and prove the API
+        server calls the activator. False (and the activator marked failed) when it cannot be
+        proven."""
+        serving = self._index.serving(key, obj)
         if serving is None or not serving.hooks:
             return True
-        self._going_to_sleep.add(w.key)
+        self._going_to_sleep.add(key)
         try:
             token = await self.sync()
             answered = await self.probe(token)
         except KubeError as e:
-            log.warning("covering failed: %s", e, extra={"workload": w.label})
+            log.warning("covering failed: %s", e, extra={"workload": "/".join(key)})
             answered = False
         self._set_health("serving" if answered else "failed")
         return answered
 
-    def covered_done(self, w: Workload) -> None:
+    def covered_done(self, key: WorkloadKey) -> None:
         """Its sleep was written or called off: from now its state says whether it is covered."""
         if self._going_to_sleep:
-            self._going_to_sleep.discard(w.key)
+            self._going_to_sleep.discard(key)
             self.changed()
 
     def _set_health(self, health: Health) -> None:

@@ -420,19 +420,27 @@ class Controller:
 
     def _keeps_awake(self, w: Workload) -> bool:
         """Whether what `w` serves forbids a sleep (or is not known)."""
-        serving = self.serving.serving(w)
+        serving = self.serving.serving(w.key, w.obj)
         return serving is None or serving.keeps_awake
 
-    def _activation(self, w: Workload, hooks: tuple[Hook, ...]) -> str | None:
-        namespaces = (w.namespace, self.settings.lease_namespace, *WAKE_NAMESPACES)
+    def _activation(
+        self, key: WorkloadKey, obj: WorkloadObject, hooks: tuple[Hook, ...]
+    ) -> str | None:
+        namespace = key[1]
+        namespaces = (namespace, self.settings.lease_namespace, *WAKE_NAMESPACES)
         labels = {n: found for n in namespaces if (found := self._namespace_labels(n)) is not None}
         around = Surroundings(self.settings.lease_namespace, labels)
         policy = self._policy()
         allowed = policy is not None and (
-            evaluate_policy(policy, labels.get(w.namespace, {}), w.labels).fail_open_webhooks
+            evaluate_policy(policy, labels.get(namespace, {}), dict(obj.labels)).fail_open_webhooks
             == "sleep"
         )
-        return self.activator.activation(w, hooks, around, fail_open_allowed=allowed)
+        # The idle clock's last start, of the record the workload's key names.
+        w = self.workloads.get(key)
+        started_in = None if w is None else w.idle.started_in
+        return self.activator.activation(
+            key, obj, started_in, hooks, around, fail_open_allowed=allowed
+        )
 
     def _namespace_labels(self, namespace: str) -> dict[str, str] | None:
         ns = self.cluster.namespaces.store.get(("", namespace))

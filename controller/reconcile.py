@@ -27,6 +27,7 @@ from zeroscaler.controller.workload import (
     settle_start,
 )
 from zeroscaler.controller.workload_kinds import settle_kinds
+from zeroscaler.controller.workload_object import WorkloadObject
 from zeroscaler.core.admission import annotate_from_policy
 from zeroscaler.core.annotations import (
     ENABLED,
@@ -83,7 +84,7 @@ class ReconcileInputs:
     policy: Callable[[], Policy | None] = lambda: None  # None until its ConfigMaps are listed
     # Whether the policy ConfigMaps' first list was answered or failed (then it may never come).
     policy_attempted: Callable[[], bool] = lambda: True
-    serving: Callable[[Workload], Serving | None] = lambda _: Serving()
+    serving: Callable[[WorkloadKey, WorkloadObject], Serving | None] = lambda *_: Serving()
     # Its due times: the latest at or before `now`, the earliest after `after` (`due.py`).
     due: Callable[[WatchMemory, str, datetime, datetime], DueSummary] = lambda *_: NO_DUE
 
@@ -207,7 +208,7 @@ class Reconciler:
         config, status, warnings = self._read(w)
         self._settle_dry_run(w)
         if self._is_held(w, config):
-            self._reporter.warn(w, warnings)
+            self._reporter.warn(w.key, w.obj, w.report, warnings)
             return
         if not self._is_candidate(w, config):
             await self._release(w, config)
@@ -223,7 +224,7 @@ class Reconciler:
         warnings += inference_warnings
         if config.idle_timeout is None or not config.has_kinds:
             await self._unmanage(w, "annotations incomplete")
-            self._reporter.warn(w, warnings + missing_settings(w.annotations))
+            self._reporter.warn(w.key, w.obj, w.report, warnings + missing_settings(w.annotations))
             return
         self._manage(w, status)
         await self._subscriptions.prepare(
@@ -243,7 +244,7 @@ class Reconciler:
             decision = dataclasses.replace(
                 decision, action="none", next_check=now + timedelta(seconds=RETRY_AFTER)
             )
-        self._reporter.warn(w, warnings + notices)
+        self._reporter.warn(w.key, w.obj, w.report, warnings + notices)
         if status.state == "asleep" and STATE not in w.annotations:
             decision = await self._status_dropped(w, decision)
         checks = [decision.next_check]
@@ -276,7 +277,7 @@ class Reconciler:
         message = f"{w.idle.activity_reason}: not woken; {decision.reason}"
         log.info("wake held", extra={"workload": w.label, "reason": decision.reason})
         if self._is_leader():
-            self._reporter.event(w, "Normal", "WakeHeld", message)
+            self._reporter.event(w.key, w.obj, "Normal", "WakeHeld", message)
 
     async def _status_dropped(self, w: Workload, decision: Decision) -> Decision:
         """Asleep, and an update by another manager removed our status (OLM's reinstall writes
@@ -301,7 +302,7 @@ class Reconciler:
         message = f"zeroscaler's annotations were removed by an update ({manager}) while asleep; "
         message += "written back"
         log.info("status written back", extra={"workload": w.label})
-        self._reporter.event(w, "Warning", "StatusRestored", message)
+        self._reporter.event(w.key, w.obj, "Warning", "StatusRestored", message)
         return decision
 
     def _is_held(self, w: Workload, config: WorkloadConfig) -> bool:
@@ -322,7 +323,7 @@ class Reconciler:
             message = f"{pause.why}: held at {w.replicas} replicas, no sleep or wake"
             log.info("paused", extra={"workload": w.label, "why": pause.why})
             if self._is_leader():
-                self._reporter.event(w, "Normal", "Paused", message)
+                self._reporter.event(w.key, w.obj, "Normal", "Paused", message)
             return True
         log.info("resumed", extra={"workload": w.label})
         if pause.until is not None and config.pause_until is not None:
@@ -330,7 +331,7 @@ class Reconciler:
         else:
             resumed = f"{PAUSED} removed: managed again"
         if self._is_leader():
-            self._reporter.event(w, "Normal", "Resumed", resumed)
+            self._reporter.event(w.key, w.obj, "Normal", "Resumed", resumed)
         return False
 
     async def _apply_policy(self, w: Workload) -> tuple[bool, list[Notice]]:
@@ -367,7 +368,9 @@ class Reconciler:
             annotations = {k: v for k, v in merged.items() if v is not None}
             w.obj = dataclasses.replace(w.obj, annotations=annotations)
             why = "" if self._dry_run else f" ({w.scaling.dry_run})"
-            self._reporter.event(w, "Normal", "WouldApplyPolicy", f"dry run{why}: {described}")
+            self._reporter.event(
+                w.key, w.obj, "Normal", "WouldApplyPolicy", f"dry run{why}: {described}"
+            )
             return True, warnings
         try:
             await self._scaling.annotate(w, result.changes)
@@ -380,7 +383,7 @@ class Reconciler:
             self._queue.add(w.key)
             return False, []
         log.info("policy applied", extra={"workload": w.label, "changes": described})
-        self._reporter.event(w, "Normal", "PolicyApplied", described)
+        self._reporter.event(w.key, w.obj, "Normal", "PolicyApplied", described)
         return True, warnings
 
     def _read(self, w: Workload) -> tuple[WorkloadConfig, WorkloadStatus, list[Notice]]:
@@ -418,7 +421,7 @@ class Reconciler:
         self._subscriptions.set_interest(w.key, w.obj, w.watch, status)
         now = self._clock.now()
         settle_start(w, now)
-        serving = self._serving(w)
+        serving = self._serving(w.key, w.obj)
         after = status.asleep_since if status.state == "asleep" and status.asleep_since else now
         keeper = never_sleeps(w.managers)
         kept_awake_by = ""

@@ -15,6 +15,7 @@ from zeroscaler.api import Kube, Obj
 from zeroscaler.cluster.informer import Informer, WatchEvent
 from zeroscaler.controller.context import Context
 from zeroscaler.controller.workload import Workload, WorkloadKey
+from zeroscaler.controller.workload_object import WorkloadObject
 from zeroscaler.core.coverage import Hook, hooks_of
 from zeroscaler.core.links import (
     ACTIVATOR_OFF,
@@ -30,6 +31,8 @@ from zeroscaler.core.links import (
 
 _Ref = TypeVar("_Ref", Link, Hook)
 SERVICES_PATH = "/api/v1/services"
+# Why no activator answers for these webhooks of a workload, or None.
+Activation = Callable[[WorkloadKey, WorkloadObject, tuple[Hook, ...]], str | None]
 _ADMISSION = "/apis/admissionregistration.k8s.io/v1"
 REGISTRATION_PATHS: dict[LinkKind, str] = {
     "MutatingWebhookConfiguration": f"{_ADMISSION}/mutatingwebhookconfigurations",
@@ -72,7 +75,7 @@ class ServingIndex:
         crds: Informer,
         workloads: Mapping[WorkloadKey, Workload],
         *,
-        activation: Callable[[Workload, tuple[Hook, ...]], str | None] = lambda *_: ACTIVATOR_OFF,
+        activation: Activation = lambda *_: ACTIVATOR_OFF,
         on_hooks: Callable[[], None] = lambda: None,
     ) -> None:
         self._workloads = workloads
@@ -112,20 +115,22 @@ class ServingIndex:
             for key in list(self._workloads):
                 self._enqueue(key)
 
-    def serving(self, w: Workload) -> Serving | None:
-        """What `w` serves; None until every watch has listed."""
+    def serving(self, key: WorkloadKey, obj: WorkloadObject) -> Serving | None:
+        """What the workload of `key`, as `obj`, serves; None until every watch has listed."""
         if not self.is_synced():
             return None
-        services = self._services.get(w.namespace, {})
-        found = find_serving(w.namespace, w.pod_labels, services.items(), self._links, self._hooks)
+        namespace = key[1]
+        services = self._services.get(namespace, {})
+        labels = obj.pod_labels
+        found = find_serving(namespace, labels, services.items(), self._links, self._hooks)
         if not found.hooks:
             return found
-        return dataclasses.replace(found, unanswered=self._activation(w, found.hooks))
+        return dataclasses.replace(found, unanswered=self._activation(key, obj, found.hooks))
 
-    def services_of(self, w: Workload) -> tuple[str, ...]:
+    def services_of(self, namespace: str, obj: WorkloadObject) -> tuple[str, ...]:
         """The Services of its namespace whose selectors select its pods."""
-        services = self._services.get(w.namespace, {})
-        return tuple(sorted(n for n, s in services.items() if selects(s, w.pod_labels)))
+        services = self._services.get(namespace, {})
+        return tuple(sorted(n for n, s in services.items() if selects(s, obj.pod_labels)))
 
     def on_service(self, event: WatchEvent) -> None:
         meta = event.obj["metadata"]

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from zeroscaler.api import Obj, Priority, prioritized
 from zeroscaler.cluster.events import EventRecorder, EventType
 from zeroscaler.controller.context import Context
-from zeroscaler.controller.workload import Workload, WorkloadKey
+from zeroscaler.controller.report_memory import ReportMemory
+from zeroscaler.controller.workload import WorkloadKey
+from zeroscaler.controller.workload_object import WorkloadObject
 from zeroscaler.core.annotations import Notice
 from zeroscaler.core.sharing import NOTHING
 
@@ -67,26 +69,41 @@ class Reporter:
         """Events waiting to be written."""
         return len(self._pending)
 
-    def warn(self, w: Workload, warnings: list[Notice]) -> None:
-        """Say each warning once while it holds; one that went away may be said again later."""
-        held = w.report.warned & set(warnings) if w.report.warned else NOTHING
+    def warn(
+        self,
+        key: WorkloadKey,
+        obj: WorkloadObject,
+        memory: ReportMemory,
+        warnings: list[Notice],
+    ) -> None:
+        """Say each warning once while it holds; one that went away may be said again later
+        (what was said is kept in `memory`, the workload's)."""
+        held = memory.warned & set(warnings) if memory.warned else NOTHING
         if self._is_leader():
             for reason, message in dict.fromkeys(warnings):
                 if (reason, message) in held:
                     continue
                 held |= {(reason, message)}
-                log.warning(message, extra={"workload": w.label, "reason": reason})
-                self.event(w, "Warning", reason, message, distinct=True)
-        w.report.warned = held or NOTHING  # most workloads have nothing to warn of
+                log.warning(message, extra={"workload": "/".join(key), "reason": reason})
+                self.event(key, obj, "Warning", reason, message, distinct=True)
+        memory.warned = held or NOTHING  # most workloads have nothing to warn of
 
     def event(
-        self, w: Workload, type_: EventType, reason: str, message: str, *, distinct: bool = False
+        self,
+        workload: WorkloadKey,
+        obj: WorkloadObject,
+        type_: EventType,
+        reason: str,
+        message: str,
+        *,
+        distinct: bool = False,
     ) -> None:
-        """Write an Event about `w` in the background; one waiting of the same reason is joined
-        unless the message is `distinct` (two webhooks a workload backs are two warnings)."""
-        key = (w.key, type_, reason, message if distinct else "")
+        """Write an Event about the workload of that key, as `obj`, in the background; one
+        waiting of the same reason is joined unless the message is `distinct` (two webhooks a
+        workload backs are two warnings)."""
+        key = (workload, type_, reason, message if distinct else "")
         waiting = self._pending.get(key)
-        uid, version = w.obj.uid, w.obj.resource_version
+        uid, version = obj.uid, obj.resource_version
         if waiting is not None:  # not written yet: one Event tells both, in the newer words
             waiting.uid, waiting.version, waiting.message = uid, version, message
             waiting.count += 1

@@ -27,7 +27,7 @@ from zeroscaler.controller.reporting import Reporter
 from zeroscaler.controller.scaling_memory import OwnWake
 from zeroscaler.controller.watch_memory import WatchMemory
 from zeroscaler.controller.workload import Workload, WorkloadKey
-from zeroscaler.controller.workload_object import trim_workload
+from zeroscaler.controller.workload_object import WorkloadObject, trim_workload
 from zeroscaler.core.annotations import (
     CENSUS,
     FIELD_MANAGER,
@@ -64,7 +64,7 @@ RECORD_PAUSE = 0.02
 GIVE_UP_ATTEMPTS = 5  # reads and writes giving up spec.replicas, racing the status writes
 
 
-async def _covered(_: Workload) -> bool:
+async def _covered(_: WorkloadKey, __: WorkloadObject) -> bool:
     """Without an activator, nothing needs covering before a sleep."""
     return True
 
@@ -87,8 +87,8 @@ class BeforeSleep:
 
     census: Callable[[WatchMemory], Census]
     keeps_awake: Callable[[Workload], bool] = lambda _: False
-    cover: Callable[[Workload], Awaitable[bool]] = _covered
-    covered_done: Callable[[Workload], None] = lambda _: None
+    cover: Callable[[WorkloadKey, WorkloadObject], Awaitable[bool]] = _covered
+    covered_done: Callable[[WorkloadKey], None] = lambda _: None
 
 
 class Scaling:
@@ -234,7 +234,7 @@ class Scaling:
                 self._metrics.woke(w.report, w.managed, "released")
                 message = f"{why}: scaled from 0 to {plan.wake_to} replicas"
                 log.info("woken", extra={"workload": w.label, "reason": why})
-                self._reporter.event(w, "Normal", "Woken", message)
+                self._reporter.event(w.key, w.obj, "Normal", "Woken", message)
             if plan.remove:
                 labels = state_label(None, w.labels)
                 await self._patch_annotations(w, dict.fromkeys(plan.remove), labels=labels)
@@ -253,7 +253,7 @@ class Scaling:
         try:
             await self._sleep_covered(w, decision, now, replicas, seen)
         finally:
-            self._covered_done(w)
+            self._covered_done(w.key)
 
     async def _sleep_covered(
         self,
@@ -264,7 +264,7 @@ class Scaling:
         seen: tuple[datetime, str],
     ) -> None:
         decided_on, version = seen
-        if not await self._cover(w):  # the API server must already call the activator
+        if not await self._cover(w.key, w.obj):  # the API server must already call the activator
             log.warning(
                 "not put to sleep: the activator is unanswered", extra={"workload": w.label}
             )
@@ -316,7 +316,7 @@ class Scaling:
             f"{decision.reason}: scaled from {replicas} to 0 replicas; wakes on a change to {kinds}"
         )
         log.info("sleeping", extra={"workload": w.label, "reason": decision.reason})
-        self._reporter.event(w, "Normal", "Sleeping", message)
+        self._reporter.event(w.key, w.obj, "Normal", "Sleeping", message)
         self._enqueue(w.key)
 
     async def wake(
@@ -386,7 +386,7 @@ class Scaling:
         if own.latency is not None:  # from the watch event to the scale write's answer
             extra["latency_ms"] = round(own.latency * 1000, 1)
         log.info("woken", extra=extra)
-        self._reporter.event(w, "Normal", "Woken", message)
+        self._reporter.event(w.key, w.obj, "Normal", "Woken", message)
         if flapping is not None:
             self._warn_flapping(w, streak, flapping, manager="")
         self._enqueue(w.key)
@@ -425,7 +425,7 @@ class Scaling:
             )
         else:
             message = f"{flapping}, each time after a sleep: {advice} (docs/gitops.md)"
-        self._reporter.event(w, "Warning", "Flapping", message)
+        self._reporter.event(w.key, w.obj, "Warning", "Flapping", message)
 
     async def _mark_awake(self, w: Workload, decision: Decision, now: datetime) -> None:
         w.idle.marked_awake(now)
@@ -457,7 +457,7 @@ class Scaling:
             kept = f" (restore-replicas {restore})" if restore is not None else ""
             message += f"; its update removed zeroscaler's annotations, written back{kept}"
         log.info("woken externally", extra={"workload": w.label, "by": manager or ""})
-        self._reporter.event(w, "Normal", "WokenExternally", message)
+        self._reporter.event(w.key, w.obj, "Normal", "WokenExternally", message)
         if flapping is not None:
             self._warn_flapping(w, streak, flapping, manager or "")
         self._enqueue(w.key)
@@ -482,7 +482,11 @@ class Scaling:
                 return None
             log.info("flapping hold over", extra={"workload": w.label})
             self._reporter.event(
-                w, "Normal", "FlappingHoldOver", "no longer left awake: it sleeps when idle"
+                w.key,
+                w.obj,
+                "Normal",
+                "FlappingHoldOver",
+                "no longer left awake: it sleeps when idle",
             )
             self._enqueue(w.key)
             return None
@@ -501,7 +505,11 @@ class Scaling:
         w.scaling.streak = Streak()
         log.info("no longer flapping", extra={"workload": w.label})
         self._reporter.event(
-            w, "Normal", "FlappingStopped", "asleep without being woken again: no longer flapping"
+            w.key,
+            w.obj,
+            "Normal",
+            "FlappingStopped",
+            "asleep without being woken again: no longer flapping",
         )
         return None
 
@@ -531,7 +539,7 @@ class Scaling:
         self._metrics.dry_run_decisions.labels(decision.action).inc()
         w.idle.owe_nothing()
         log.info(message, extra={"workload": w.label})
-        self._reporter.event(w, "Normal", reason, message)
+        self._reporter.event(w.key, w.obj, "Normal", reason, message)
         self._enqueue(w.key)
 
     def _dry_label(self, w: Workload) -> str:

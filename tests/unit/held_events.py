@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 from zeroscaler.api import Obj, Priority
 from zeroscaler.api.transport import _PRIORITY
 from zeroscaler.cluster.events import EventRecorder
-from zeroscaler.controller.workload import Workload
-from zeroscaler.controller.workload_object import trim_workload
+from zeroscaler.controller.workload import Workload, WorkloadKey
+from zeroscaler.controller.workload_object import WorkloadObject, trim_workload
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
 
@@ -48,3 +48,9 @@ class HeldRecorder(EventRecorder):
 def workload(name: str) -> Workload:
     obj = {"metadata": {"name": name}, "spec": {"replicas": 0}}
     return Workload(("Deployment", "ops", name), trim_workload(obj), NOW)
+
+
+def about(name: str) -> tuple[WorkloadKey, WorkloadObject]:
+    """What an Event about the workload of that name is handed: its key and its object."""
+    w = workload(name)
+    return w.key, w.obj

@@ -21,7 +21,7 @@ from zeroscaler.controller.clock import ManualClock
 from zeroscaler.controller.context import Context
 from zeroscaler.controller.registrations import ServingIndex, trim_registration, trim_service
 from zeroscaler.controller.workload import Workload, WorkloadKey, settle_start
-from zeroscaler.controller.workload_object import trim_workload
+from zeroscaler.controller.workload_object import WorkloadObject, trim_workload
 from zeroscaler.core.activity import Activity
 from zeroscaler.core.annotations import asleep_annotations, read_status
 from zeroscaler.core.coverage import (
@@ -142,9 +142,12 @@ class Rig:
             kube, context, self.index, self.workloads, settings, self._on_activity
         )
 
-    def _activation(self, w: Workload, hooks: Any) -> str | None:
+    def _activation(self, key: WorkloadKey, obj: WorkloadObject, hooks: Any) -> str | None:
         allowed = self.fail_open_allowed
-        return self.activator.activation(w, hooks, AROUND, fail_open_allowed=allowed)
+        started_in = self.workloads[key].idle.started_in
+        return self.activator.activation(
+            key, obj, started_in, hooks, AROUND, fail_open_allowed=allowed
+        )
 
     def _on_activity(self, w: Workload, found: Activity, _: datetime) -> None:
         self.activity.append((w.key, found.reason))
@@ -154,10 +157,10 @@ async def test_a_backend_is_covered_and_the_probe_answered_before_it_may_sleep()
     api = API()
     rig = Rig(api, backend(asleep=False))
     w = rig.workloads[KEY]
-    served = rig.activator.serving(w)
+    served = rig.activator.serving(w.key, w.obj)
     assert served is not None
     assert served.unanswered is None  # the activator may answer: it may sleep
-    assert await rig.activator.cover(w)
+    assert await rig.activator.cover(w.key, w.obj)
     written = api.written[-1]["webhooks"]
     assert written[0]["name"] == PROBE_WEBHOOK
     assert len(written) == 2  # the probe, and the copy of its one webhook
@@ -166,7 +169,7 @@ async def test_a_backend_is_covered_and_the_probe_answered_before_it_may_sleep()
     token = written[0]["objectSelector"]["matchLabels"][PROBE_LABEL]
     assert api.probes[-1]["metadata"]["labels"][PROBE_LABEL] == token
     # The sleep is written (here: called off); from now its state says whether it is covered.
-    rig.activator.covered_done(w)
+    rig.activator.covered_done(w.key)
     await rig.activator.sync()
     assert [h["name"] for h in api.written[-1]["webhooks"]] == [PROBE_WEBHOOK]
 
@@ -178,11 +181,11 @@ async def test_an_unanswered_probe_calls_the_sleep_off_and_wakes_what_it_covers(
     api = API(answers=False)
     rig = Rig(api, backend(asleep=True))
     w = rig.workloads[KEY]
-    rig.activator.serving(w)
-    assert not await rig.activator.cover(w)
+    rig.activator.serving(w.key, w.obj)
+    assert not await rig.activator.cover(w.key, w.obj)
     assert rig.activator.state.health == "failed"
     assert KEY in rig.enqueued  # looked at again: an asleep backend is woken
-    served = rig.activator.serving(w)
+    served = rig.activator.serving(w.key, w.obj)
     assert served is not None
     assert served.keeps_awake
     assert served.unanswered is not None
@@ -203,7 +206,7 @@ async def test_the_probe_comes_again_once_the_clock_it_is_given_says_the_interva
 ) -> None:
     api = API()
     rig = Rig(api, backend(asleep=True))
-    rig.activator.serving(rig.workloads[KEY])  # covered: the run loop probes while it is
+    rig.activator.serving(KEY, rig.workloads[KEY].obj)  # covered: the run loop probes while it is
     syncs = [0]
     sync = rig.activator.sync
 
@@ -239,7 +242,7 @@ async def test_only_the_leader_writes_the_configuration() -> None:
 async def test_an_asleep_backend_stays_covered_and_is_written_once() -> None:
     api = API()
     rig = Rig(api, backend(asleep=True))
-    rig.activator.serving(rig.workloads[KEY])
+    rig.activator.serving(KEY, rig.workloads[KEY].obj)
     await rig.activator.sync()
     await rig.activator.sync()
     assert len(api.written) == 1
@@ -274,7 +277,7 @@ def _covered_path(written: dict[str, Any]) -> str:
 async def test_a_covered_path_holds_a_token_kept_across_rewrites_and_leaders() -> None:
     api = API()
     rig = Rig(api, backend(asleep=True))
-    rig.activator.serving(rig.workloads[KEY])
+    rig.activator.serving(KEY, rig.workloads[KEY].obj)
     await rig.activator.sync()
     path = _covered_path(api.written[-1])
     target = parse_activate_path(path)
@@ -289,12 +292,12 @@ async def test_a_covered_path_holds_a_token_kept_across_rewrites_and_leaders() -
     assert _covered_path(api.written[-1]) == path
     # A new leader finds the paths in the configuration and keeps them too.
     again = Rig(API(existing=api.written[-1]), backend(asleep=True))
-    again.activator.serving(again.workloads[KEY])
+    again.activator.serving(KEY, again.workloads[KEY].obj)
     await again.activator.sync()
     assert _covered_path(again.api.written[-1]) == path
     # Elsewhere, a new token.
     other = Rig(API(), backend(asleep=True))
-    other.activator.serving(other.workloads[KEY])
+    other.activator.serving(KEY, other.workloads[KEY].obj)
     await other.activator.sync()
     assert _covered_path(other.api.written[-1]) != path
 
@@ -321,7 +324,7 @@ EVERY_POD = [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"]
 
 def test_a_backend_whose_own_webhook_covers_its_pods_is_never_covered_and_stays_awake() -> None:
     rig = Rig(API(), backend(asleep=False), hooks=webhooks(rules=EVERY_POD))
-    served = rig.activator.serving(rig.workloads[KEY])
+    served = rig.activator.serving(KEY, rig.workloads[KEY].obj)
     assert served is not None
     assert served.keeps_awake
     assert served.unanswered == (
@@ -335,14 +338,13 @@ def test_a_backend_whose_own_webhook_covers_its_pods_is_never_covered_and_stays_
 
 def test_a_fail_open_backend_stays_awake_unless_policy_lets_it_sleep() -> None:
     fail_open = webhooks(failurePolicy="Ignore")
-    served = Rig(API(), backend(asleep=False), hooks=fail_open).activator.serving(
-        backend(asleep=False)
-    )
+    awake = backend(asleep=False)
+    served = Rig(API(), awake, hooks=fail_open).activator.serving(awake.key, awake.obj)
     assert served is not None
     assert served.unanswered is not None
     assert "failurePolicy Ignore" in served.unanswered
     allowed = Rig(API(), backend(asleep=False), hooks=fail_open, fail_open_allowed=True)
-    served = allowed.activator.serving(allowed.workloads[KEY])
+    served = allowed.activator.serving(KEY, allowed.workloads[KEY].obj)
     assert served is not None
     assert served.unanswered is None
 
@@ -351,11 +353,11 @@ def test_a_backend_that_took_longer_to_start_than_a_request_is_held_stays_awake(
     rig = Rig(API(), backend(asleep=False))
     w = rig.workloads[KEY]
     w.idle.started_in = 8.0  # within the 9 s a request is held (timeout 10)
-    served = rig.activator.serving(w)
+    served = rig.activator.serving(w.key, w.obj)
     assert served is not None
     assert served.unanswered is None
     w.idle.started_in = 12.0
-    served = rig.activator.serving(w)
+    served = rig.activator.serving(w.key, w.obj)
     assert served is not None
     assert served.unanswered == (
         "its last start took 12s from its wake to Ready, longer than the 9s the activator holds "

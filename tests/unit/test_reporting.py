@@ -37,12 +37,12 @@ async def test_events_waiting_to_be_written_join_the_newest_of_their_kind() -> N
         recorder, Context(ManualClock(), lambda: True, lambda _: None, background), slots=1
     )
     a, b = workload("a"), workload("b")
-    reporter.event(a, "Normal", "Woken", "o-1 created")
+    reporter.event(a.key, a.obj, "Normal", "Woken", "o-1 created")
     await asyncio.sleep(0)  # the one writer takes it and waits
-    reporter.event(a, "Normal", "Woken", "o-2 created")
-    reporter.event(b, "Normal", "Woken", "o-2 created")
-    reporter.event(a, "Normal", "Sleeping", "idle")
-    reporter.event(a, "Normal", "Woken", "o-3 created")
+    reporter.event(a.key, a.obj, "Normal", "Woken", "o-2 created")
+    reporter.event(b.key, b.obj, "Normal", "Woken", "o-2 created")
+    reporter.event(a.key, a.obj, "Normal", "Sleeping", "idle")
+    reporter.event(a.key, a.obj, "Normal", "Woken", "o-3 created")
     assert reporter.pending == 3
     recorder.release.set()
     await asyncio.gather(*tasks)
@@ -67,12 +67,12 @@ async def test_two_warnings_of_one_reason_waiting_together_are_two_events() -> N
         recorder, Context(ManualClock(), lambda: True, lambda _: None, background), slots=1
     )
     a = workload("a")
-    reporter.event(a, "Normal", "Woken", "o-1 created")
+    reporter.event(a.key, a.obj, "Normal", "Woken", "o-1 created")
     await asyncio.sleep(0)  # the one writer takes it and waits
     first = ("BacksWebhook", "serves ValidatingWebhookConfiguration widgets")
     second = ("BacksWebhook", "serves MutatingWebhookConfiguration widgets")
-    reporter.warn(a, [first, second])
-    reporter.warn(a, [first, second])  # still held: said once
+    reporter.warn(a.key, a.obj, a.report, [first, second])
+    reporter.warn(a.key, a.obj, a.report, [first, second])  # still held: said once
     assert reporter.pending == 2
     recorder.release.set()
     await asyncio.gather(*tasks)
@@ -99,11 +99,11 @@ async def test_a_waiting_event_holds_what_it_names_of_the_workload_never_its_obj
     w.obj = replace(trim_workload({"metadata": meta}), labels=labels, annotations=annotations)
     held = [weakref.ref(labels), weakref.ref(annotations)]
     del labels, annotations
-    reporter.event(w, "Normal", "Sleeping", "idle")
+    reporter.event(w.key, w.obj, "Normal", "Sleeping", "idle")
     w.obj = trim_workload({"metadata": {**meta, "resourceVersion": "9"}})  # it moves on
     gc.collect()
     assert [ref() for ref in held] == [None, None]
-    reporter.event(w, "Normal", "Sleeping", "idle again")  # joins the waiting one
+    reporter.event(w.key, w.obj, "Normal", "Sleeping", "idle again")  # joins the waiting one
     recorder.release.set()
     await asyncio.gather(*tasks)
     assert recorder.involved == [

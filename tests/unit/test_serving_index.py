@@ -67,7 +67,7 @@ def index() -> tuple[ServingIndex, list[WorkloadKey]]:
 
 
 def serving(found: ServingIndex, key: WorkloadKey) -> Serving | None:
-    return found.serving(WORKLOADS[key])
+    return found.serving(key, WORKLOADS[key].obj)
 
 
 def links(found: ServingIndex, key: WorkloadKey) -> tuple[Link, ...]:

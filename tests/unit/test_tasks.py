@@ -7,7 +7,7 @@ import gc
 
 import pytest
 
-from tests.unit.held_events import HeldRecorder, workload
+from tests.unit.held_events import HeldRecorder, about
 from zeroscaler.controller.clock import ManualClock
 from zeroscaler.controller.context import Context
 from zeroscaler.controller.reporting import Reporter
@@ -20,7 +20,7 @@ async def test_an_event_write_left_at_grace_end_is_cancelled_before_shutdown_ret
     reporter = Reporter(
         recorder, Context(ManualClock(), lambda: True, lambda _: None, tasks.background)
     )
-    reporter.event(workload("a"), "Normal", "Woken", "o-1 created")
+    reporter.event(*about("a"), "Normal", "Woken", "o-1 created")
     await asyncio.sleep(0)  # the writer sends it and waits
     await tasks.aclose()
     assert (recorder.started, recorder.cancelled) == (1, 1)
@@ -37,12 +37,12 @@ async def test_work_a_loop_starts_on_its_way_out_is_ended_too_and_later_work_nev
         try:
             await asyncio.Event().wait()
         finally:  # as a cancelled worker leaves a wake's record and its Event behind
-            reporter.event(workload("a"), "Normal", "Woken", "o-1 created")
+            reporter.event(*about("a"), "Normal", "Woken", "o-1 created")
 
     tasks.spawn(worker())
     await asyncio.sleep(0)
     await tasks.aclose()
-    reporter.event(workload("b"), "Normal", "Woken", "o-2 created")  # after shutdown
+    reporter.event(*about("b"), "Normal", "Woken", "o-2 created")  # after shutdown
     await asyncio.sleep(0)
     assert (recorder.started, recorder.cancelled) == (1, 1)
 
