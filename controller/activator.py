@@ -14,7 +14,7 @@ import contextlib
 import json
 import logging
 import secrets
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -22,6 +22,7 @@ from typing import Any
 from zeroscaler.api import Kube, KubeError, NotFound, Obj
 from zeroscaler.cluster.informer import Informer, WatchEvent
 from zeroscaler.controller.context import Context
+from zeroscaler.controller.noting import OnActivity
 from zeroscaler.controller.registrations import ServingIndex
 from zeroscaler.controller.workload import Workload, WorkloadKey
 from zeroscaler.controller.workload_object import WorkloadObject
@@ -75,7 +76,7 @@ class Activator:
         index: ServingIndex,
         workloads: Mapping[WorkloadKey, Workload],
         settings: ActivatorSettings,
-        on_activity: Callable[[Workload, Activity, datetime], None],
+        on_activity: OnActivity,
     ) -> None:
         self._kube = kube
         self._index = index
@@ -354,7 +355,9 @@ class Activator:
             if event.initial and (at is None or since is None or at <= since):
                 continue  # asked for before its sleep: not news
             reason = f"admission request: {safe_text(what)}" if what else "admission request"
-            self._on_activity(w, Activity(w.kind, w.namespace, w.name, reason), now)
+            found = Activity(w.kind, w.namespace, w.name, reason)
+            asleep = w.shown_status.state == "asleep"
+            self._on_activity(w.key, w.idle, asleep, found, now)
 
 
 def _parse_request(value: str) -> tuple[datetime | None, str]:

@@ -407,7 +407,7 @@ class Controller:
         runs only for a workload the record map holds)."""
         w = self.workloads.get(key)
         if w is not None:
-            self.notes.note(w, found, now)
+            self.notes.note(key, w.idle, w.shown_status.state == "asleep", found, now)
 
     def _object_of(self, key: WorkloadKey) -> WorkloadObject | None:
         w = self.workloads.get(key)

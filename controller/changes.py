@@ -240,6 +240,7 @@ class ChangeFeed:
             found = find_activity(change, resource, w.watch.interest)
             if found is not None:
                 now = now or self._clock.now()
-                self._on_activity(w, found, now)
+                asleep = w.shown_status.state == "asleep"
+                self._on_activity(key, w.idle, asleep, found, now)
             elif due_moved and resource in w.watch.due:
                 self._enqueue(key)

@@ -11,14 +11,17 @@ from collections.abc import Callable
 from datetime import datetime
 
 from zeroscaler.controller.context import Context
+from zeroscaler.controller.idle_memory import IdleMemory
 from zeroscaler.controller.metrics import Metrics
-from zeroscaler.controller.workload import Workload, WorkloadKey
+from zeroscaler.controller.workload import WorkloadKey
 from zeroscaler.core.activity import Activity
 from zeroscaler.core.flapping import activity_cause
 
 log = logging.getLogger(__name__)
 
-OnActivity = Callable[[Workload, Activity, datetime], None]
+# A workload's key, its idle clock, whether it is (or in a dry run would be) asleep, what was
+# found, and when.
+OnActivity = Callable[[WorkloadKey, IdleMemory, bool, Activity, datetime], None]
 
 
 class ActivityNotes:
@@ -37,22 +40,21 @@ class ActivityNotes:
         self._is_running = is_running
         self._wake_due = wake_due
 
-    def note(self, w: Workload, found: Activity, now: datetime) -> None:
-        """Restart the idle clock; an asleep workload's wake is due, a running one looks again."""
+    def note(
+        self, key: WorkloadKey, idle: IdleMemory, asleep: bool, found: Activity, now: datetime
+    ) -> None:
+        """Restart the idle clock of the workload of `key`; an `asleep` workload's wake is due,
+        a running one looks again."""
         self._metrics.activity.inc()
-        idle = w.idle
-        asleep = w.shown_status.state == "asleep"
         # A wake names the change that woke it, not the newest one seen while its write was retried.
         cause = None
         if not asleep or idle.activity_at is None:
-            cause = activity_cause(
-                found.kind, found.namespace, found.name, found.reason, w.namespace
-            )
-        owed = asleep or self._is_running(w.key)
+            cause = activity_cause(found.kind, found.namespace, found.name, found.reason, key[1])
+        owed = asleep or self._is_running(key)
         owed_since = self._clock.monotonic() if owed and idle.activity_at is None else None
         idle.noted(now, found.reason, cause, owed_since)
-        log.debug("activity", extra={"workload": w.label, "reason": found.reason})
+        log.debug("activity", extra={"workload": "/".join(key), "reason": found.reason})
         if owed:
             if asleep:
-                self._wake_due(w.key)
-            self._enqueue(w.key)
+                self._wake_due(key)
+            self._enqueue(key)

@@ -19,6 +19,7 @@ from zeroscaler.cluster.informer import Informer, WatchEvent
 from zeroscaler.controller.activator import Activator, ActivatorSettings
 from zeroscaler.controller.clock import ManualClock
 from zeroscaler.controller.context import Context
+from zeroscaler.controller.idle_memory import IdleMemory
 from zeroscaler.controller.registrations import ServingIndex, trim_registration, trim_service
 from zeroscaler.controller.workload import Workload, WorkloadKey, settle_start
 from zeroscaler.controller.workload_object import WorkloadObject, trim_workload
@@ -149,8 +150,10 @@ class Rig:
             key, obj, started_in, hooks, AROUND, fail_open_allowed=allowed
         )
 
-    def _on_activity(self, w: Workload, found: Activity, _: datetime) -> None:
-        self.activity.append((w.key, found.reason))
+    def _on_activity(
+        self, key: WorkloadKey, _: IdleMemory, __: bool, found: Activity, ___: datetime
+    ) -> None:
+        self.activity.append((key, found.reason))
 
 
 async def test_a_backend_is_covered_and_the_probe_answered_before_it_may_sleep() -> None:

@@ -97,7 +97,13 @@ def test_activity_restarts_the_clock_and_makes_a_wake_due(
     notes = ActivityNotes(context, Metrics(lambda: True), lambda _: running, woken.append)
     w = Workload(KEY, BARE, last_activity=datetime(2026, 1, 1, tzinfo=UTC))
     w.status = WorkloadStatus(state="asleep" if state == "asleep" else "awake")
-    notes.note(w, Activity("ConfigMap", "ops", "c", "ConfigMap ops/c created"), NOW)
+    notes.note(
+        w.key,
+        w.idle,
+        w.shown_status.state == "asleep",
+        Activity("ConfigMap", "ops", "c", "ConfigMap ops/c created"),
+        NOW,
+    )
     assert (w.idle.last_activity, w.idle.activity_reason) == (NOW, "ConfigMap ops/c created")
     assert (woken, queued, w.idle.activity_at) == (due, enqueued, activity_at)
 
@@ -108,10 +114,22 @@ def test_a_pending_wake_keeps_the_reason_of_the_change_that_woke_it() -> None:
     w = Workload(KEY, BARE, last_activity=datetime(2026, 1, 1, tzinfo=UTC))
     w.status = WorkloadStatus(state="asleep")
     for name in ("first", "second"):
-        notes.note(w, Activity("Backup", "ops", name, f"Backup ops/{name} created"), NOW)
+        notes.note(
+            w.key,
+            w.idle,
+            w.shown_status.state == "asleep",
+            Activity("Backup", "ops", name, f"Backup ops/{name} created"),
+            NOW,
+        )
     assert (w.idle.last_activity, w.idle.activity_reason) == (NOW, "Backup ops/first created")
     w.status = WorkloadStatus(state="awake")
-    notes.note(w, Activity("Backup", "ops", "third", "Backup ops/third created"), NOW)
+    notes.note(
+        w.key,
+        w.idle,
+        w.shown_status.state == "asleep",
+        Activity("Backup", "ops", "third", "Backup ops/third created"),
+        NOW,
+    )
     assert w.idle.activity_reason == "Backup ops/third created"
 
 

@@ -167,7 +167,7 @@ class Start:
             self.workloads,
             context,
             Metrics(lambda: True),
-            lambda w, found, _: self.noted.append((w.key, found)),
+            lambda key, _, __, found, ___: self.noted.append((key, found)),
             Lookups(self.hub.users, self.hub.users_in, self.running.__contains__),
             followers,
         )
