@@ -58,10 +58,6 @@ NOT_YET_NAMED = {
         "test_helm_upgrade_with_a_changed_value_rolls_the_pods",
         "test_helm_uninstall_wakes_every_sleeper_and_leaves_nothing_behind",
     ],
-    "test_cluster.py": [
-        "test_deployment_runs_pods_on_kwok_nodes_and_scales",
-        "test_statefulset_runs_pods_and_scales",
-    ],
     "test_hostile.py": [
         "test_many_held_requests_do_not_keep_the_controller_from_waking_or_leading",
     ],
