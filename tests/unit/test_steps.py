@@ -61,10 +61,6 @@ NOT_YET_NAMED = {
     "test_hostile.py": [
         "test_many_held_requests_do_not_keep_the_controller_from_waking_or_leading",
     ],
-    "test_rbac_access.py": [
-        "test_a_role_binding_grant_wakes_without_a_review_and_its_deletion_stops_the_wakes",
-        "test_with_access_from_rbac_off_every_answer_is_a_review",
-    ],
     "test_real_node.py": [
         "test_deleting_the_pod_ends_its_process_and_cgroup",
     ],
@@ -74,10 +70,6 @@ NOT_YET_NAMED = {
     "test_webhook.py": [
         "test_serving_certificate_reloads_without_restart",
         "test_certs_command_issues_rotates_and_sets_the_ca_bundle",
-    ],
-    "test_workload_metrics.py": [
-        "test_a_workloads_series_appear_while_it_is_managed_and_go_when_it_is_deleted",
-        "test_turned_off_the_controller_exposes_the_cluster_totals_only",
     ],
 }
 
