@@ -61,15 +61,8 @@ NOT_YET_NAMED = {
     "test_hostile.py": [
         "test_many_held_requests_do_not_keep_the_controller_from_waking_or_leading",
     ],
-    "test_real_node.py": [
-        "test_deleting_the_pod_ends_its_process_and_cgroup",
-    ],
     "test_release.py": [
         "test_upgrade_to_the_release_keeps_sleepers_asleep_and_the_awake_awake",
-    ],
-    "test_webhook.py": [
-        "test_serving_certificate_reloads_without_restart",
-        "test_certs_command_issues_rotates_and_sets_the_ca_bundle",
     ],
 }
 
