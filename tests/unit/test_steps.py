@@ -58,12 +58,6 @@ NOT_YET_NAMED = {
         "test_helm_upgrade_with_a_changed_value_rolls_the_pods",
         "test_helm_uninstall_wakes_every_sleeper_and_leaves_nothing_behind",
     ],
-    "test_hostile.py": [
-        "test_many_held_requests_do_not_keep_the_controller_from_waking_or_leading",
-    ],
-    "test_release.py": [
-        "test_upgrade_to_the_release_keeps_sleepers_asleep_and_the_awake_awake",
-    ],
 }
 
 
