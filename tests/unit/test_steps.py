@@ -40,16 +40,6 @@ SYSTEM = Path(__file__).resolve().parents[1] / "system"
 # Stories told before their steps were named: none is added here, and each leaves once it names
 # its steps.
 NOT_YET_NAMED = {
-    "test_chart.py": [
-        "test_uninstall_removes_everything_the_chart_made",
-    ],
-    "test_chart_helms.py": [
-        "test_install_upgrade_rollback_and_uninstall",
-    ],
-    "test_chart_programs.py": [
-        "test_controller_and_webhook_work_with_the_charts_flags_and_rbac",
-        "test_the_narrow_watch_grant_runs_sleep_and_wake_and_never_sleeps_an_unlisted_kind",
-    ],
     "test_chart_real_node.py": [
         "test_both_components_run_in_containers_on_the_real_node_and_pass_their_probes",
         "test_the_second_controller_replica_waits_for_a_node_with_free_ports",
