@@ -37,18 +37,6 @@ def test_a_step_that_passes_returns_what_its_block_made() -> None:
 
 
 SYSTEM = Path(__file__).resolve().parents[1] / "system"
-# Stories told before their steps were named: none is added here, and each leaves once it names
-# its steps.
-NOT_YET_NAMED = {
-    "test_chart_real_node.py": [
-        "test_both_components_run_in_containers_on_the_real_node_and_pass_their_probes",
-        "test_the_second_controller_replica_waits_for_a_node_with_free_ports",
-        "test_webhook_pod_annotates_and_controller_pod_sleeps_and_wakes_the_operator",
-        "test_killing_the_leading_controller_pod_hands_over_to_the_other_replica",
-        "test_helm_upgrade_with_a_changed_value_rolls_the_pods",
-        "test_helm_uninstall_wakes_every_sleeper_and_leaves_nothing_behind",
-    ],
-}
 
 
 def _is_step(node: ast.AST) -> bool:
@@ -96,4 +84,4 @@ def test_a_story_without_steps_is_found_and_one_with_them_is_not() -> None:
 
 @pytest.mark.parametrize("module", sorted(p.name for p in SYSTEM.glob("test_*.py")))
 def test_every_system_test_that_tells_a_story_names_its_steps(module: str) -> None:
-    assert stories_without_steps((SYSTEM / module).read_text()) == NOT_YET_NAMED.get(module, [])
+    assert stories_without_steps((SYSTEM / module).read_text()) == []
