@@ -17,13 +17,21 @@ BENCHMARKS = (
     "bench.bench_maxsleep",
     "bench.bench_scale",
     "bench.bench_memory",
+    "bench.one_process",  # growth in workloads and in objects; `python -m bench growth`
     "bench.bench_chart",
     "bench.bench_metrics",
 )
 
 
+NAMES = {"bench.one_process": "growth"}  # named for what it runs, not for its module
+
+
+def name_of(module: str) -> str:
+    return NAMES.get(module, module.rsplit("_", 1)[1])
+
+
 def main() -> int:
-    chosen = [b for b in BENCHMARKS if not sys.argv[1:] or b.rsplit("_", 1)[1] in sys.argv[1:]]
+    chosen = [b for b in BENCHMARKS if not sys.argv[1:] or name_of(b) in sys.argv[1:]]
     failed = []
     for i, module in enumerate(chosen, 1):
         print(f"\n[bench {i}/{len(chosen)}] {module}", flush=True)

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from bench.judge import Run, Target, report
-from bench.measures import own_rss_mb
+from bench.measures import one_process_sizes, one_process_targets, own_rss_mb
 from bench.saved import save_json
 from bench.workloads import api_object
 
@@ -109,7 +109,7 @@ def main() -> None:
             flush=True,
         )
 
-    from zeroscaler.controller.memory import release_free_memory
+    from zeroscaler.controller.heap import release_free_memory
 
     results["bytes_per_object"], stores = measured_stores()
     print(f"stored objects: {results['bytes_per_object']:.0f} bytes each ({OBJECTS:,})")
@@ -136,15 +136,13 @@ def main() -> None:
     results.update(census_ms())
     results.update(workload_state())
     results.update(waiting_events())
-    results.update(one_process())
+    results.update(one_process_sizes(ONE_PROCESS_SIZES))
     judged = targets(results)
     save_json("memory", run.stamped(results, judged))
     sys.exit(1 if report(judged) else 0)
 
 
 OWN_STATE_BYTES = 2048.0  # the controller's own state for one more workload
-MANY_OPERATORS_BYTES = float(2**30)  # issue 50: 100,000 workloads over 2,000,000 objects in 1 GiB
-LINEAR = 1.0  # a start's time per workload at a size over its time per workload at 10,000
 
 
 def targets(results: dict[str, float]) -> list[Target]:
@@ -152,62 +150,15 @@ def targets(results: dict[str, float]) -> list[Target]:
     1 GiB at its peak, and a start that grows no faster than its workloads past 10,000); the
     rest as measurements. A figure missing from the results fails."""
     own = results.get("workload_own_bytes")
-    found = [
+    return [
         Target("a stored watched object", results.get("bytes_per_object"), None, "B"),
         Target("one more workload: the controller's own state", own, OWN_STATE_BYTES, "B"),
         Target("an Event waiting to be written", results.get("waiting_event_bytes"), None, "B"),
+        *one_process_targets(results),
     ]
-    sizes = sorted({int(k.split("_")[2]) for k in results if k.startswith("one_process_")})
-    for workloads in sizes:
-        peak = results.get(f"one_process_{workloads}_peak_bytes")
-        at = f"one process at {workloads:,} workloads"
-        limit = MANY_OPERATORS_BYTES if workloads >= 100_000 else None
-        found.append(Target(f"{at}: peak resident", _mib(peak), _mib(limit), "MiB"))
-        # In time and in CPU: on a shared machine the time moves with the load, the CPU less.
-        for figure, what in (("seconds", "time"), ("cpu_seconds", "CPU")):
-            spent = results.get(f"one_process_{workloads}_{figure}")
-            if workloads > 10_000:
-                base = results.get(f"one_process_10000_{figure}")
-                ratio = None
-                if spent is not None and base:
-                    ratio = (spent / workloads) / (base / 10_000)
-                name = f"{at}: start {what} per workload / at 10,000"
-                found.append(Target(name, ratio, LINEAR, "x"))
-            else:
-                name = f"{at}: start to every workload reconciled, {what}"
-                found.append(Target(name, spent, None, "s"))
-    return found
-
-
-def _mib(value: float | None) -> float | None:
-    return None if value is None else value / 2**20
 
 
 ONE_PROCESS_SIZES = ((1_000, 20_000), (10_000, 200_000), (100_000, 2_000_000))
-GB = 1e9
-
-
-def one_process(sizes: Iterable[tuple[int, int]] = ONE_PROCESS_SIZES) -> dict[str, float]:
-    """One controller holding each size, in a process of its own; whether it stays in 1 GB."""
-    from bench.measures import measure_one_process
-
-    results: dict[str, float] = {}
-    for workloads, objects in sizes:
-        print(f"one process, {workloads:,} workloads over {objects:,} objects:", flush=True)
-        size = measure_one_process(workloads, objects)
-        resident, peak = size.resident_mb * 2**20, size.peak_mb * 2**20
-        for name, value in (("resident", resident), ("peak", peak)):
-            results[f"one_process_{workloads}_{name}_bytes"] = value
-        results[f"one_process_{workloads}_seconds"] = size.seconds
-        results[f"one_process_{workloads}_cpu_seconds"] = size.cpu_seconds
-        verdict = "within" if peak <= GB else "over"
-        print(
-            f"  {resident / 1e6:,.0f} MB resident once all are reconciled, {peak / 1e6:,.0f} MB at "
-            f"the peak ({verdict} 1 GB); every workload reconciled {size.seconds:.1f} s from "
-            f"the start ({size.cpu_seconds:.1f} s of CPU), with an API that answers at once",
-            flush=True,
-        )
-    return results
 
 
 def workload_state() -> dict[str, float]:
@@ -246,9 +197,10 @@ def waiting_events(count: int = 10_000) -> dict[str, float]:
     from zeroscaler.controller.clock import LoopClock
     from zeroscaler.controller.context import Context
     from zeroscaler.controller.reporting import Reporter
-    from zeroscaler.controller.workload import Workload, trim_workload
+    from zeroscaler.controller.workload import Workload
+    from zeroscaler.controller.workload_object import WorkloadObject, trim_workload
 
-    def version(i: int, rv: int) -> dict[str, Any]:
+    def version(i: int, rv: int) -> WorkloadObject:
         obj = json.loads(json.dumps(asleep_deployment(i)))  # new strings, as each answer brings
         obj["metadata"]["resourceVersion"] = str(rv)
         return trim_workload(obj)

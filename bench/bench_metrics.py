@@ -26,6 +26,7 @@ from zeroscaler.controller.accounting import Accounting
 from zeroscaler.controller.clock import ManualClock
 from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.workload import EPOCH, Workload, WorkloadKey
+from zeroscaler.controller.workload_object import trim_workload
 from zeroscaler.core.annotations import WorkloadStatus
 
 
@@ -33,7 +34,8 @@ def fleet(count: int) -> dict[WorkloadKey, Workload]:
     workloads: dict[WorkloadKey, Workload] = {}
     for i in range(count):
         key = ("Deployment", f"team-{i % 100:03d}", f"operator-{i:05d}")
-        w = Workload(key, {"metadata": {"name": key[2]}}, EPOCH)
+        obj = trim_workload({"metadata": {"name": key[2]}, "spec": {"replicas": 0}})
+        w = Workload(key, obj, EPOCH)
         w.managed = True
         w.status = WorkloadStatus("asleep", 2) if i % 2 else WorkloadStatus("awake")
         workloads[key] = w

@@ -13,7 +13,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 
+from bench.judge import Target
 from bench.workloads import (
     BIN,
     GROUP,
@@ -398,3 +399,61 @@ def measure_one_process(workloads: int, objects: int) -> Size:
             return Size(**json.loads(line))
         print(line, flush=True)
     raise RuntimeError(f"no result from the run at {workloads} workloads: {out[-500:]}")
+
+
+MANY_OPERATORS_BYTES = float(2**30)  # issue 50: 100,000 workloads over 2,000,000 objects in 1 GiB
+LINEAR = 1.0  # a start's time per workload at a size over its time per workload at 10,000
+
+
+def one_process_sizes(sizes: Iterable[tuple[int, int]]) -> dict[str, float]:
+    """One controller holding each size, in a process of its own: its resident size and peak,
+    and its start's time and CPU, as `one_process_targets` reads them."""
+    results: dict[str, float] = {}
+    for workloads, objects in sizes:
+        print(f"one process, {workloads:,} workloads over {objects:,} objects:", flush=True)
+        size = measure_one_process(workloads, objects)
+        resident, peak = size.resident_mb * 2**20, size.peak_mb * 2**20
+        for name, value in (("resident", resident), ("peak", peak)):
+            results[f"one_process_{workloads}_{name}_bytes"] = value
+        results[f"one_process_{workloads}_seconds"] = size.seconds
+        results[f"one_process_{workloads}_cpu_seconds"] = size.cpu_seconds
+        verdict = "within" if peak <= MANY_OPERATORS_BYTES else "over"
+        print(
+            f"  {resident / 2**20:,.1f} MiB resident once all are reconciled, "
+            f"{peak / 2**20:,.1f} MiB at the peak ({verdict} 1 GiB); every workload reconciled "
+            f"{size.seconds:.1f} s from the start ({size.cpu_seconds:.1f} s of CPU, "
+            f"{size.cpu_seconds / workloads * 1000:.3f} ms a workload), with an API that answers "
+            f"at once",
+            flush=True,
+        )
+    return results
+
+
+def one_process_targets(results: dict[str, float]) -> list[Target]:
+    """One process at each size of `one_process_sizes`: at 100,000 workloads and more, its peak
+    within 1 GiB; past 10,000, a start's time and CPU per workload no more than at 10,000 (on a
+    shared machine the time moves with the load, the CPU less). A figure missing fails."""
+    found = []
+    sizes = sorted({int(k.split("_")[2]) for k in results if k.startswith("one_process_")})
+    for workloads in sizes:
+        peak = results.get(f"one_process_{workloads}_peak_bytes")
+        at = f"one process at {workloads:,} workloads"
+        limit = MANY_OPERATORS_BYTES if workloads >= 100_000 else None
+        found.append(Target(f"{at}: peak resident", _mib(peak), _mib(limit), "MiB"))
+        for figure, what in (("seconds", "time"), ("cpu_seconds", "CPU")):
+            spent = results.get(f"one_process_{workloads}_{figure}")
+            if workloads > 10_000:
+                base = results.get(f"one_process_10000_{figure}")
+                ratio = None
+                if spent is not None and base:
+                    ratio = (spent / workloads) / (base / 10_000)
+                name = f"{at}: start {what} per workload / at 10,000"
+                found.append(Target(name, ratio, LINEAR, "x"))
+            else:
+                name = f"{at}: start to every workload reconciled, {what}"
+                found.append(Target(name, spent, None, "s"))
+    return found
+
+
+def _mib(value: float | None) -> float | None:
+    return None if value is None else value / 2**20

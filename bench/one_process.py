@@ -13,28 +13,51 @@ stays resident in the next. What it leaves out: the API server's latency (a rest
 controller's own work only) and the Sleeping Events of the sleeps (the workloads start asleep).
 The workloads' census annotations are left out too: a census recorded for types that now hold
 objects would wake them all.
+
+Run as a benchmark, it judges what sizes cost (each size still in a process of its own):
+
+- `python -m bench.one_process` (in `make bench`): growth in both dimensions from one run.
+  Workloads vary at a fixed count of objects, and objects at a fixed count of workloads; for each
+  dimension, the start's CPU and the resident size that each added workload (or object) cost in
+  the last step must be within `GROWTH_TOLERANCE` of what each cost in the first. Writes
+  `bench/results/growth.json` and the plot `bench/results/growth.png`.
+- `python -m bench.one_process --many-operators`: issue 50's many operators, 100,000 workloads over
+  2,000,000 objects between two runs of 10,000 over 200,000: at most 1 GiB at its peak, and a
+  start's time and CPU per workload no more than at 10,000 (the mean of its two runs). Writes
+  `bench/results/many-operators.json`.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import gc
+import itertools
 import json
 import logging
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import asdict
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 
-from bench.measures import Size, own_rss_mb
+from bench.judge import Run, Target, report
+from bench.measures import (
+    Size,
+    measure_one_process,
+    one_process_sizes,
+    one_process_targets,
+    own_rss_mb,
+)
+from bench.saved import RESULTS, save_json
 from bench.workload_state import Failures, FakeAPI, asleep_deployment
 from bench.workloads import GROUP, SCOPES, TYPES, api_object_text, kind_of
 from zeroscaler.api import Kube
 from zeroscaler.api.credentials import ClusterAccess
-from zeroscaler.controller.assembly import CATCH_UP_BOUND, Controller
+from zeroscaler.controller.assembly import STALL_BOUND, Controller
 from zeroscaler.controller.flags import ControllerSettings
 from zeroscaler.core.annotations import CENSUS
 
@@ -147,13 +170,16 @@ async def hold(workloads: int, objects: int, limit: float = LIMIT_SECONDS) -> Si
         if stored != fake.per_type * TYPES:
             raise RuntimeError(f"{stored} objects stored, not {fake.per_type * TYPES}")
         # The catch-up's end (`Controller._end_catch_up`) collects, freezes and trims once the queue
-        # is idle; wait for it rather than measure the heap of the catch-up.
-        for _ in range(int(CATCH_UP_BOUND * 2)):
+        # is idle; wait for it rather than measure the heap of the catch-up. Past the stall bound
+        # the collector runs again anyway: the catch-up then never ended.
+        for _ in range(int(STALL_BOUND * 2)):
             if gc.isenabled():
                 break
             await asyncio.sleep(0.5)
         else:
             raise RuntimeError("the start's catch-up never ended")
+        if failures.messages:
+            raise RuntimeError(f"the controller failed: {failures.messages[0]}")
         return Size(workloads, stored, own_rss_mb(), _peak_mb(), seconds, cpu)
     finally:
         logging.getLogger("zeroscaler").removeHandler(failures)
@@ -166,11 +192,199 @@ def _all_listed(scaler: Controller) -> bool:
     return len(watches) == TYPES and all(w is not None and w.ready.is_set() for w in watches)
 
 
-def main() -> None:
-    workloads, objects = int(sys.argv[1]), int(sys.argv[2])
-    size = asyncio.run(hold(workloads, objects))
-    print(json.dumps(asdict(size)), flush=True)
+# Workloads from 10,000 up: below it fewer workloads watch fewer namespaces (one for each 50), and
+# the objects, crowded into those, cost more each; from 10,000 each added workload joins a (type,
+# namespace) already watched, so the series varies the workloads alone.
+GROWTH_WORKLOADS = (10_000, 20_000, 40_000)  # at GROWTH_AT_OBJECTS objects
+GROWTH_OBJECTS = (50_000, 200_000, 800_000)  # at GROWTH_AT_WORKLOADS workloads
+GROWTH_AT_OBJECTS = 200_000
+GROWTH_AT_WORKLOADS = 10_000
+GROWTH_TOLERANCE = 1.25  # the last step's cost per added unit over the first step's
+MANY_OPERATORS = (100_000, 2_000_000)  # beside its baseline, MANY_OPERATORS_BASELINE
+MANY_OPERATORS_BASELINE = (10_000, 200_000)
+
+
+@dataclass(frozen=True)
+class Step:
+    """From one size of a series to the next: what each workload or object added cost."""
+
+    start: int
+    end: int
+    cpu_seconds: float  # the start's CPU, per unit added
+    resident_bytes: float  # resident once settled, per unit added
+
+
+def steps(sizes: Sequence[Size], dimension: str) -> list[Step]:
+    """The steps of a series of sizes that grow along `dimension` ("workloads" or "objects")."""
+    if dimension not in ("workloads", "objects"):
+        raise ValueError(f"dimension: {dimension!r}; 'workloads' or 'objects'")
+    found = []
+    for small, large in itertools.pairwise(sizes):
+        units = getattr(large, dimension) - getattr(small, dimension)
+        if units <= 0:
+            raise ValueError(f"sizes: {dimension} must grow from size to size, not {units:+,}")
+        found.append(
+            Step(
+                getattr(small, dimension),
+                getattr(large, dimension),
+                (large.cpu_seconds - small.cpu_seconds) / units,
+                (large.resident_mb - small.resident_mb) * 2**20 / units,
+            )
+        )
+    return found
+
+
+def growth_targets(series: dict[str, list[Size]], tolerance: float) -> list[Target]:
+    """For each dimension: the last step's CPU and resident per added unit over the first
+    step's, within `tolerance` (growth no faster than linear); each step's figures measured."""
+    found = []
+    for dimension, sizes in series.items():
+        unit = dimension[:-1]  # a workload, an object
+        walked = steps(sizes, dimension) if len(sizes) >= 3 else []
+        for step in walked:
+            span = f"{dimension} {step.start:,} to {step.end:,}"
+            found.append(
+                Target(f"{span}: CPU per {unit} added", step.cpu_seconds * 1e6, None, "µs")
+            )
+            found.append(
+                Target(f"{span}: resident per {unit} added", step.resident_bytes, None, "B")
+            )
+        for figure in ("cpu_seconds", "resident_bytes"):
+            what = "CPU" if figure == "cpu_seconds" else "resident"
+            ratio = None
+            if walked and getattr(walked[0], figure) > 0:
+                ratio = getattr(walked[-1], figure) / getattr(walked[0], figure)
+            name = f"{dimension}: {what} per {unit} added, last step / first"
+            found.append(Target(name, ratio, tolerance, "x"))
+    return found
+
+
+def growth(workloads: Sequence[int], objects: Sequence[int], at: tuple[int, int]) -> dict[str, Any]:
+    """Each size of both series once (the one they share once), in processes of their own."""
+    at_workloads, at_objects = at
+    wanted = sorted({*((w, at_objects) for w in workloads), *((at_workloads, o) for o in objects)})
+    held: dict[tuple[int, int], Size] = {}
+    for w, o in wanted:
+        print(f"one process, {w:,} workloads over {o:,} objects:", flush=True)
+        held[(w, o)] = size = measure_one_process(w, o)
+        print(
+            f"  {size.resident_mb:,.1f} MiB resident ({size.peak_mb:,.1f} at the peak); every "
+            f"workload reconciled in {size.seconds:.1f} s, {size.cpu_seconds:.2f} s of CPU",
+            flush=True,
+        )
+    return {
+        "workloads": [held[(w, at_objects)] for w in sorted(workloads)],
+        "objects": [held[(at_workloads, o)] for o in sorted(objects)],
+    }
+
+
+def many_operators() -> dict[str, float]:
+    """The 100,000 between two runs of its baseline, 10,000: a run of minutes on a shared machine
+    sees its load drift, and a baseline on both sides of it sees the same drift. The baseline's
+    figures are the mean of its two runs (its peak, the larger), each run kept beside them."""
+    before = one_process_sizes([MANY_OPERATORS_BASELINE])
+    results = one_process_sizes([MANY_OPERATORS])
+    after = one_process_sizes([MANY_OPERATORS_BASELINE])
+    for key, value in before.items():
+        both = (value, after[key])
+        results[key] = max(both) if key.endswith("_bytes") else sum(both) / 2
+        results[f"before_{key}"], results[f"after_{key}"] = both
+    return results
+
+
+def plot(series: dict[str, list[Size]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib import ticker
+
+    fig, axes = plt.subplots(2, 2, figsize=(10, 6.5), sharey="row")
+    fixed = {
+        "workloads": f"at {series['workloads'][0].objects:,} objects",
+        "objects": f"at {series['objects'][0].workloads:,} workloads",
+    }
+    for column, (dimension, sizes) in enumerate(series.items()):
+        xs = [getattr(s, dimension) for s in sizes]
+        for row, (figure, label) in enumerate(
+            (
+                ("cpu_seconds", "start CPU to every workload reconciled (s)"),
+                ("resident_mb", "resident once settled (MiB)"),
+            )
+        ):
+            ax = axes[row][column]
+            ys = [getattr(s, figure) for s in sizes]
+            ax.plot(xs, ys, "o-", color="#4878a8", label="measured")
+            # The first step extended: growth no faster than linear stays on or under it.
+            slope = (ys[1] - ys[0]) / (xs[1] - xs[0])
+            ax.plot(
+                xs,
+                [ys[0] + slope * (x - xs[0]) for x in xs],
+                "--",
+                color="#999999",
+                label="the first step's rate",
+            )
+            ax.xaxis.set_major_locator(ticker.MaxNLocator(5))
+            ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda x, _: f"{x:,.0f}"))
+            if row == 1:
+                ax.set_xlabel(f"{dimension} ({fixed[dimension]})")
+            if column == 0:
+                ax.set_ylabel(label, fontsize=9)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+    fig.suptitle("one controller process: cost against workloads and against objects", fontsize=11)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        found = [int(part.replace("_", "")) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: counts separated by commas, as 1000,4000,16000"
+        ) from None
+    if len(found) < 3 or found != sorted(set(found)) or found[0] < TYPES:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: at least three counts, growing, the first at least {TYPES}"
+        )
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("size", nargs="*", type=int, help="W O: hold one size, print it as JSON")
+    parser.add_argument(
+        "--many-operators", action="store_true", help="issue 50's 100,000 beside 10,000"
+    )
+    parser.add_argument("--workloads", type=_sizes, default=list(GROWTH_WORKLOADS))
+    parser.add_argument("--objects", type=_sizes, default=list(GROWTH_OBJECTS))
+    parser.add_argument("--at-objects", type=int, default=GROWTH_AT_OBJECTS)
+    parser.add_argument("--at-workloads", type=int, default=GROWTH_AT_WORKLOADS)
+    args = parser.parse_args(argv)
+    if args.size:
+        if len(args.size) != 2 or min(args.size) < 1:
+            parser.error(f"size: {args.size}; two positive counts, workloads and objects")
+        size = asyncio.run(hold(*args.size))
+        print(json.dumps(asdict(size)), flush=True)
+        return 0
+    run = Run()
+    if args.many_operators:
+        results = many_operators()
+        judged = one_process_targets(results)
+        saved = save_json("many-operators", run.stamped(results, judged))
+    else:
+        series = growth(args.workloads, args.objects, (args.at_workloads, args.at_objects))
+        judged = growth_targets(series, GROWTH_TOLERANCE)
+        data = {d: [asdict(s) for s in sizes] for d, sizes in series.items()}
+        saved = save_json("growth", run.stamped({"tolerance": GROWTH_TOLERANCE, **data}, judged))
+        plot(series, RESULTS / "growth.png")
+        print(f"wrote {RESULTS / 'growth.png'}")
+    print(f"wrote {saved}")
+    return 1 if report(judged) else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

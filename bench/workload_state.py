@@ -228,15 +228,17 @@ def deep_bytes(roots: Iterable[object]) -> int:
 
 
 class Failures(logging.Handler):
-    """Counts what the controller logs as failed: a reconcile that failed measures nothing."""
+    """Counts what the controller logs as failed: a reconcile that failed measures nothing, nor a
+    start that stalled (the collector it paused then ran mid-start)."""
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
         self.messages: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.levelno >= logging.ERROR or "failed" in record.getMessage():
-            self.messages.append(record.getMessage())
+        message = record.getMessage()
+        if record.levelno >= logging.ERROR or "failed" in message or "stalled" in message:
+            self.messages.append(message)
 
 
 async def _hold(workloads: int, limit: float = 300) -> Held:

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from zeroscaler.controller.clock import Clock
 from zeroscaler.controller.metrics import Metrics
+from zeroscaler.controller.report_memory import ReportMemory
 from zeroscaler.controller.workload import Workload
 
 
@@ -16,13 +17,13 @@ class Accounting:
         self._metrics = metrics
         self._clock = clock
 
-    def start(self, w: Workload) -> None:
-        """Count `w` from now on."""
-        w.report.accounted_at = self._clock.monotonic()
+    def start(self, memory: ReportMemory) -> None:
+        """Count the workload of this memory from now on."""
+        memory.accounted_at = self._clock.monotonic()
 
     def account(self, w: Workload, *, stop: bool = False) -> None:
         """Count the time since the last count; with `stop`, stop counting until `start`."""
-        saved = self._take(w, self._clock.monotonic(), stop)
+        saved = self._take(w.report, _asleep(w), self._clock.monotonic(), stop)
         if saved:
             requests = w.pod_requests
             self._metrics.replica_seconds_saved.inc(saved)
@@ -38,12 +39,12 @@ class Accounting:
         saved = cpu = memory = 0.0
         for w in workloads:
             if not w.managed:
-                self._metrics.forget(w)
+                self._metrics.forget(w.report)
                 continue
             if w.report.accounted_at is None:
                 w.report.accounted_at = now
             else:
-                taken = self._take(w, now, stop=False)
+                taken = self._take(w.report, _asleep(w), now, stop=False)
                 if taken:
                     saved += taken
                     requests = w.pod_requests
@@ -56,12 +57,20 @@ class Accounting:
             self._metrics.saved_memory.inc(memory)
 
     @staticmethod
-    def _take(w: Workload, now: float, stop: bool) -> float:
-        """The replica-seconds `w` saved since its last count, now counted."""
-        if w.report.accounted_at is None:
+    def _take(memory: ReportMemory, asleep: int | None, now: float, stop: bool) -> float:
+        """The replica-seconds saved since the last count by the `asleep` replicas (None:
+        awake), now counted."""
+        if memory.accounted_at is None:
             return 0.0
         saved = 0.0
-        if w.status.state == "asleep" and w.managed:
-            saved = (now - w.report.accounted_at) * (w.status.restore_replicas or 1)
-        w.report.accounted_at = None if stop else now
+        if asleep is not None:
+            saved = (now - memory.accounted_at) * asleep
+        memory.accounted_at = None if stop else now
         return saved
+
+
+def _asleep(w: Workload) -> int | None:
+    """The replicas a managed sleeper would run; None when it is awake or not managed."""
+    if w.status.state == "asleep" and w.managed:
+        return w.status.restore_replicas or 1
+    return None

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+from dataclasses import asdict
 
 from zeroscaler.api import Kube
 from zeroscaler.cluster.events import EventRecorder
@@ -24,7 +25,7 @@ from zeroscaler.controller.changes import ChangeFeed, Followers, Lookups, trim_h
 from zeroscaler.controller.clock import Clock, LoopClock
 from zeroscaler.controller.context import Context, Watching
 from zeroscaler.controller.flags import ControllerSettings
-from zeroscaler.controller.memory import pause_collection, release_free_memory, resume_collection
+from zeroscaler.controller.heap import pause_collection, release_free_memory, resume_collection
 from zeroscaler.controller.metrics import LeaderReadings, Metrics, Readings
 from zeroscaler.controller.noting import ActivityNotes
 from zeroscaler.controller.permissions import AccessReviews
@@ -53,12 +54,13 @@ from zeroscaler.controller.workload import (
     count_paused,
     count_pending_wakes,
     count_released,
-    trim_workload,
 )
+from zeroscaler.controller.workload_object import keep_workload
 from zeroscaler.core.annotations import is_namespace_enabled
 from zeroscaler.core.coverage import Hook
 from zeroscaler.core.inference import RBACSnapshot
 from zeroscaler.core.policy import Policy, evaluate_policy
+from zeroscaler.core.start_progress import Progress, begin, observe, stalled
 from zeroscaler.core.wake_path import Surroundings
 from zeroscaler.core.workloads import WORKLOAD_RESOURCES
 
@@ -69,7 +71,8 @@ _RBAC_SETTLE = 0.2  # seconds a burst of RBAC changes has to arrive before grant
 WAKE_ONLY_SHARE = 8  # one worker more per this many that takes only wakes due
 WAKE_NAMESPACES = ("kube-system", "kube-node-lease")  # where a wake's own requests go too
 WARMING_BOUND = 60.0  # seconds after ready that a start's warming ends at the latest
-CATCH_UP_BOUND = 120.0  # seconds after a start that the collector, paused for it, runs again
+STALL_BOUND = 120.0  # seconds a start may get no further before the collector, paused, runs again
+PROGRESS_LOOK = 1.0  # seconds between looks at how far a start has got while the collector waits
 
 
 class Controller:
@@ -91,6 +94,7 @@ class Controller:
         self.is_leader = False
         self.ready = False
         self._synced = asyncio.Event()  # set with `ready`
+        self._collector_paused = False  # for a start's catch-up (`_end_catch_up`)
         self._rbac_check: asyncio.TimerHandle | None = None
         self.workloads: dict[WorkloadKey, Workload] = {}
         self.tasks = Tasks()
@@ -238,7 +242,7 @@ class Controller:
         hpas.add_handler(self.changes.on_hpa)
         workloads: dict[str, Informer] = {}
         for kind, resource in WORKLOAD_RESOURCES.items():
-            informer = Informer(watcher, f"/apis/apps/v1/{resource}", transform=trim_workload)
+            informer = Informer(watcher, f"/apis/apps/v1/{resource}", transform=keep_workload)
             informer.add_handler(functools.partial(self.changes.on_workload, kind))
             workloads[kind] = informer
         return hpas, workloads
@@ -276,6 +280,7 @@ class Controller:
         # not grant them must not keep the controller from becoming ready).
         essential = [self.cluster.namespaces, self.hpas, *self.workload_informers.values()]
         pause_collection()
+        self._collector_paused = True
         self.tasks.spawn(self._end_catch_up())
         self.tasks.spawn(self.cluster.run(), self.hpas.run(), self.policies.run())
         # Not essential to start: until they have listed, nothing is put to sleep.
@@ -303,17 +308,25 @@ class Controller:
         await self.tasks.wait()
 
     async def _end_catch_up(self) -> None:
-        """Run the collector again once the start's catch-up is over: ready, every watch listed
-        and no reconcile waiting; CATCH_UP_BOUND after the start at the latest, ready or not.
+        """Run the collector again once the start's catch-up is over (ready, every watch listed
+        and no reconcile waiting), or once the start has got no further for STALL_BOUND
+        (`zeroscaler.core.start_progress`), however long it has taken while it moved.
         The log says when it is over (the scale row times a restart by it)."""
+        loop = asyncio.get_running_loop()
+        caught_up = asyncio.ensure_future(self._catch_up())
         try:
-            async with asyncio.timeout(CATCH_UP_BOUND):
-                await self._catch_up()
-        except TimeoutError:
-            resume_collection()
-            await self._catch_up()
-        else:
-            resume_collection()
+            pause = begin(self._progress(), loop.time())
+            while not caught_up.done():
+                await asyncio.wait([caught_up], timeout=PROGRESS_LOOK)
+                pause = observe(pause, self._progress(), loop.time())
+                if not caught_up.done() and stalled(pause, loop.time(), STALL_BOUND):
+                    log.warning("start stalled: the collector runs again", extra=asdict(pause.best))
+                    break
+            self._resume_collection()
+            await caught_up
+        finally:  # cancelled too: never left off
+            caught_up.cancel()
+            self._resume_collection()
         log.info(
             "caught up",
             extra={
@@ -321,6 +334,21 @@ class Controller:
                 "types": len(self.hub.resources),
                 "watches": self.hub.watch_count(),
             },
+        )
+
+    def _resume_collection(self) -> None:
+        self._collector_paused = False
+        resume_collection()
+
+    def _progress(self) -> Progress:
+        """How far the start has got: workloads known, objects stored, watches listed, keys
+        waiting."""
+        kept = [w for r in self.hub.resources if (w := self.hub.kept(r)) is not None]
+        return Progress(
+            len(self.workloads),
+            sum(len(w) for w in kept),
+            sum(w.ready.is_set() for w in kept),
+            len(self.queue),
         )
 
     async def _catch_up(self) -> None:
@@ -444,7 +472,10 @@ class Controller:
         while True:
             await asyncio.sleep(HOUSEKEEPING_INTERVAL)
             rounds += 1
-            release_free_memory(full=rounds % 30 == 0)  # a full collection every half hour
+            # Not while a start's pause lasts: its end freezes what the start made without a walk,
+            # and a start that lasts minutes would have its young objects walked each minute.
+            if not self._collector_paused:
+                release_free_memory(full=rounds % 30 == 0)  # a full collection every half hour
 
     def _count_savings(self) -> None:
         # At a scrape; only the leader counts (a standby sleeps nothing).

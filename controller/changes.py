@@ -22,10 +22,9 @@ from zeroscaler.controller.workload import (
     Workload,
     WorkloadKey,
     initial_last_activity,
-    is_newer,
-    reconcile_inputs,
     settle_start,
 )
+from zeroscaler.controller.workload_object import workload_of
 from zeroscaler.core.activity import Change, Scope, due_of, find_activity
 from zeroscaler.core.kinds import APIResource
 
@@ -115,8 +114,8 @@ class ChangeFeed:
                 self._enqueue(key)
 
     def on_workload(self, kind: str, event: WatchEvent) -> None:
-        meta = event.obj.get("metadata") or {}
-        key = (kind, str(meta.get("namespace", "")), str(meta.get("name", "")))
+        seen = workload_of(event.obj)
+        key = (kind, seen.namespace, seen.name)
         w = self._workloads.get(key)
         if event.type == "DELETED":
             if w is not None:
@@ -124,20 +123,20 @@ class ChangeFeed:
                 self._enqueue(key)
             return
         if w is None:
-            start = initial_last_activity(meta.get("annotations") or {}, self._clock.now())
-            w = Workload(key, event.obj, last_activity=start)
+            start = initial_last_activity(seen.annotations, self._clock.now())
+            w = Workload(key, seen, last_activity=start)
             # Not Ready when first seen (just created, or woken before a restart): its clock
             # waits for Ready, as after a wake.
             w.idle.first_seen(starting=w.replicas > 0 and w.is_ready() is False)
             self._workloads[key] = w
             self._enqueue(key)
             if self.on_first_seen is not None:
-                self.on_first_seen(key, meta.get("annotations") or {})
+                self.on_first_seen(key, seen.annotations)
             return
-        if not is_newer(event.obj, w.obj):
+        if not seen.is_newer(w.obj):
             return
-        changed = reconcile_inputs(event.obj) != reconcile_inputs(w.obj) or w.deleted
-        w.obj, w.deleted = event.obj, False
+        changed = seen.reconcile_inputs() != w.obj.reconcile_inputs() or w.deleted
+        w.obj, w.deleted = seen, False
         # Status-only updates (pods going away after a sleep) keep the precondition fresh, and
         # readiness after a wake starts the idle clock.
         if settle_start(w, self._clock.now()):

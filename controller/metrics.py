@@ -7,13 +7,14 @@ import logging
 import ssl
 import urllib.parse
 from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from zeroscaler.controller.report_memory import ReportMemory, WorkloadCounts
 from zeroscaler.controller.workload import Workload
 from zeroscaler.core.savings import NONE, Requests
 from zeroscaler.runtime.collectors import APIErrors, ErrorCounts, register_process_collectors
@@ -21,20 +22,6 @@ from zeroscaler.runtime.collectors import APIErrors, ErrorCounts, register_proce
 log = logging.getLogger(__name__)
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-
-
-@dataclass(slots=True)
-class WorkloadCounts:
-    """What one workload's own metric series count (only while per-workload metrics are on):
-    the metrics' memory of it, kept in its record (`ReportMemory.tally`)."""
-
-    wakes: dict[str, int] = field(default_factory=dict)  # by reason
-    sleeps: dict[str, int] = field(default_factory=dict)  # by reason
-    saved: float = 0.0  # replica-seconds
-    cpu_seconds: float = 0.0  # core-seconds of CPU requested by those replicas
-    memory_seconds: float = 0.0  # byte-seconds of memory requested
-    latency_sum: float = 0.0  # seconds, over the wakes that had a waking event
-    latency_count: int = 0
 
 
 class _StateCollector(Collector):
@@ -437,9 +424,9 @@ class Metrics:
             tally.cpu_seconds += replica_seconds * requests.cpu
             tally.memory_seconds += replica_seconds * requests.memory
 
-    def forget(self, w: Workload) -> None:
+    def forget(self, memory: ReportMemory) -> None:
         """No longer managed: its own series' counts go."""
-        w.report.tally = None
+        memory.tally = None
 
     def _tally(self, w: Workload) -> WorkloadCounts | None:
         if not self.per_workload or not w.managed:

@@ -40,18 +40,19 @@ class ActivityNotes:
     def note(self, w: Workload, found: Activity, now: datetime) -> None:
         """Restart the idle clock; an asleep workload's wake is due, a running one looks again."""
         self._metrics.activity.inc()
-        w.idle.last_activity = now
-        log.debug("activity", extra={"workload": w.label, "reason": found.reason})
+        idle = w.idle
         asleep = w.shown_status.state == "asleep"
         # A wake names the change that woke it, not the newest one seen while its write was retried.
-        if not asleep or w.idle.activity_at is None:
-            w.idle.activity_reason = found.reason
-            w.idle.activity_cause = activity_cause(
+        cause = None
+        if not asleep or idle.activity_at is None:
+            cause = activity_cause(
                 found.kind, found.namespace, found.name, found.reason, w.namespace
             )
-        if asleep or self._is_running(w.key):
-            if w.idle.activity_at is None:
-                w.idle.activity_at = self._clock.monotonic()
+        owed = asleep or self._is_running(w.key)
+        owed_since = self._clock.monotonic() if owed and idle.activity_at is None else None
+        idle.noted(now, found.reason, cause, owed_since)
+        log.debug("activity", extra={"workload": w.label, "reason": found.reason})
+        if owed:
             if asleep:
                 self._wake_due(w.key)
             self._enqueue(w.key)

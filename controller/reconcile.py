@@ -218,7 +218,7 @@ class Reconciler:
         if w.obj is not read:  # the policy's write came back: read what it wrote
             config, status, warnings = self._read(w)
         warnings += policy_warnings
-        config, inference_warnings = settle_kinds(w, config, self._cluster)
+        config, inference_warnings = settle_kinds(w.watch, w.obj, config, self._cluster)
         warnings += inference_warnings
         if config.idle_timeout is None or not config.has_kinds:
             await self._unmanage(w, "annotations incomplete")
@@ -259,9 +259,8 @@ class Reconciler:
         """Whether only what would be done is said for `w`, and why (scaling keeps it)."""
         why = "--dry-run" if self._dry_run else None
         if why is None:
-            meta = w.obj.get("metadata") or {}
             labels = self._namespace_meta(w).get("labels") or {}
-            why = dry_run_reason(self._policy(), labels, meta.get("labels") or {})
+            why = dry_run_reason(self._policy(), labels, w.obj.labels)
         self._scaling.settle_dry_run(w, why)
 
     def _hold(self, w: Workload, decision: Decision) -> None:
@@ -361,10 +360,9 @@ class Reconciler:
             f"{k} removed" if v is None else f"{k}={v}" for k, v in result.changes.items()
         )
         if w.scaling.dry_run is not None:
-            meta = dict(w.obj["metadata"])
-            merged = {**(meta.get("annotations") or {}), **result.changes}
-            meta["annotations"] = {k: v for k, v in merged.items() if v is not None}
-            w.obj = {**w.obj, "metadata": meta}
+            merged = {**w.obj.annotations, **result.changes}
+            annotations = {k: v for k, v in merged.items() if v is not None}
+            w.obj = dataclasses.replace(w.obj, annotations=annotations)
             why = "" if self._dry_run else f" ({w.scaling.dry_run})"
             self._reporter.event(w, "Normal", "WouldApplyPolicy", f"dry run{why}: {described}")
             return True, warnings
@@ -476,7 +474,7 @@ class Reconciler:
         w.managed = True
         if status.state == "asleep":  # asleep before we watched: compare what it saw at sleep
             self._subscriptions.recall_census(w)
-        self._accounting.start(w)
+        self._accounting.start(w.report)
         w.idle.managed_from(
             (status.asleep_since or EPOCH)
             if status.state == "asleep"

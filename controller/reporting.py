@@ -86,8 +86,7 @@ class Reporter:
         unless the message is `distinct` (two webhooks a workload backs are two warnings)."""
         key = (w.key, type_, reason, message if distinct else "")
         waiting = self._pending.get(key)
-        meta = w.obj.get("metadata") or {}
-        uid, version = str(meta.get("uid", "")), str(meta.get("resourceVersion", ""))
+        uid, version = w.obj.uid, w.obj.resource_version
         if waiting is not None:  # not written yet: one Event tells both, in the newer words
             waiting.uid, waiting.version, waiting.message = uid, version, message
             waiting.count += 1

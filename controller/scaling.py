@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -24,7 +24,9 @@ from zeroscaler.controller.context import Context
 from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.queue import WakeGate
 from zeroscaler.controller.reporting import Reporter
-from zeroscaler.controller.workload import Workload, WorkloadKey, trim_workload
+from zeroscaler.controller.scaling_memory import OwnWake
+from zeroscaler.controller.workload import Workload, WorkloadKey
+from zeroscaler.controller.workload_object import trim_workload
 from zeroscaler.core.annotations import (
     CENSUS,
     FIELD_MANAGER,
@@ -64,17 +66,6 @@ GIVE_UP_ATTEMPTS = 5  # reads and writes giving up spec.replicas, racing the sta
 async def _covered(_: Workload) -> bool:
     """Without an activator, nothing needs covering before a sleep."""
     return True
-
-
-@dataclass(frozen=True, slots=True)
-class OwnWake:
-    """A wake the controller scaled up but has not yet recorded in the status annotations
-    (`ScalingMemory.own_wake`)."""
-
-    replicas: int
-    reason: str
-    latency: float | None  # seconds from the waking event to the scale write's answer
-    cause: str = ""  # what woke it, for flapping ("": nothing that counts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +133,7 @@ class Scaling:
     @staticmethod
     def _recorded_status(w: Workload, status: WorkloadStatus) -> WorkloadStatus:
         if status.state is not None:
-            w.scaling.recorded = (w.obj.get("metadata") or {}).get("annotations")
+            w.scaling.recorded = w.obj.annotations
             return status
         recorded = w.scaling.recorded
         if recorded is None or not w.managed:
@@ -317,9 +308,9 @@ class Scaling:
             self._gate.due(w.key)
         else:
             w.idle.owe_nothing()
-        self._accounting.start(w)
+        self._accounting.start(w.report)
         self._metrics.slept(w, cause)
-        kinds = ", ".join(sorted(w.kind_names()))
+        kinds = ", ".join(sorted(w.watch.kind_names()))
         message = (
             f"{decision.reason}: scaled from {replicas} to 0 replicas; wakes on a change to {kinds}"
         )
@@ -628,10 +619,8 @@ class Scaling:
         except KubeError as e:
             self._metrics.failed_writes.labels("scale", str(e.status)).inc()
             raise
-        spec = dict(w.obj.get("spec") or {}, replicas=replicas)
-        meta = dict(w.obj["metadata"])
-        meta["resourceVersion"] = (scale.get("metadata") or {}).get("resourceVersion", "")
-        w.take({**w.obj, "metadata": meta, "spec": spec})
+        version = str((scale.get("metadata") or {}).get("resourceVersion", ""))
+        w.take(replace(w.obj, replicas=replicas, resource_version=version))
 
     async def refresh(self, w: Workload) -> None:
         """Read the workload again; gone, it is marked deleted."""

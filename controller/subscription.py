@@ -12,7 +12,8 @@ from typing import Any
 from zeroscaler.api import KubeError
 from zeroscaler.cluster.informer import Readable
 from zeroscaler.controller.context import Context, Watching
-from zeroscaler.controller.workload import Scopes, WatchMemory, Workload, WorkloadKey
+from zeroscaler.controller.watch_memory import Scopes, WatchMemory
+from zeroscaler.controller.workload import Workload, WorkloadKey
 from zeroscaler.core.activity import (
     Activity,
     Change,
@@ -326,7 +327,7 @@ class Subscriptions:
             names=w.watch.names,
             namespaces=w.watch.namespaces,
             definitions=w.watch.definitions,
-            self_uid=str((w.obj.get("metadata") or {}).get("uid") or ""),
+            self_uid=w.obj.uid,
         )
         if interest != w.watch.interest:
             w.watch.interest = interest

@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 from zeroscaler.cluster.view import ClusterView
-from zeroscaler.controller.workload import Workload
+from zeroscaler.controller.watch_memory import WatchMemory
+from zeroscaler.controller.workload_object import WorkloadObject
 from zeroscaler.core.activity import GroupKind
 from zeroscaler.core.annotations import (
     Notice,
@@ -20,20 +21,21 @@ from zeroscaler.core.sharing import shared_mapping
 
 
 def settle_kinds(
-    w: Workload, config: WorkloadConfig, cluster: ClusterView
+    watch: WatchMemory, obj: WorkloadObject, config: WorkloadConfig, cluster: ClusterView
 ) -> tuple[WorkloadConfig, list[Notice]]:
-    """The config with its kinds; without kinds annotated, those its RBAC says it watches."""
-    w.watch.inferred, w.watch.names = False, shared_mapping({})
-    if config.idle_timeout is None or has_kinds_annotated(w.annotations):
+    """The config with its kinds; without kinds annotated, those its RBAC says it watches.
+    Handed its own memory (`watch`) and the workload as last read."""
+    watch.inferred, watch.names = False, shared_mapping({})
+    if config.idle_timeout is None or has_kinds_annotated(obj.annotations):
         return config, []
-    w.watch.inferred = True  # RBAC changes now concern this workload
+    watch.inferred = True  # RBAC changes now concern this workload
     if not cluster.is_rbac_synced():
         return config, [("InferenceUnavailable", "RBAC is not readable; no kinds inferred")]
     discovery = cluster.discovery
     found = infer_kinds(
         cluster.rbac(),
-        w.namespace,
-        w.service_account,
+        obj.namespace,
+        obj.service_account,
         discovery,
         ignore=DEFAULT_POLICY.inference.ignore,
     )
@@ -42,7 +44,7 @@ def settle_kinds(
         resolved = discovery.resolve(parse_kind_refs(canonical)[0][0])
         if resolved is not None:
             named[(resolved.group, resolved.kind)] = frozenset(names)
-    w.watch.names = shared_mapping(named)
+    watch.names = shared_mapping(named)
     warnings: list[Notice] = [("InferenceLimited", message) for message in found.warnings]
     if not found.watched:
         return config, warnings
@@ -51,7 +53,7 @@ def settle_kinds(
     namespaces = config.watch_namespaces
     if namespaces is None and found.namespaces:
         namespaces = tuple(found.namespaces)
-    account = f"{w.namespace}/{w.service_account}"
+    account = f"{obj.namespace}/{obj.service_account}"
     warnings.append(kinds_inferred(account, found.watched, found.owned))
     inferred = dataclasses.replace(
         config, watched=tuple(watched), owned=tuple(owned), watch_namespaces=namespaces

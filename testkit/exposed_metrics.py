@@ -15,6 +15,7 @@ from zeroscaler.certs.renewer import Renewer, RenewerConfig
 from zeroscaler.certs.schedule import RenewalPolicy
 from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.workload import EPOCH, Workload
+from zeroscaler.controller.workload_object import trim_workload
 from zeroscaler.runtime.collectors import APIErrors
 from zeroscaler.webhook.app import create_app
 from zeroscaler.webhook.settings import WebhookSettings
@@ -34,7 +35,8 @@ SUFFIXES: dict[str, dict[str, tuple[str, ...]]] = {
 def expositions() -> list[tuple[str, CollectorRegistry]]:
     """What /metrics answers, with the registry behind it: the controller's (leading, one managed
     workload with series of its own), the webhook's, and the certificate renewer's."""
-    managed = Workload(("Deployment", "ops", "op"), {"metadata": {"name": "op"}}, EPOCH)
+    obj = trim_workload({"metadata": {"name": "op"}, "spec": {"replicas": 0}})
+    managed = Workload(("Deployment", "ops", "op"), obj, EPOCH)
     managed.managed = True
     controller = Metrics(lambda: True, workloads=lambda: [managed])
     controller.woke(managed, "activity", 0.1)

@@ -9,6 +9,7 @@ from zeroscaler.api import Obj, Priority
 from zeroscaler.api.transport import _PRIORITY
 from zeroscaler.cluster.events import EventRecorder
 from zeroscaler.controller.workload import Workload
+from zeroscaler.controller.workload_object import trim_workload
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
 
@@ -45,4 +46,5 @@ class HeldRecorder(EventRecorder):
 
 
 def workload(name: str) -> Workload:
-    return Workload(("Deployment", "ops", name), {"metadata": {"name": name}}, NOW)
+    obj = {"metadata": {"name": name}, "spec": {"replicas": 0}}
+    return Workload(("Deployment", "ops", name), trim_workload(obj), NOW)

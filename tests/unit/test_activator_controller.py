@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Callable, Coroutine
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -19,7 +20,8 @@ from zeroscaler.controller.activator import Activator, ActivatorSettings
 from zeroscaler.controller.clock import ManualClock
 from zeroscaler.controller.context import Context
 from zeroscaler.controller.registrations import ServingIndex, trim_registration, trim_service
-from zeroscaler.controller.workload import Workload, WorkloadKey, settle_start, trim_workload
+from zeroscaler.controller.workload import Workload, WorkloadKey, settle_start
+from zeroscaler.controller.workload_object import trim_workload
 from zeroscaler.core.activity import Activity
 from zeroscaler.core.annotations import asleep_annotations, read_status
 from zeroscaler.core.coverage import (
@@ -364,10 +366,10 @@ def test_a_backend_that_took_longer_to_start_than_a_request_is_held_stays_awake(
 def test_the_time_from_a_wake_to_ready_is_remembered_once_it_is_ready() -> None:
     w = backend(asleep=False)
     w.idle.starting, w.idle.woken_at = True, NOW
-    w.obj["status"] = {"replicas": 2, "readyReplicas": 1, "observedGeneration": 1}
+    w.obj = replace(w.obj, has_status=True, ready_replicas=1, observed_generation=1)
     assert not settle_start(w, NOW + timedelta(seconds=3))  # not Ready yet
     assert w.idle.started_in is None
-    w.obj["status"] = {"replicas": 2, "readyReplicas": 2, "observedGeneration": 1}
+    w.obj = replace(w.obj, has_status=True, ready_replicas=2, observed_generation=1)
     assert settle_start(w, NOW + timedelta(seconds=7))
     assert w.idle.started_in == 7.0
     assert w.idle.woken_at is None

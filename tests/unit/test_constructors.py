@@ -11,8 +11,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 CONTROLLER = REPO / "controller"
 MOST = 6
-# Records of values, not dependencies: a flag each, or a part's memory of one workload.
-RECORDS = {"ControllerSettings", "WatchMemory", "IdleMemory", "WorkloadCounts"}
+# Records of values, not dependencies: a flag each, a part's memory of one workload, or the
+# object kept of it.
+RECORDS = {"ControllerSettings", "WatchMemory", "IdleMemory", "WorkloadCounts", "WorkloadObject"}
 
 
 def _is_dataclass(node: ast.ClassDef) -> bool:

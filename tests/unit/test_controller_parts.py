@@ -18,7 +18,8 @@ from tests.unit.mock_api import kube_served_by
 from zeroscaler.controller.clock import ManualClock
 from zeroscaler.controller.flags import parse_settings
 from zeroscaler.controller.leader import LeaderElector, LeaseTerms
-from zeroscaler.controller.workload import Workload, trim_workload
+from zeroscaler.controller.workload import Workload
+from zeroscaler.controller.workload_object import WorkloadObject, trim_workload
 from zeroscaler.core.managers import ARGO_CD, Manager
 from zeroscaler.runtime.logs import JsonFormatter, LogfmtFormatter
 from zeroscaler.webhook.settings import WebhookSettings
@@ -182,45 +183,59 @@ def test_trim_workload_keeps_what_the_scaler_reads() -> None:
         },
         "status": {"replicas": 3, "readyReplicas": 2, "observedGeneration": 4},
     }
-    trimmed = trim_workload(obj)
-    # What each pod requests, the limit standing for a request left out.
-    assert trimmed["spec"].pop("podRequests") == Requests(1.25, 64 * 2**20 + 2**30)
-    assert trimmed == {
-        "metadata": {
-            "name": "op",
-            "namespace": "ops",
-            "uid": "u",
-            "resourceVersion": "5",
-            "generation": 4,
-            # Only what zeroscaler reads: last-applied-configuration alone can be kilobytes.
-            "annotations": {
-                "zeroscaler.io/idle-timeout": "5m",
-                "controller-zero-scaler/watchedKinds": "Backup",
-            },
-            "labels": {"app": "op"},
+    assert trim_workload(obj) == WorkloadObject(
+        name="op",
+        namespace="ops",
+        uid="u",
+        resource_version="5",
+        generation=4,
+        # Only what zeroscaler reads: last-applied-configuration alone can be kilobytes.
+        annotations={
+            "zeroscaler.io/idle-timeout": "5m",
+            "controller-zero-scaler/watchedKinds": "Backup",
         },
-        "spec": {
-            "replicas": 3,
-            "serviceAccountName": "legacy",
-            "podLabels": {"app": "op-pod"},
-            "paused": False,
-        },
-        "status": {"readyReplicas": 2, "observedGeneration": 4},
-        "replicasManager": "argocd-controller",
-        "applied": False,  # no manager of it writes by server-side apply
+        labels={"app": "op"},
+        replicas=3,
+        service_account="legacy",
+        pod_labels={"app": "op-pod"},
+        rollout_paused=False,
+        # What each pod requests, the limit standing for a request left out.
+        pod_requests=Requests(1.25, 64 * 2**20 + 2**30),
+        has_status=True,
+        observed_generation=4,
+        ready_replicas=2,
+        replicas_manager="argocd-controller",
+        applied=False,  # no manager of it writes by server-side apply
         # The managers above it, read from its labels, annotations and field managers.
-        "managers": (Manager(ARGO_CD),),
-    }
+        managers=(Manager(ARGO_CD),),
+    )
     # Pod labels equal to the workload's own are one dict, not two.
     template = {"metadata": {"labels": {"app": "op"}}, "spec": {}}
     again = trim_workload({**obj, "spec": {"replicas": 1, "template": template}})
-    assert again["spec"]["podLabels"] is again["metadata"]["labels"]
+    assert again.pod_labels is again.labels
+
+
+def test_a_trimmed_workload_is_ready_as_its_status_and_spec_say() -> None:
+    def ready(spec: dict[str, Any], status: dict[str, Any] | None) -> bool | None:
+        obj: dict[str, Any] = {"metadata": {"name": "op", "generation": 2}, "spec": spec}
+        if status is not None:
+            obj["status"] = status
+        return trim_workload(obj).is_ready()
+
+    assert ready({"replicas": 2}, {"readyReplicas": 2, "observedGeneration": 2}) is True
+    assert ready({"replicas": 2}, {"readyReplicas": 2, "observedGeneration": 1}) is False
+    assert ready({"replicas": 2}, {"readyReplicas": 1}) is False
+    assert ready({"replicas": 2}, None) is False  # no pods reported yet
+    assert ready({"replicas": 0}, {"replicas": 0}) is True  # a status with nothing to wait for
+    assert ready({"replicas": 2, "paused": True}, None) is None  # a paused rollout makes no pods
+    assert ready({}, None) is False  # one replica when none is set
 
 
 def test_a_workload_keeps_the_copy_it_holds_over_an_answer_no_newer() -> None:
-    def version(rv: str, state: str) -> dict[str, Any]:
+    def version(rv: str, state: str) -> WorkloadObject:
         annotations = {"zeroscaler.io/state": state}
-        return {"metadata": {"name": "op", "resourceVersion": rv, "annotations": annotations}}
+        meta = {"name": "op", "resourceVersion": rv, "annotations": annotations}
+        return trim_workload({"metadata": meta})
 
     watched = version("10", "asleep")  # the watch brought the sleep's own version first
     w = Workload(("Deployment", "ops", "op"), watched, datetime(2026, 1, 1, tzinfo=UTC))

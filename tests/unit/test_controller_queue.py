@@ -15,11 +15,13 @@ from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.noting import ActivityNotes
 from zeroscaler.controller.queue import KeyedQueue, WakeGate
 from zeroscaler.controller.workload import Workload, count_pending_wakes, owes_wake
+from zeroscaler.controller.workload_object import trim_workload
 from zeroscaler.core.activity import Activity
 from zeroscaler.core.annotations import WorkloadStatus
 
 T = TypeVar("T")
 KEY = ("Deployment", "ops", "op")
+BARE = trim_workload({"metadata": {}, "spec": {"replicas": 0}})  # nothing set
 
 
 async def taken(waiting: Awaitable[T]) -> T | None:
@@ -93,7 +95,7 @@ def test_activity_restarts_the_clock_and_makes_a_wake_due(
     woken: list[object] = []
     context = Context(ManualClock(NOW, 7.5), lambda: True, queued.append, lambda c: c.close())
     notes = ActivityNotes(context, Metrics(lambda: True), lambda _: running, woken.append)
-    w = Workload(KEY, {"metadata": {}}, last_activity=datetime(2026, 1, 1, tzinfo=UTC))
+    w = Workload(KEY, BARE, last_activity=datetime(2026, 1, 1, tzinfo=UTC))
     w.status = WorkloadStatus(state="asleep" if state == "asleep" else "awake")
     notes.note(w, Activity("ConfigMap", "ops", "c", "ConfigMap ops/c created"), NOW)
     assert (w.idle.last_activity, w.idle.activity_reason) == (NOW, "ConfigMap ops/c created")
@@ -103,7 +105,7 @@ def test_activity_restarts_the_clock_and_makes_a_wake_due(
 def test_a_pending_wake_keeps_the_reason_of_the_change_that_woke_it() -> None:
     context = Context(ManualClock(NOW, 7.5), lambda: True, lambda _: None, lambda c: c.close())
     notes = ActivityNotes(context, Metrics(lambda: True), lambda _: False, lambda _: None)
-    w = Workload(KEY, {"metadata": {}}, last_activity=datetime(2026, 1, 1, tzinfo=UTC))
+    w = Workload(KEY, BARE, last_activity=datetime(2026, 1, 1, tzinfo=UTC))
     w.status = WorkloadStatus(state="asleep")
     for name in ("first", "second"):
         notes.note(w, Activity("Backup", "ops", name, f"Backup ops/{name} created"), NOW)
@@ -130,7 +132,7 @@ def test_a_wake_is_owed_while_asleep_with_activity_unanswered(
     deleted: bool,
     owed: bool,
 ) -> None:
-    w = Workload(KEY, {"metadata": {}}, last_activity=NOW)
+    w = Workload(KEY, BARE, last_activity=NOW)
     w.status = WorkloadStatus(state=state)
     w.idle.activity_at, w.managed, w.deleted = activity_at, managed, deleted
     assert owes_wake(w) is owed

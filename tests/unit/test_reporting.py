@@ -6,6 +6,7 @@ import asyncio
 import gc
 import weakref
 from collections.abc import Coroutine
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -19,6 +20,7 @@ from zeroscaler.controller.permissions import AccessReviews
 from zeroscaler.controller.reporting import Reporter, joined_message
 from zeroscaler.controller.subscription import Subscriptions
 from zeroscaler.controller.workload import Workload
+from zeroscaler.controller.workload_object import trim_workload
 from zeroscaler.core.annotations import WorkloadConfig
 from zeroscaler.core.inference import RBACSnapshot
 from zeroscaler.core.kinds import APIResource
@@ -93,10 +95,12 @@ async def test_a_waiting_event_holds_what_it_names_of_the_workload_never_its_obj
     reporter = Reporter(recorder, Context(ManualClock(), lambda: True, lambda _: None, background))
     w = workload("a")
     meta = {"name": "a", "namespace": "ops", "uid": "u-1", "resourceVersion": "7"}
-    w.obj = {"metadata": _Tracked(meta, annotations=_Tracked({"big": "x" * 4096}))}
-    held = [weakref.ref(w.obj["metadata"]), weakref.ref(w.obj["metadata"]["annotations"])]
+    labels, annotations = _Tracked({"app": "a"}), _Tracked({"big": "x" * 4096})
+    w.obj = replace(trim_workload({"metadata": meta}), labels=labels, annotations=annotations)
+    held = [weakref.ref(labels), weakref.ref(annotations)]
+    del labels, annotations
     reporter.event(w, "Normal", "Sleeping", "idle")
-    w.obj = {"metadata": {**meta, "resourceVersion": "9"}}  # the workload moves on
+    w.obj = trim_workload({"metadata": {**meta, "resourceVersion": "9"}})  # it moves on
     gc.collect()
     assert [ref() for ref in held] == [None, None]
     reporter.event(w, "Normal", "Sleeping", "idle again")  # joins the waiting one
@@ -223,9 +227,12 @@ async def test_a_workload_rbac_no_longer_grants_what_it_did_looks_again_afresh()
         ),
         lambda *_: None,
     )
-    obj = {"metadata": {"name": "x"}, "spec": {"template": {}, "serviceAccountName": "op"}}
-    granted = Workload(("Deployment", "ops", "x"), obj, NOW)
-    other = Workload(("Deployment", "ops", "y"), {**obj, "metadata": {"name": "y"}}, NOW)
+    template = {"spec": {"serviceAccountName": "op"}}
+    obj = {"metadata": {"name": "x"}, "spec": {"replicas": 0, "template": template}}
+    granted = Workload(("Deployment", "ops", "x"), trim_workload(obj), NOW)
+    other = Workload(
+        ("Deployment", "ops", "y"), trim_workload({**obj, "metadata": {"name": "y"}}), NOW
+    )
     workloads = {w.key: w for w in (granted, other)}
     assert await subs._may_watch(granted, CRD, "ops", [])
     config = WorkloadConfig()

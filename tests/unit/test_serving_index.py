@@ -13,7 +13,8 @@ from zeroscaler.controller.clock import ManualClock
 from zeroscaler.controller.context import Context
 from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.registrations import ServingIndex, trim_registration, trim_service
-from zeroscaler.controller.workload import Workload, WorkloadKey, trim_workload
+from zeroscaler.controller.workload import Workload, WorkloadKey
+from zeroscaler.controller.workload_object import keep_workload, trim_workload
 from zeroscaler.core.links import ACTIVATOR_OFF, Link, Serving
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
@@ -126,7 +127,7 @@ def test_readiness_after_a_wake_starts_the_idle_clock() -> None:
         Lookups(users=lambda _: ()),
     )
     starting = deployment("op", {"app": "op"}, status={"observedGeneration": 2})
-    feed.on_workload("Deployment", WatchEvent("ADDED", trim_workload(starting)))
+    feed.on_workload("Deployment", WatchEvent("ADDED", keep_workload(starting)))
     w = workloads[KEY]
     assert w.idle.starting  # first seen with no replica Ready
     assert w.idle.last_activity == NOW
@@ -134,7 +135,7 @@ def test_readiness_after_a_wake_starts_the_idle_clock() -> None:
     clock.advance((later - NOW).total_seconds())  # five minutes on
     ready = deployment("op", {"app": "op"}, status={"observedGeneration": 2, "readyReplicas": 1})
     ready["metadata"]["resourceVersion"] = "2"
-    feed.on_workload("Deployment", WatchEvent("MODIFIED", trim_workload(ready)))
+    feed.on_workload("Deployment", WatchEvent("MODIFIED", keep_workload(ready)))
     assert not w.idle.starting
     assert w.idle.last_activity == later
     assert queued == [KEY]  # a status-only update, yet decided again

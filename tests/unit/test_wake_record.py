@@ -16,6 +16,7 @@ from zeroscaler.controller.queue import WakeGate
 from zeroscaler.controller.reporting import Reporter
 from zeroscaler.controller.scaling import RECORD_PAUSE, BeforeSleep, Outcomes, Scaling
 from zeroscaler.controller.workload import Workload, WorkloadKey
+from zeroscaler.controller.workload_object import trim_workload
 from zeroscaler.core.annotations import STATE
 
 NAME = "op"
@@ -41,7 +42,8 @@ class Writes:
 
 def asleep() -> Workload:
     meta = {"name": NAME, "namespace": "ops", "resourceVersion": "10"}
-    w = Workload(("Deployment", "ops", NAME), {"metadata": meta, "spec": {"replicas": 0}}, NOW)
+    obj = trim_workload({"metadata": meta, "spec": {"replicas": 0}})
+    w = Workload(("Deployment", "ops", NAME), obj, NOW)
     w.idle.activity_at = 0.0
     return w
 

@@ -24,6 +24,7 @@ from zeroscaler.controller.subscription import Subscriptions
 from zeroscaler.controller.warming import Warming
 from zeroscaler.controller.watches import Listeners, WatchHub
 from zeroscaler.controller.workload import Workload, WorkloadKey
+from zeroscaler.controller.workload_object import trim_workload
 from zeroscaler.core.activity import Activity, Interest, shrink
 from zeroscaler.core.annotations import read_status
 from zeroscaler.core.census import tally
@@ -111,7 +112,8 @@ class Cluster:
 
 
 def workload(name: str, namespace: str, notes: dict[str, str]) -> Workload:
-    obj = {"metadata": {"name": name, "namespace": namespace, "annotations": notes}}
+    meta = {"name": name, "namespace": namespace, "annotations": notes}
+    obj = trim_workload({"metadata": meta, "spec": {"replicas": 0}})
     return Workload(("Deployment", namespace, name), obj, last_activity=NOW)
 
 
@@ -174,7 +176,8 @@ class Start:
         self.tasks.append(asyncio.create_task(work))
 
     def add(self, w: Workload) -> None:
-        self.feed.on_workload("Deployment", WatchEvent("ADDED", w.obj))
+        kept = cast(Obj, w.obj)  # as a workloads' informer keeps it
+        self.feed.on_workload("Deployment", WatchEvent("ADDED", kept))
 
     async def settle(self) -> None:
         for _ in range(20):

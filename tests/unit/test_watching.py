@@ -8,7 +8,8 @@ import gzip
 import json
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 from tests.unit.mock_api import kube_served_by
 from zeroscaler.api import Gone, Kube
 from zeroscaler.api.streams import split_lines
-from zeroscaler.cluster.informer import INITIAL_EVENTS_END, Informer, WatchEvent
+from zeroscaler.cluster.informer import INITIAL_EVENTS_END, Filed, Informer, WatchEvent
 
 PATH = "/apis/example.com/v1/things"
 
@@ -384,3 +385,49 @@ async def test_a_watch_the_server_compressed_all_the_same_is_read_decompressed()
     finally:
         await kube.aclose()
     assert [e["object"]["metadata"]["name"] for e in seen] == ["a", "b"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Kept(Filed):
+    """A value an informer keeps instead of a dict, as the controller keeps its workloads."""
+
+    namespace: str
+    name: str
+    resource_version: str
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.namespace, self.name
+
+    @property
+    def version(self) -> str:
+        return self.resource_version
+
+
+def _keep(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj["metadata"]
+    kept = _Kept(meta["namespace"], meta["name"], meta["resourceVersion"])
+    return cast(dict[str, Any], kept)  # an informer's objects are typed as dicts
+
+
+async def test_a_value_that_files_itself_is_kept_by_its_key_and_told_apart_by_its_version() -> None:
+    # Listed again after a broken stream: the unchanged object is no news, the new one is.
+    first = stream(("ADDED", thing("a", "3")), END, failed(500))
+    again = stream(("ADDED", thing("a", "3")), ("ADDED", thing("new", "12", "dev")), END)
+    server = Server(streamed=[first, again])
+    kube = kube_served_by(server, connections=4)
+    informer = Informer(kube, PATH, streaming=True, transform=_keep)
+    seen: list[WatchEvent] = []
+    enough = asyncio.Event()
+
+    def record(event: WatchEvent) -> None:
+        seen.append(event)
+        if len(seen) >= 2:
+            enough.set()
+
+    informer.add_handler(record)
+    await run_informer(kube, informer, enough.wait())
+    kept: list[object] = [e.obj for e in seen]
+    assert [(e.type, e.initial) for e in seen] == [("ADDED", True), ("ADDED", False)]
+    assert kept == [_Kept("ops", "a", "3"), _Kept("dev", "new", "12")]
+    assert sorted(informer.store) == [("dev", "new"), ("ops", "a")]

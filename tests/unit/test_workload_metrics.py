@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Literal
 
 import pytest
@@ -119,7 +120,7 @@ def test_savings_are_counted_per_workload_and_in_the_total_alike() -> None:
     three.status = WorkloadStatus("asleep", 3)
     one.status = WorkloadStatus("asleep")
     # Each pod of "three" requests half a core and 1 GiB; "one" requests nothing.
-    three.obj = {**three.obj, "spec": {"replicas": 0, "podRequests": Requests(0.5, 2.0**30)}}
+    three.obj = replace(three.obj, replicas=0, pod_requests=Requests(0.5, 2.0**30))
     assert fleet.metrics.registry.get_sample_value("zeroscaler_released_cpu_cores") == 1.5
     assert fleet.metrics.registry.get_sample_value("zeroscaler_released_memory_bytes") == 3 * 2**30
     accounting.account_all(fleet.workloads.values())

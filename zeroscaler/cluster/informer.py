@@ -58,9 +58,26 @@ Handler = Callable[[WatchEvent], None]
 T = TypeVar("T")
 
 
+class Filed:
+    """A kept object that is no dict but a value of its own (what a transform made of one): it
+    names its own key and resourceVersion, which the informer files and compares it by."""
+
+    __slots__ = ()
+
+    @property
+    def key(self) -> Key:
+        raise NotImplementedError
+
+    @property
+    def version(self) -> str:
+        raise NotImplementedError
+
+
 def key_of(obj: Obj) -> Key:
     stored: object = obj  # typed as what came, most often what a shared watch keeps of it
     if type(stored) is MetadataOnly:  # 200,000 of them filed at a start
+        return stored.key
+    if isinstance(stored, Filed):
         return stored.key
     meta = obj.get("metadata") or {}
     return str(meta.get("namespace", "")), str(meta.get("name", ""))
@@ -431,4 +448,7 @@ def _is_initial_end(obj: Obj) -> bool:
 
 
 def _rv(obj: Obj) -> str:
+    stored: object = obj
+    if isinstance(stored, Filed):
+        return stored.version
     return str((obj.get("metadata") or {}).get("resourceVersion", ""))

@@ -53,8 +53,8 @@ def pause_collection() -> None:
 
     A start stores every watched object and every workload's record, long-lived objects by the
     hundred thousand, and the collector would walk them again each time they grew by a quarter,
-    a good part of a restart's CPU (docs/figures.md). They hold few cycles, and the catch-up is
-    bounded in time.
+    a good part of a restart's CPU (docs/figures.md). They hold few cycles, and the pause ends when
+    the start is caught up or stops making progress (`zeroscaler.core.start_progress`).
     """
     gc.disable()
 

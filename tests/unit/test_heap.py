@@ -13,7 +13,7 @@ import pytest
 
 from zeroscaler.api import Kube
 from zeroscaler.api.credentials import ClusterAccess
-from zeroscaler.controller.memory import pause_collection, release_free_memory, resume_collection
+from zeroscaler.controller.heap import pause_collection, release_free_memory, resume_collection
 
 
 class _Node:
