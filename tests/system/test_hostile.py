@@ -242,7 +242,8 @@ def test_a_hundred_large_requests_at_once_leave_it_alive_in_its_memory_and_servi
     assert zeroscaler.hook.proc is not None
     assert zeroscaler.hook.proc.poll() is None, zeroscaler.hook.log_tail()
     assert zeroscaler.peak_memory() < MEMORY_LIMIT
-    assert set(statuses) <= {200, 503, 0}, statuses
+    # 408: a body that took over the 10 s allowed to arrive, on a loaded machine (DESIGN.md).
+    assert set(statuses) <= {200, 408, 503, 0}, statuses
     assert statuses.count(200) > 0
     # The API server's own calls are still answered: a workload created now is annotated.
     zeroscaler.hook.enrol(api, opted_ns)
