@@ -15,7 +15,7 @@ ifdef KUBERNETES
 export ZEROSCALER_KUBERNETES := $(KUBERNETES)
 endif
 
-.PHONY: help install controlplane promtool flux-apply image release push release-tools lint format test unit chart compat demo bench chaos cluster cluster-down clean package-check
+.PHONY: help install controlplane promql-check flux-apply image release push release-tools lint format test unit chart compat demo bench chaos cluster cluster-down clean package-check
 
 help:
 	@echo "make demo          a kopf operator on a local Kubernetes: sleeps, wakes on a Backup, reconciles"
@@ -47,9 +47,10 @@ install: $(STAMP)
 controlplane: install
 	@$(PY) -m localcluster build
 
-# promtool from the Prometheus module (cached like helm): the chart tests check PromQL with it.
-promtool: install
-	@$(PY) -m localcluster promtool >/dev/null
+# The chart tests' rules checker: Prometheus's own rules reader and PromQL parser in a command of
+# ours (localcluster/go/promql-check), built from its committed go.mod/go.sum, cached like flux-apply.
+promql-check: install
+	@$(PY) -m localcluster promql-check >/dev/null
 
 # Flux's drift correction for the tests: Flux's own server-side apply library (fluxcd/pkg/ssa) in
 # a command of ours, built from its committed go.mod/go.sum and cached like the examples.
@@ -134,7 +135,7 @@ format: install
 TEST_MARKERS ?=
 # Two workers, a control plane each (tests/conftest.py says how the tests are shared out).
 TEST_WORKERS ?= 2
-test: install controlplane promtool flux-apply release-tools $(IMAGE_TAR) $(OPERATOR_TAR) \
+test: install controlplane promql-check flux-apply release-tools $(IMAGE_TAR) $(OPERATOR_TAR) \
 	$(GO_OPERATOR_TAR) $(CERT_MANAGER_TAR) $(RELEASE_SUMS) $(PACKAGE_STAMP)
 	$(ISOLATE) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder \
 		-m "$(TEST_MARKERS)" $(PYTEST_ARGS)
@@ -157,7 +158,7 @@ unit: install
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 # `helm template` with the pinned Helm 3, which the control-plane build provides (with Helm 4).
-chart: install controlplane promtool
+chart: install controlplane promql-check
 	$(PY) -m pytest tests/chart $(PYTEST_ARGS)
 
 # Images and binaries are built first, outside the loopback-only namespace.

@@ -1,4 +1,5 @@
-"""`python -m localcluster build | tools | promtool | flux-apply | up | down | isolate -- CMD`."""
+"""`python -m localcluster build | tools | promql-check | flux-apply | up | down`, and
+`python -m localcluster isolate -- CMD`."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     sub.add_parser("tools", help="build or reuse crane and the registry (release, push, tests)")
     sub.add_parser(
-        "promtool", help="build or reuse promtool (the chart tests check PromQL with it)"
+        "promql-check",
+        help="build or reuse promql-check (the chart tests check rules and PromQL with it)",
     )
     sub.add_parser(
         "flux-apply", help="build or reuse flux-apply (Flux's server-side apply, for the tests)"
@@ -57,8 +59,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, path in sorted(build.ensure_release_tools(progress=_say).items()):
             print(f"{name}\t{path}")
         return 0
-    if args.command == "promtool":
-        print(build.ensure_promtool(progress=_say))
+    if args.command == "promql-check":
+        print(build.ensure_promql_check(progress=_say))
         return 0
     if args.command == "flux-apply":
         print(build.ensure_flux_apply(progress=_say))

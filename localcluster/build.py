@@ -5,7 +5,7 @@ through a generated wrapper module that replaces each staging module with its pu
 etcd through a tiny main package of ours; kwok with `go install`. Binaries found under
 `KUBEBUILDER_ASSETS` (envtest's convention) are used instead of building them. Helm 3 (`helm`, the
 one everything uses) and Helm 4 (`helm4`, for the tests that run both) are tools, not part of the
-control plane: each is built with `go install` into a directory of its own, like crane and promtool.
+control plane: each is built with `go install` into a directory of its own, like crane.
 
 The real node's parts: the kubelet from the same wrapper module; containerd, ctr and the runc shim
 with `go install`; runc and the CNI plugins from Debian packages (`apt-get download` and
@@ -324,32 +324,6 @@ def ensure_release_tools(
     return found
 
 
-def ensure_promtool(versions: Versions | None = None, progress: Progress | None = None) -> Path:
-    """promtool, built once from the Prometheus module: the chart's tests check PromQL with it."""
-    v = versions or load_versions()
-    say = progress or _stderr
-    module = "github.com/prometheus/prometheus"
-    part = _Part(
-        f"promtool-{v.prometheus}",
-        {"promtool": "promtool"},
-        lambda out: _go_install(
-            _check_go(v.go_minimum),
-            [f"{module}/cmd/promtool@v{v.prometheus}"],
-            out,
-            f"promtool {v.prometheus}",
-            say,
-            ldflags=f"-X github.com/prometheus/common/version.Version={v.prometheus}",
-        ),
-    )
-    if _part_files(part, tools_root()) is None:
-        say(f"promtool: building {part.directory} into {tools_root()}")
-        _fill_part(part, tools_root())
-    files = _part_files(part, tools_root())
-    if files is None:
-        raise BuildError(f"{part.directory}: built, but promtool is still missing")
-    return files["promtool"]
-
-
 # The example Go operators (examples/widget-operator, examples/cert-manager): static binaries
 # built from their committed go.mod and go.sum, cached by the hash of their sources, so the image
 # build finds them ready.
@@ -396,11 +370,10 @@ def ensure_cert_manager(
 
 def _cert_manager_crds(go: str, work: Path, out: Path) -> dict[str, str]:
     """Copy cert-manager's CRDs from the module the build used into the part."""
-    required = re.search(rf"^\s*(?:require\s+)?{re.escape(CERT_MANAGER_MODULE)}\s+(v\S+)",
-                         (work / "go.mod").read_text(), re.M)  # fmt: skip
+    required = required_version((work / "go.mod").read_text(), CERT_MANAGER_MODULE)
     if required is None:
         raise BuildError(f"examples/{CERT_MANAGER}/go.mod does not require {CERT_MANAGER_MODULE}")
-    info = _run_json([go, "mod", "download", "-json", f"{CERT_MANAGER_MODULE}@{required[1]}"], work)
+    info = _run_json([go, "mod", "download", "-json", f"{CERT_MANAGER_MODULE}@{required}"], work)
     crds = Path(info["Dir"]) / "deploy" / "crds"
     files = {}
     for name in CERT_MANAGER_CRDS:
@@ -417,6 +390,32 @@ def ensure_flux_apply(versions: Versions | None = None, progress: Progress | Non
     apply library, `github.com/fluxcd/pkg/ssa`, applying a file as kustomize-controller does."""
     src = Path(__file__).resolve().parent / "go" / FLUX_APPLY
     return _ensure_example(FLUX_APPLY, versions, progress, src=src)[FLUX_APPLY]
+
+
+PROMQL_CHECK = "promql-check"
+PROMETHEUS_MODULE = "github.com/prometheus/prometheus"
+
+
+def ensure_promql_check(versions: Versions | None = None, progress: Progress | None = None) -> Path:
+    """The chart tests' rules checker (localcluster/go/promql-check): Prometheus's own rules-file
+    reader and PromQL parser at the pinned version, without the rest of Prometheus."""
+    v = versions or load_versions()
+    src = Path(__file__).resolve().parent / "go" / PROMQL_CHECK
+    required = required_version((src / "go.mod").read_text(), PROMETHEUS_MODULE)
+    if required != f"v{v.prometheus}":
+        has = f"requires {PROMETHEUS_MODULE} {required}" if required else "requires no Prometheus"
+        raise BuildError(
+            f"localcluster/go/{PROMQL_CHECK}/go.mod {has}, but versions.toml pins "
+            f"prometheus = {v.prometheus!r}: in that directory run "
+            f"`go get {PROMETHEUS_MODULE}@v{v.prometheus}` and `go mod tidy`"
+        )
+    return _ensure_example(PROMQL_CHECK, v, progress, src=src)[PROMQL_CHECK]
+
+
+def required_version(go_mod: str, module: str) -> str | None:
+    """The version a go.mod requires of a module (either require form), or None."""
+    found = re.search(rf"^\s*(?:require\s+)?{re.escape(module)}\s+(v\S+)", go_mod, re.M)
+    return found[1] if found else None
 
 
 def _ensure_example(

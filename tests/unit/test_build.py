@@ -1,19 +1,28 @@
-"""The wrapper module that builds Kubernetes' commands from published staging modules."""
+"""The wrapper module that builds Kubernetes' commands from published staging modules, and the
+pins the builds read."""
 
 from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from localcluster.build import (
     KUBERNETES_ENV,
+    PROMETHEUS_MODULE,
     BuildError,
     Versions,
     _helm_parts,
     bin_dir,
+    ensure_promql_check,
     load_versions,
+    required_version,
     with_kubernetes,
     wrapper_go_mod,
 )
+
+PROMQL_CHECK_GO_MOD = Path(__file__).resolve().parents[2] / "localcluster/go/promql-check/go.mod"
 
 RELEASE_GO_MOD = """\
 // generated
@@ -109,3 +118,30 @@ def test_a_release_may_be_written_with_its_tag_prefix(
 def test_a_malformed_release_is_refused_with_the_form_expected(release: str) -> None:
     with pytest.raises(BuildError, match=r"use X\.Y\.Z, e\.g\. 1\.34\.4"):
         with_kubernetes(load_versions(), release)
+
+
+@pytest.mark.parametrize(
+    ("go_mod", "expected"),
+    [
+        (f"module m\n\nrequire {PROMETHEUS_MODULE} v0.316.0\n", "v0.316.0"),
+        (
+            f"require (\n\tx.io/y v1.0.0\n\t{PROMETHEUS_MODULE} v0.316.0 // indirect\n)\n",
+            "v0.316.0",
+        ),
+        (f"require {PROMETHEUS_MODULE}/sigv4 v0.5.0\n", None),
+        ("module m\n", None),
+    ],
+)
+def test_a_go_mod_says_which_version_it_requires(go_mod: str, expected: str | None) -> None:
+    assert required_version(go_mod, PROMETHEUS_MODULE) == expected
+
+
+def test_the_rules_checker_requires_the_prometheus_versions_toml_pins() -> None:
+    pinned = load_versions().prometheus
+    assert required_version(PROMQL_CHECK_GO_MOD.read_text(), PROMETHEUS_MODULE) == f"v{pinned}"
+
+
+def test_a_prometheus_pin_its_go_mod_does_not_follow_is_refused_before_building() -> None:
+    other = replace(load_versions(), prometheus="0.1.0")
+    with pytest.raises(BuildError, match=r"versions.toml pins prometheus = '0.1.0'.*go get"):
+        ensure_promql_check(other)
