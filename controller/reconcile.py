@@ -265,7 +265,7 @@ class Reconciler:
         if why is None:
             labels = self._namespace_meta(w).get("labels") or {}
             why = dry_run_reason(self._policy(), labels, w.obj.labels)
-        self._scaling.settle_dry_run(w, why)
+        self._scaling.settle_dry_run(w.scaling, w.key, why)
 
     def _hold(self, w: Workload, decision: Decision) -> None:
         """Activity a forced-sleep window holds: said once, and no longer a wake owed (the
@@ -400,7 +400,7 @@ class Reconciler:
             )
         )
         status, status_problems = read_status(annotations)
-        status = self._scaling.status_read(w, status)
+        status = self._scaling.status_read(w.scaling, w.obj.annotations, status, managed=w.managed)
         w.config, w.status = config, status
         w.idle.restarted_by_person(status.last_activity)
         warnings = [("InvalidAnnotation", f"{p}; ignored") for p in [*problems, *status_problems]]
@@ -493,7 +493,7 @@ class Reconciler:
     def _stop_managing(self, w: Workload, why: str) -> None:
         self._timers.cancel(w.key)
         self._subscriptions.forget(w.key, w.watch)
-        self._scaling.forget(w)
+        self._scaling.forget(w.scaling)
         if w.managed:
             log.info("no longer managed", extra={"workload": w.label, "why": why})
         w.managed = False

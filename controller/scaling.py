@@ -21,10 +21,11 @@ from zeroscaler.api import (
 )
 from zeroscaler.controller.accounting import Accounting
 from zeroscaler.controller.context import Context
+from zeroscaler.controller.idle_memory import IdleMemory
 from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.queue import WakeGate
 from zeroscaler.controller.reporting import Reporter
-from zeroscaler.controller.scaling_memory import OwnWake
+from zeroscaler.controller.scaling_memory import OwnWake, ScalingMemory
 from zeroscaler.controller.watch_memory import WatchMemory
 from zeroscaler.controller.workload import Workload, WorkloadKey
 from zeroscaler.controller.workload_object import WorkloadObject, trim_workload
@@ -121,47 +122,60 @@ class Scaling:
     def _is_not_leader(self) -> bool:
         return not self._is_leader()
 
-    def status_read(self, w: Workload, status: WorkloadStatus) -> WorkloadStatus:
-        """The status in force, from the one just read from its annotations: that one, or,
+    def status_read(
+        self,
+        memory: ScalingMemory,
+        annotations: Mapping[str, str],
+        status: WorkloadStatus,
+        *,
+        managed: bool,
+    ) -> WorkloadStatus:
+        """The status in force, from the one just read from `annotations`: that one, or,
         where an update by someone else dropped it while it slept, the one last seen
         (remembered as the annotations that held it). One not asleep is recorded (by us or by
         the next leader): no wake of ours is pending any more."""
-        status = self._recorded_status(w, status)
+        status = self._recorded_status(memory, annotations, status, managed=managed)
         if status.state != "asleep":
-            w.scaling.own_wake = None
+            memory.own_wake = None
         return status
 
     @staticmethod
-    def _recorded_status(w: Workload, status: WorkloadStatus) -> WorkloadStatus:
+    def _recorded_status(
+        memory: ScalingMemory,
+        annotations: Mapping[str, str],
+        status: WorkloadStatus,
+        *,
+        managed: bool,
+    ) -> WorkloadStatus:
         if status.state is not None:
-            w.scaling.recorded = w.obj.annotations
+            memory.recorded = annotations
             return status
-        recorded = w.scaling.recorded
-        if recorded is None or not w.managed:
+        recorded = memory.recorded
+        if recorded is None or not managed:
             return status
         before, _ = read_status(recorded)
         if before.state != "asleep":
-            w.scaling.recorded = None
+            memory.recorded = None
             return status
         return before
 
-    def settle_dry_run(self, w: Workload, why: str | None) -> None:
-        """Only what would be done is said for `w` while `why` (the flag, its namespace, or
-        policy); leaving a dry run forgets the state it pretended."""
-        if why is None and w.scaling.dry_run is not None:
-            w.scaling.pretend = None
-            log.info("dry run over", extra={"workload": w.label})
-        w.scaling.dry_run = why
+    def settle_dry_run(self, memory: ScalingMemory, key: WorkloadKey, why: str | None) -> None:
+        """Only what would be done is said for the workload at `key` while `why` (the flag, its
+        namespace, or policy); leaving a dry run forgets the state it pretended."""
+        if why is None and memory.dry_run is not None:
+            memory.pretend = None
+            log.info("dry run over", extra={"workload": "/".join(key)})
+        memory.dry_run = why
 
-    def forget(self, w: Workload) -> None:
+    def forget(self, memory: ScalingMemory) -> None:
         """No longer managed: no pretended state, and a status removed from now on is the
         release's doing."""
-        w.scaling.pretend = None
-        w.scaling.recorded = None
+        memory.pretend = None
+        memory.recorded = None
 
-    def _is_dry_run(self, w: Workload) -> bool:
-        """Only say what would be done: everywhere (the flag), or where `w` is."""
-        return self._dry_run or w.scaling.dry_run is not None
+    def _is_dry_run(self, memory: ScalingMemory) -> bool:
+        """Only say what would be done: everywhere (the flag), or where the workload is."""
+        return self._dry_run or memory.dry_run is not None
 
     def take_follow_up(self, key: WorkloadKey) -> FollowUp | None:
         """The write left for `key` to run off the worker (a sleep, or a wake's record), if any."""
@@ -171,8 +185,8 @@ class Scaling:
         """Do what the decision says, when leading; a sleep is left as a follow-up."""
         if not self._is_leader():
             return
-        if self._is_dry_run(w):
-            self._pretend(w, decision, now)
+        if self._is_dry_run(w.scaling):
+            self._pretend(w.key, w.obj, w.scaling, w.idle, decision, now)
         elif decision.action == "sleep":
             # It waits its turn behind every wake and record: off the worker, so that however
             # many sleeps wait, a wake always finds a worker free.
@@ -213,7 +227,7 @@ class Scaling:
 
     async def restore(self, w: Workload, why: str) -> None:
         """Wake a workload that is no longer managed, to the replicas it would wake to."""
-        if self._is_dry_run(w):
+        if self._is_dry_run(w.scaling):
             return
         try:
             reason = f"no longer managed ({why})"
@@ -225,7 +239,7 @@ class Scaling:
     async def release(self, w: Workload, why: str) -> None:
         """Hand back a workload no longer managed: woken if we left it at zero, status removed."""
         plan = plan_release(w.annotations, w.replicas, injected=False)
-        if self._is_dry_run(w) or (plan.wake_to is None and not plan.remove):
+        if self._is_dry_run(w.scaling) or (plan.wake_to is None and not plan.remove):
             return
         try:
             if plan.wake_to is not None:
@@ -352,7 +366,7 @@ class Scaling:
         if own.cause:
             slept = now - (w.status.asleep_since or now)
             streak = after_wake(w.scaling.streak, Wake(own.cause, now, slept))
-        flapping = self._flapping_marks(w, streak, now, awake)
+        flapping = self._flapping_marks(w.annotations, streak, now, awake)
         try:
             # Until it is recorded the workload reads as asleep: right after the scale writes.
             with prioritized(Priority.PROMPT):
@@ -388,29 +402,35 @@ class Scaling:
         log.info("woken", extra=extra)
         self._reporter.event(w.key, w.obj, "Normal", "Woken", message)
         if flapping is not None:
-            self._warn_flapping(w, streak, flapping, manager="")
+            self._warn_flapping(w.key, w.obj, streak, flapping, manager="")
         self._enqueue(w.key)
 
+    @staticmethod
     def _flapping_marks(
-        self, w: Workload, streak: Streak, now: datetime, annotations: dict[str, str | None]
+        held: Mapping[str, str],
+        streak: Streak,
+        now: datetime,
+        annotations: dict[str, str | None],
     ) -> str | None:
         """Add to a wake's record what flapping asks (the mark, and a hold for a fight), or take
-        off a mark no longer true; the mark's text, or None."""
+        off a mark no longer true (`held`: the annotations it has); the mark's text, or None."""
         flapping = streak.reason() if streak.is_flapping else None
-        if flapping is not None or FLAPPING in w.annotations:
+        if flapping is not None or FLAPPING in held:
             annotations[FLAPPING] = flapping
         if streak.is_fight:
             annotations[FLAPPING_UNTIL] = format_time(now + streak.hold())
-        elif FLAPPING_UNTIL in w.annotations:
+        elif FLAPPING_UNTIL in held:
             annotations[FLAPPING_UNTIL] = None
         return flapping
 
-    def _warn_flapping(self, w: Workload, streak: Streak, flapping: str, manager: str) -> None:
+    def _warn_flapping(
+        self, key: WorkloadKey, obj: WorkloadObject, streak: Streak, flapping: str, manager: str
+    ) -> None:
         """The Warning for a streak: by whom, and for a fight how long it is left awake and
         what setting of the manager stops it."""
-        log.warning("flapping", extra={"workload": w.label, "why": flapping})
+        log.warning("flapping", extra={"workload": "/".join(key), "why": flapping})
         if manager:
-            found = by_field_manager(manager, w.managers)
+            found = by_field_manager(manager, obj.managers)
             setting = found.setting if found is not None else GENERIC_SETTING
             who = f"{found} as field manager {manager}" if found else f"field manager {manager}"
             advice = f"{who} re-applies spec.replicas after each sleep; to stop it, {setting}"
@@ -425,7 +445,7 @@ class Scaling:
             )
         else:
             message = f"{flapping}, each time after a sleep: {advice} (docs/gitops.md)"
-        self._reporter.event(w.key, w.obj, "Warning", "Flapping", message)
+        self._reporter.event(key, obj, "Warning", "Flapping", message)
 
     async def _mark_awake(self, w: Workload, decision: Decision, now: datetime) -> None:
         w.idle.marked_awake(now)
@@ -438,7 +458,7 @@ class Scaling:
             slept = now - (w.status.asleep_since or now)
             streak = after_wake(w.scaling.streak, external_wake(manager, replicas, now, slept))
         annotations: dict[str, str | None] = dict(awake_annotations(now))
-        flapping = self._flapping_marks(w, streak, now, annotations)
+        flapping = self._flapping_marks(w.annotations, streak, now, annotations)
         restore = w.status.restore_replicas
         if restore is not None and RESTORE_REPLICAS not in w.annotations:
             annotations[RESTORE_REPLICAS] = str(restore)  # dropped by a manager's full update
@@ -459,7 +479,7 @@ class Scaling:
         log.info("woken externally", extra={"workload": w.label, "by": manager or ""})
         self._reporter.event(w.key, w.obj, "Normal", "WokenExternally", message)
         if flapping is not None:
-            self._warn_flapping(w, streak, flapping, manager or "")
+            self._warn_flapping(w.key, w.obj, streak, flapping, manager or "")
         self._enqueue(w.key)
 
     async def settle_flapping(self, w: Workload, now: datetime) -> datetime | None:
@@ -494,7 +514,7 @@ class Scaling:
         if FLAPPING not in w.annotations or w.status.state != "asleep" or since is None:
             return None
         quiet = quiet_at(w.scaling.streak, since)
-        if now < quiet or not self._is_leader() or self._is_dry_run(w):
+        if now < quiet or not self._is_leader() or self._is_dry_run(w.scaling):
             return quiet
         try:
             await self._patch_annotations(w, {FLAPPING: None})
@@ -513,37 +533,47 @@ class Scaling:
         )
         return None
 
-    def _pretend(self, w: Workload, decision: Decision, now: datetime) -> None:
+    def _pretend(
+        self,
+        key: WorkloadKey,
+        obj: WorkloadObject,
+        memory: ScalingMemory,
+        idle: IdleMemory,
+        decision: Decision,
+        now: datetime,
+    ) -> None:
         if decision.action == "sleep":
-            replicas = decision.replicas or w.replicas
-            status = WorkloadStatus("asleep", replicas, now, w.idle.last_activity)
-            w.scaling.pretend = (status, 0)
+            replicas = decision.replicas or obj.replicas
+            status = WorkloadStatus("asleep", replicas, now, idle.last_activity)
+            memory.pretend = (status, 0)
             message = (
-                f"{self._dry_label(w)}: would sleep ({decision.reason}), scaling {replicas} to 0"
+                f"{self._dry_label(memory)}: would sleep ({decision.reason}), "
+                f"scaling {replicas} to 0"
             )
             reason = "WouldSleep"
         elif decision.action == "wake":
             replicas = decision.replicas or 1
-            w.idle.restart(now)
-            w.scaling.pretend = (
-                WorkloadStatus("awake", last_activity=w.idle.last_activity),
+            idle.restart(now)
+            memory.pretend = (
+                WorkloadStatus("awake", last_activity=idle.last_activity),
                 replicas,
             )
             message = (
-                f"{self._dry_label(w)}: would wake ({decision.reason}), scaling 0 to {replicas}"
+                f"{self._dry_label(memory)}: would wake ({decision.reason}), "
+                f"scaling 0 to {replicas}"
             )
             reason = "WouldWake"
         else:
-            w.scaling.pretend = None
+            memory.pretend = None
             return
         self._metrics.dry_run_decisions.labels(decision.action).inc()
-        w.idle.owe_nothing()
-        log.info(message, extra={"workload": w.label})
-        self._reporter.event(w.key, w.obj, "Normal", reason, message)
-        self._enqueue(w.key)
+        idle.owe_nothing()
+        log.info(message, extra={"workload": "/".join(key)})
+        self._reporter.event(key, obj, "Normal", reason, message)
+        self._enqueue(key)
 
-    def _dry_label(self, w: Workload) -> str:
-        why = w.scaling.dry_run
+    def _dry_label(self, memory: ScalingMemory) -> str:
+        why = memory.dry_run
         return "dry run" if self._dry_run or why is None else f"dry run ({why})"
 
     async def annotate(self, w: Workload, changes: Mapping[str, str | None]) -> None:
