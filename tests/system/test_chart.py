@@ -30,6 +30,7 @@ from kubernetes.client.exceptions import ApiException
 from localcluster.cluster import Cluster
 from testkit.recording_webhook import RecordingWebhook as Recorder
 from testkit.recording_webhook import recording_webhook
+from testkit.steps import step
 from testkit.waiting import wait_for
 from tests.system.chart_kit import (
     CHART,
@@ -473,44 +474,52 @@ def _none_listed(list_: Any, namespace: str, selector: str) -> bool:
 def test_uninstall_removes_everything_the_chart_made(
     cluster: Cluster, api: k8s.ApiClient, recorder: Recorder, ns: str, tmp_path: Path
 ) -> None:
-    release = _install(cluster, api, tmp_path, ns, recorder)
-    rbac = k8s.RbacAuthorizationV1Api(api)
-    core = k8s.CoreV1Api(api)
-    cluster_scoped = [
-        (k8s.AdmissionregistrationV1Api(api).read_mutating_webhook_configuration, release.fullname),
-        *[(rbac.read_cluster_role, f"{release.fullname}-{c}") for c in ("controller", "webhook")],
-        *[
-            (rbac.read_cluster_role_binding, f"{release.fullname}-{c}")
-            for c in ("controller", "webhook")
-        ],
-    ]
-    selector = f"app.kubernetes.io/instance={release.name}"
-    namespaced = [
-        k8s.AppsV1Api(api).list_namespaced_deployment,
-        k8s.PolicyV1Api(api).list_namespaced_pod_disruption_budget,
-        core.list_namespaced_config_map,
-        core.list_namespaced_service,
-        core.list_namespaced_service_account,
-        rbac.list_namespaced_role,
-        rbac.list_namespaced_role_binding,
-    ]
-    for read, name in cluster_scoped:
-        assert not _gone(read, name), name
-    for list_ in namespaced:
-        assert list_(ns, label_selector=selector).items, list_.__name__
+    with step("the chart makes its objects"):
+        release = _install(cluster, api, tmp_path, ns, recorder)
+        rbac = k8s.RbacAuthorizationV1Api(api)
+        core = k8s.CoreV1Api(api)
+        cluster_scoped = [
+            (
+                k8s.AdmissionregistrationV1Api(api).read_mutating_webhook_configuration,
+                release.fullname,
+            ),
+            *[
+                (rbac.read_cluster_role, f"{release.fullname}-{c}")
+                for c in ("controller", "webhook")
+            ],
+            *[
+                (rbac.read_cluster_role_binding, f"{release.fullname}-{c}")
+                for c in ("controller", "webhook")
+            ],
+        ]
+        selector = f"app.kubernetes.io/instance={release.name}"
+        namespaced = [
+            k8s.AppsV1Api(api).list_namespaced_deployment,
+            k8s.PolicyV1Api(api).list_namespaced_pod_disruption_budget,
+            core.list_namespaced_config_map,
+            core.list_namespaced_service,
+            core.list_namespaced_service_account,
+            rbac.list_namespaced_role,
+            rbac.list_namespaced_role_binding,
+        ]
+        for read, name in cluster_scoped:
+            assert not _gone(read, name), name
+        for list_ in namespaced:
+            assert list_(ns, label_selector=selector).items, list_.__name__
 
-    proc = cluster.helm(tmp_path, "uninstall", release.name, "--namespace", ns, "--wait")
-    assert proc.returncode == 0, proc.stderr
+    with step("helm uninstall deletes everything the chart made"):
+        proc = cluster.helm(tmp_path, "uninstall", release.name, "--namespace", ns, "--wait")
+        assert proc.returncode == 0, proc.stderr
 
-    for read, name in cluster_scoped:
-        wait_for(partial(_gone, read, name), f"{name} to be deleted")
-    for list_ in namespaced:
-        wait_for(
-            partial(_none_listed, list_, ns, selector),
-            f"{list_.__name__} to find nothing of the release",
-        )
-    # The Secret was ours, not the chart's: it stays.
-    assert core.read_namespaced_secret(release.secret, ns).type == "kubernetes.io/tls"
+        for read, name in cluster_scoped:
+            wait_for(partial(_gone, read, name), f"{name} to be deleted")
+        for list_ in namespaced:
+            wait_for(
+                partial(_none_listed, list_, ns, selector),
+                f"{list_.__name__} to find nothing of the release",
+            )
+    with step("the Secret, ours and not the chart's, stays"):
+        assert core.read_namespaced_secret(release.secret, ns).type == "kubernetes.io/tls"
 
 
 # --- the certificate hooks ------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from localcluster import realnode
 from localcluster.cluster import Cluster
 from localcluster.processes import free_port
 from testkit.real_chart import real_node_values
+from testkit.steps import step
 from testkit.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -96,26 +97,30 @@ def test_install_upgrade_rollback_and_uninstall(
         return proc.stdout
 
     try:
-        run("install", name, str(CHART), "-f", str(values), *common)
-        wait_for(lambda: _ready_with(api, namespace, name, "info"), "a Ready controller", 180)
+        with step("it installs, and a controller is Ready"):
+            run("install", name, str(CHART), "-f", str(values), *common)
+            wait_for(lambda: _ready_with(api, namespace, name, "info"), "a Ready controller", 180)
 
-        run("upgrade", name, str(CHART), "-f", str(values), "--set", "logLevel=debug", *common)
-        wait_for(lambda: _ready_with(api, namespace, name, "debug"), "the upgrade's pod", 180)
+        with step("an upgrade with a changed value rolls the pods"):
+            run("upgrade", name, str(CHART), "-f", str(values), "--set", "logLevel=debug", *common)
+            wait_for(lambda: _ready_with(api, namespace, name, "debug"), "the upgrade's pod", 180)
 
-        run("rollback", name, "1", *common)
-        wait_for(lambda: _ready_with(api, namespace, name, "info"), "the rollback's pod", 180)
-        history = json.loads(run("history", name, "-n", namespace, "-o", "json"))
-        assert [h["revision"] for h in history] == [1, 2, 3]
-        assert history[-1]["status"] == "deployed"
-        assert "Rollback to 1" in history[-1]["description"]
-        listed = json.loads(run("get", "values", name, "-n", namespace, "-o", "json"))
-        assert "logLevel" not in listed  # the first revision's values again
+        with step("a rollback to the first revision rolls them back"):
+            run("rollback", name, "1", *common)
+            wait_for(lambda: _ready_with(api, namespace, name, "info"), "the rollback's pod", 180)
+            history = json.loads(run("history", name, "-n", namespace, "-o", "json"))
+            assert [h["revision"] for h in history] == [1, 2, 3]
+            assert history[-1]["status"] == "deployed"
+            assert "Rollback to 1" in history[-1]["description"]
+            listed = json.loads(run("get", "values", name, "-n", namespace, "-o", "json"))
+            assert "logLevel" not in listed  # the first revision's values again
     finally:
         cluster.helm(home, "uninstall", name, *common, "--wait", "--ignore-not-found",
                      binary=helm)  # fmt: skip
-    deployments = k8s.AppsV1Api(api).list_namespaced_deployment(namespace).items
-    assert deployments == []
-    configurations = k8s.AdmissionregistrationV1Api(api).list_mutating_webhook_configuration(
-        label_selector=f"app.kubernetes.io/instance={name}"
-    )
-    assert configurations.items == []
+    with step("the uninstall leaves nothing of the release"):
+        deployments = k8s.AppsV1Api(api).list_namespaced_deployment(namespace).items
+        assert deployments == []
+        configurations = k8s.AdmissionregistrationV1Api(api).list_mutating_webhook_configuration(
+            label_selector=f"app.kubernetes.io/instance={name}"
+        )
+        assert configurations.items == []

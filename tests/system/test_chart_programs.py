@@ -25,6 +25,7 @@ from kubernetes import client as k8s
 
 from localcluster.cluster import Cluster
 from localcluster.processes import free_port, stop
+from testkit.steps import step
 from testkit.waiting import wait_for
 from tests.system.chart_kit import (
     CHART,
@@ -97,176 +98,190 @@ def test_controller_and_webhook_work_with_the_charts_flags_and_rbac(
     command and flags (split: two programs; combined: one, as the controller's account): the
     webhook annotates from the chart's policy and the RBAC it may read; the controller leads, puts
     the workload to sleep and wakes it."""
-    port = free_port()
-    ca = new_ca("chart-e2e-ca")
-    cert, key = new_serving_cert(ca, ["127.0.0.1"]).write(tmp_path, "serving")
-    k8s.CoreV1Api(api).create_namespaced_secret(
-        ns,
-        k8s.V1Secret(
-            metadata=k8s.V1ObjectMeta(name="serving"),
-            type="kubernetes.io/tls",
-            string_data={"tls.crt": cert.read_text(), "tls.key": key.read_text()},
-        ),
-    )
-    name = f"zs-{secrets.token_hex(3)}"
-    fullname = f"{name}-zeroscaler"
-    home = tmp_path / "helm"
-    proc = cluster.helm(
-        home,
-        "install",
-        name,
-        str(CHART),
-        "--namespace",
-        ns,
-        "--set",
-        f"mode={mode}",
-        "--set",
-        "webhook.clientConfig.mode=url",
-        "--set",
-        f"webhook.clientConfig.url=https://127.0.0.1:{port}/mutate",
-        "--set",
-        "certificates.mode=secret",
-        "--set",
-        "certificates.secretName=serving",
-        "--set",
-        f"certificates.caBundle={base64.b64encode(ca.cert_pem).decode()}",
-        "--set",
-        "policy.defaults.idleTimeout=3s",
-        "--set",
-        "policy.bounds.minIdleTimeout=1s",
-    )
-    assert proc.returncode == 0, proc.stderr
-    programs: list[Program] = []
-    webhook_local = {
-        "--host": "127.0.0.1",
-        "--port": str(port),
-        "--cert-file": str(cert),
-        "--key-file": str(key),
-    }
-    metrics = free_port()
-    controller_local = {
-        "--metrics-host": "127.0.0.1",
-        "--metrics-port": str(metrics),
-        "--id": "chart-e2e",
-    }
-    verify = ssl.create_default_context(cadata=ca.cert_pem.decode())
+    with step("the chart installs, its webhook called by URL with a certificate from a Secret"):
+        port = free_port()
+        ca = new_ca("chart-e2e-ca")
+        cert, key = new_serving_cert(ca, ["127.0.0.1"]).write(tmp_path, "serving")
+        k8s.CoreV1Api(api).create_namespaced_secret(
+            ns,
+            k8s.V1Secret(
+                metadata=k8s.V1ObjectMeta(name="serving"),
+                type="kubernetes.io/tls",
+                string_data={"tls.crt": cert.read_text(), "tls.key": key.read_text()},
+            ),
+        )
+        name = f"zs-{secrets.token_hex(3)}"
+        fullname = f"{name}-zeroscaler"
+        home = tmp_path / "helm"
+        proc = cluster.helm(
+            home,
+            "install",
+            name,
+            str(CHART),
+            "--namespace",
+            ns,
+            "--set",
+            f"mode={mode}",
+            "--set",
+            "webhook.clientConfig.mode=url",
+            "--set",
+            f"webhook.clientConfig.url=https://127.0.0.1:{port}/mutate",
+            "--set",
+            "certificates.mode=secret",
+            "--set",
+            "certificates.secretName=serving",
+            "--set",
+            f"certificates.caBundle={base64.b64encode(ca.cert_pem).decode()}",
+            "--set",
+            "policy.defaults.idleTimeout=3s",
+            "--set",
+            "policy.bounds.minIdleTimeout=1s",
+        )
+        assert proc.returncode == 0, proc.stderr
+        programs: list[Program] = []
+        webhook_local = {
+            "--host": "127.0.0.1",
+            "--port": str(port),
+            "--cert-file": str(cert),
+            "--key-file": str(key),
+        }
+        metrics = free_port()
+        controller_local = {
+            "--metrics-host": "127.0.0.1",
+            "--metrics-port": str(metrics),
+            "--id": "chart-e2e",
+        }
+        verify = ssl.create_default_context(cadata=ca.cert_pem.decode())
     try:
-        controller_kc = service_account_kubeconfig(
-            cluster, tmp_path / "controller.kubeconfig", ns, f"{fullname}-controller"
-        )
-        if mode == "combined":
-            # One program, as the controller's account: the controller's flags, --, the webhook's.
-            spec = k8s.AppsV1Api(api).read_namespaced_deployment(f"{fullname}-controller", ns)
-            [installed] = spec.spec.template.spec.containers
-            assert installed.command == ["zeroscaler-combined"]
-            args = _local_args(installed.args, {**controller_local, **webhook_local})
-            at = args.index("--")
-            args.insert(at, f"--kubeconfig={controller_kc}")
-            controller = webhook = _start("zeroscaler-combined", args, tmp_path / "combined.log")
-            programs.append(controller)
-        else:
-            webhook_args = _local_args(
-                _installed_args(api, ns, f"{fullname}-webhook"), webhook_local
+        with step("the webhook runs as its account and syncs with only the chart's RBAC"):
+            controller_kc = service_account_kubeconfig(
+                cluster, tmp_path / "controller.kubeconfig", ns, f"{fullname}-controller"
             )
-            webhook_kc = service_account_kubeconfig(
-                cluster, tmp_path / "webhook.kubeconfig", ns, f"{fullname}-webhook"
+            if mode == "combined":
+                # One program, as the controller's account: its flags, --, the webhook's.
+                spec = k8s.AppsV1Api(api).read_namespaced_deployment(f"{fullname}-controller", ns)
+                [installed] = spec.spec.template.spec.containers
+                assert installed.command == ["zeroscaler-combined"]
+                args = _local_args(installed.args, {**controller_local, **webhook_local})
+                at = args.index("--")
+                args.insert(at, f"--kubeconfig={controller_kc}")
+                controller = webhook = _start(
+                    "zeroscaler-combined", args, tmp_path / "combined.log"
+                )
+                programs.append(controller)
+            else:
+                webhook_args = _local_args(
+                    _installed_args(api, ns, f"{fullname}-webhook"), webhook_local
+                )
+                webhook_kc = service_account_kubeconfig(
+                    cluster, tmp_path / "webhook.kubeconfig", ns, f"{fullname}-webhook"
+                )
+                webhook = _start(
+                    "zeroscaler-webhook",
+                    [*webhook_args, f"--kubeconfig={webhook_kc}"],
+                    tmp_path / "webhook.log",
+                )
+                programs.append(webhook)
+            wait_for(
+                partial(_responds, webhook, f"https://127.0.0.1:{port}/readyz", verify),
+                "the webhook's caches to sync with only the chart's RBAC",
             )
-            webhook = _start(
-                "zeroscaler-webhook",
-                [*webhook_args, f"--kubeconfig={webhook_kc}"],
-                tmp_path / "webhook.log",
+        with step("the controller's watches sync with only the chart's RBAC"):
+            if mode == "split":
+                controller_args = _local_args(
+                    _installed_args(api, ns, f"{fullname}-controller"), controller_local
+                )
+                controller = _start(
+                    "zeroscaler-controller",
+                    [*controller_args, f"--kubeconfig={controller_kc}"],
+                    tmp_path / "controller.log",
+                )
+                programs.append(controller)
+            wait_for(
+                partial(_responds, controller, f"https://127.0.0.1:{metrics}/readyz", False),
+                "the controller's watches to sync with only the chart's RBAC",
             )
-            programs.append(webhook)
-        wait_for(
-            partial(_responds, webhook, f"https://127.0.0.1:{port}/readyz", verify),
-            "the webhook's caches to sync with only the chart's RBAC",
-        )
-        if mode == "split":
-            controller_args = _local_args(
-                _installed_args(api, ns, f"{fullname}-controller"), controller_local
-            )
-            controller = _start(
-                "zeroscaler-controller",
-                [*controller_args, f"--kubeconfig={controller_kc}"],
-                tmp_path / "controller.log",
-            )
-            programs.append(controller)
-        wait_for(
-            partial(_responds, controller, f"https://127.0.0.1:{metrics}/readyz", False),
-            "the controller's watches to sync with only the chart's RBAC",
-        )
-        # Its /metrics, HTTPS as the chart has it, only to a token allowed to get it: the
-        # controller's own account asks the real API server about each (a hostile scraper).
-        scrape = f"https://127.0.0.1:{metrics}/metrics"
-        assert httpx.get(scrape, verify=False, timeout=5).status_code == 401
-        forged = {"Authorization": "Bearer not-a-token"}
-        assert httpx.get(scrape, headers=forged, verify=False, timeout=5).status_code == 401
-        admin = {"Authorization": f"Bearer {cluster.token}"}
-        answer = httpx.get(scrape, headers=admin, verify=False, timeout=5)
-        assert answer.status_code == 200
-        assert "zeroscaler_managed_workloads" in answer.text
-        leases = k8s.CoordinationV1Api(api)
-        wait_for(
-            lambda: (
-                leases.read_namespaced_lease(f"{fullname}-controller", ns).spec.holder_identity
-                == "chart-e2e"
-            ),
-            "the controller to take its Lease",
-        )
-
-        # An operator that may watch ConfigMaps in its namespace, and nothing else.
-        rbac = k8s.RbacAuthorizationV1Api(api)
-        rbac.create_namespaced_role(
-            opted_ns,
-            k8s.V1Role(
-                metadata=k8s.V1ObjectMeta(name="operator"),
-                rules=[
-                    k8s.V1PolicyRule(
-                        api_groups=[""], resources=["configmaps"], verbs=["get", "list", "watch"]
-                    )
-                ],
-            ),
-        )
-        rbac.create_namespaced_role_binding(
-            opted_ns,
-            k8s.V1RoleBinding(
-                metadata=k8s.V1ObjectMeta(name="operator"),
-                role_ref=k8s.V1RoleRef(
-                    api_group="rbac.authorization.k8s.io", kind="Role", name="operator"
+        with step("the controller's /metrics answer only a token allowed to get them"):
+            # Its /metrics, HTTPS as the chart has it, only to a token allowed to get it: the
+            # controller's own account asks the real API server about each (a hostile scraper).
+            scrape = f"https://127.0.0.1:{metrics}/metrics"
+            assert httpx.get(scrape, verify=False, timeout=5).status_code == 401
+            forged = {"Authorization": "Bearer not-a-token"}
+            assert httpx.get(scrape, headers=forged, verify=False, timeout=5).status_code == 401
+            admin = {"Authorization": f"Bearer {cluster.token}"}
+            answer = httpx.get(scrape, headers=admin, verify=False, timeout=5)
+            assert answer.status_code == 200
+            assert "zeroscaler_managed_workloads" in answer.text
+        with step("the controller takes its Lease"):
+            leases = k8s.CoordinationV1Api(api)
+            wait_for(
+                lambda: (
+                    leases.read_namespaced_lease(f"{fullname}-controller", ns).spec.holder_identity
+                    == "chart-e2e"
                 ),
-                subjects=[
-                    k8s.RbacV1Subject(kind="ServiceAccount", name="default", namespace=opted_ns)
-                ],
-            ),
-        )
-        apps = k8s.AppsV1Api(api)
-
-        def injected() -> dict[str, str] | None:
-            dry = apps.create_namespaced_deployment(
-                opted_ns, zero_replica_deployment("probe"), dry_run="All"
+                "the controller to take its Lease",
             )
-            found: dict[str, str] = dry.metadata.annotations or {}
-            return found if "ConfigMap" in found.get("zeroscaler.io/watched-kinds", "") else None
 
-        wait_for(injected, "the webhook to annotate from the operator's RBAC")
-        body = zero_replica_deployment("operator")
-        body.spec.replicas = 2
-        apps.create_namespaced_deployment(opted_ns, body)
-        stored = apps.read_namespaced_deployment("operator", opted_ns).metadata.annotations
-        assert stored["zeroscaler.io/idle-timeout"] == "3s", stored
-        assert "ConfigMap" in stored["zeroscaler.io/watched-kinds"], stored
+        with step("the webhook annotates an operator from its RBAC"):
+            # An operator that may watch ConfigMaps in its namespace, and nothing else.
+            rbac = k8s.RbacAuthorizationV1Api(api)
+            rbac.create_namespaced_role(
+                opted_ns,
+                k8s.V1Role(
+                    metadata=k8s.V1ObjectMeta(name="operator"),
+                    rules=[
+                        k8s.V1PolicyRule(
+                            api_groups=[""],
+                            resources=["configmaps"],
+                            verbs=["get", "list", "watch"],
+                        )
+                    ],
+                ),
+            )
+            rbac.create_namespaced_role_binding(
+                opted_ns,
+                k8s.V1RoleBinding(
+                    metadata=k8s.V1ObjectMeta(name="operator"),
+                    role_ref=k8s.V1RoleRef(
+                        api_group="rbac.authorization.k8s.io", kind="Role", name="operator"
+                    ),
+                    subjects=[
+                        k8s.RbacV1Subject(kind="ServiceAccount", name="default", namespace=opted_ns)
+                    ],
+                ),
+            )
+            apps = k8s.AppsV1Api(api)
 
-        wait_for(
-            lambda: _replicas(api, opted_ns, "operator") == 0,
-            f"the controller to put the idle operator to sleep\n{controller.tail()}",
-        )
-        k8s.CoreV1Api(api).create_namespaced_config_map(
-            opted_ns, k8s.V1ConfigMap(metadata=k8s.V1ObjectMeta(name="poke"))
-        )
-        wait_for(
-            lambda: _replicas(api, opted_ns, "operator") == 2,
-            f"the controller to wake the operator to 2 replicas\n{controller.tail()}",
-        )
+            def injected() -> dict[str, str] | None:
+                dry = apps.create_namespaced_deployment(
+                    opted_ns, zero_replica_deployment("probe"), dry_run="All"
+                )
+                found: dict[str, str] = dry.metadata.annotations or {}
+                return (
+                    found if "ConfigMap" in found.get("zeroscaler.io/watched-kinds", "") else None
+                )
+
+            wait_for(injected, "the webhook to annotate from the operator's RBAC")
+            body = zero_replica_deployment("operator")
+            body.spec.replicas = 2
+            apps.create_namespaced_deployment(opted_ns, body)
+            stored = apps.read_namespaced_deployment("operator", opted_ns).metadata.annotations
+            assert stored["zeroscaler.io/idle-timeout"] == "3s", stored
+            assert "ConfigMap" in stored["zeroscaler.io/watched-kinds"], stored
+
+        with step("the controller puts the idle operator to sleep"):
+            wait_for(
+                lambda: _replicas(api, opted_ns, "operator") == 0,
+                f"the controller to put the idle operator to sleep\n{controller.tail()}",
+            )
+        with step("a ConfigMap wakes it to 2 replicas"):
+            k8s.CoreV1Api(api).create_namespaced_config_map(
+                opted_ns, k8s.V1ConfigMap(metadata=k8s.V1ObjectMeta(name="poke"))
+            )
+            wait_for(
+                lambda: _replicas(api, opted_ns, "operator") == 2,
+                f"the controller to wake the operator to 2 replicas\n{controller.tail()}",
+            )
     finally:
         for program in programs:
             program.stop()
@@ -284,104 +299,119 @@ def test_the_narrow_watch_grant_runs_sleep_and_wake_and_never_sleeps_an_unlisted
     """watchAllResources=false with ConfigMaps listed: the controller, as the chart's
     ServiceAccount, infers kinds from RBAC, sleeps and wakes on ConfigMaps, and tells a workload
     that names Secrets why it never sleeps."""
-    name = f"zs-{secrets.token_hex(3)}"
-    fullname = f"{name}-zeroscaler"
-    home = tmp_path / "helm"
-    proc = cluster.helm(home, "install", name, str(CHART), "--namespace", ns,
-        "--set", "mode=split",  # the controller alone runs here
-        "--set", "webhook.clientConfig.mode=url",
-        "--set", f"webhook.clientConfig.url=https://127.0.0.1:{free_port()}/mutate",
-        "--set", "certificates.mode=secret",
-        "--set", "controller.rbac.watchAllResources=false",
-        "--set", 'controller.rbac.watchedResources[0].apiGroups[0]=',
-        "--set", "controller.rbac.watchedResources[0].resources[0]=configmaps",
-        "--set", "controller.uninstall.enabled=false",
-        # The controller applies the chart's policy too: let the 2 s timeouts below stand.
-        "--set", "policy.bounds.minIdleTimeout=1s",
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    with step("the chart installs with a narrow watch grant: ConfigMaps only"):
+        name = f"zs-{secrets.token_hex(3)}"
+        fullname = f"{name}-zeroscaler"
+        home = tmp_path / "helm"
+        proc = cluster.helm(home, "install", name, str(CHART), "--namespace", ns,
+            "--set", "mode=split",  # the controller alone runs here
+            "--set", "webhook.clientConfig.mode=url",
+            "--set", f"webhook.clientConfig.url=https://127.0.0.1:{free_port()}/mutate",
+            "--set", "certificates.mode=secret",
+            "--set", "controller.rbac.watchAllResources=false",
+            "--set", 'controller.rbac.watchedResources[0].apiGroups[0]=',
+            "--set", "controller.rbac.watchedResources[0].resources[0]=configmaps",
+            "--set", "controller.uninstall.enabled=false",
+            # The controller applies the chart's policy too: let the 2 s timeouts below stand.
+            "--set", "policy.bounds.minIdleTimeout=1s",
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
     controller: Program | None = None
     try:
-        metrics = free_port()
-        args = _local_args(
-            _installed_args(api, ns, f"{fullname}-controller"),
-            {"--metrics-host": "127.0.0.1", "--metrics-port": str(metrics), "--id": "narrow"},
-        )
-        kubeconfig = service_account_kubeconfig(
-            cluster, tmp_path / "controller.kubeconfig", ns, f"{fullname}-controller"
-        )
-        controller = _start(
-            "zeroscaler-controller", [*args, f"--kubeconfig={kubeconfig}"], tmp_path / "c.log"
-        )
-        wait_for(
-            partial(_responds, controller, f"https://127.0.0.1:{metrics}/readyz", False),
-            "the controller's watches to sync with the narrow RBAC",
-        )
-        # One operator may watch ConfigMaps, the other Secrets too; the controller only ConfigMaps.
-        core, rbac = k8s.CoreV1Api(api), k8s.RbacAuthorizationV1Api(api)
-        for account, resources in (
-            ("default", ["configmaps"]),
-            ("reader", ["configmaps", "secrets"]),
-        ):
-            if account != "default":
-                core.create_namespaced_service_account(
-                    opted_ns, k8s.V1ServiceAccount(metadata=k8s.V1ObjectMeta(name=account))
+        with step("the controller's watches sync with the narrow RBAC"):
+            metrics = free_port()
+            args = _local_args(
+                _installed_args(api, ns, f"{fullname}-controller"),
+                {"--metrics-host": "127.0.0.1", "--metrics-port": str(metrics), "--id": "narrow"},
+            )
+            kubeconfig = service_account_kubeconfig(
+                cluster, tmp_path / "controller.kubeconfig", ns, f"{fullname}-controller"
+            )
+            controller = _start(
+                "zeroscaler-controller", [*args, f"--kubeconfig={kubeconfig}"], tmp_path / "c.log"
+            )
+            wait_for(
+                partial(_responds, controller, f"https://127.0.0.1:{metrics}/readyz", False),
+                "the controller's watches to sync with the narrow RBAC",
+            )
+        with step("two operators start: one watches ConfigMaps, the other Secrets too"):
+            # The controller itself may watch ConfigMaps only.
+            core, rbac = k8s.CoreV1Api(api), k8s.RbacAuthorizationV1Api(api)
+            for account, resources in (
+                ("default", ["configmaps"]),
+                ("reader", ["configmaps", "secrets"]),
+            ):
+                if account != "default":
+                    core.create_namespaced_service_account(
+                        opted_ns, k8s.V1ServiceAccount(metadata=k8s.V1ObjectMeta(name=account))
+                    )
+                rule = k8s.V1PolicyRule(
+                    api_groups=[""], resources=resources, verbs=["list", "watch"]
                 )
-            rule = k8s.V1PolicyRule(api_groups=[""], resources=resources, verbs=["list", "watch"])
-            rbac.create_namespaced_role(
-                opted_ns, k8s.V1Role(metadata=k8s.V1ObjectMeta(name=account), rules=[rule])
-            )
-            rbac.create_namespaced_role_binding(
-                opted_ns,
-                k8s.V1RoleBinding(
-                    metadata=k8s.V1ObjectMeta(name=account),
-                    role_ref=k8s.V1RoleRef(
-                        api_group="rbac.authorization.k8s.io", kind="Role", name=account
+                rbac.create_namespaced_role(
+                    opted_ns, k8s.V1Role(metadata=k8s.V1ObjectMeta(name=account), rules=[rule])
+                )
+                rbac.create_namespaced_role_binding(
+                    opted_ns,
+                    k8s.V1RoleBinding(
+                        metadata=k8s.V1ObjectMeta(name=account),
+                        role_ref=k8s.V1RoleRef(
+                            api_group="rbac.authorization.k8s.io", kind="Role", name=account
+                        ),
+                        subjects=[
+                            k8s.RbacV1Subject(
+                                kind="ServiceAccount", name=account, namespace=opted_ns
+                            )
+                        ],
                     ),
-                    subjects=[
-                        k8s.RbacV1Subject(kind="ServiceAccount", name=account, namespace=opted_ns)
-                    ],
-                ),
+                )
+            apps = k8s.AppsV1Api(api)
+            listed, unlisted = (
+                zero_replica_deployment("listed"),
+                zero_replica_deployment("unlisted"),
             )
-        apps = k8s.AppsV1Api(api)
-        listed, unlisted = zero_replica_deployment("listed"), zero_replica_deployment("unlisted")
-        listed.metadata.annotations = {"zeroscaler.io/idle-timeout": "2s"}  # kinds from RBAC
-        unlisted.metadata.annotations = {
-            "zeroscaler.io/idle-timeout": "2s",
-            "zeroscaler.io/watched-kinds": "ConfigMap, Secret",
-        }
-        unlisted.spec.template.spec.service_account_name = "reader"
-        for body in (listed, unlisted):
-            body.spec.replicas = 2
-            apps.create_namespaced_deployment(opted_ns, body)
+            listed.metadata.annotations = {"zeroscaler.io/idle-timeout": "2s"}  # kinds from RBAC
+            unlisted.metadata.annotations = {
+                "zeroscaler.io/idle-timeout": "2s",
+                "zeroscaler.io/watched-kinds": "ConfigMap, Secret",
+            }
+            unlisted.spec.template.spec.service_account_name = "reader"
+            for body in (listed, unlisted):
+                body.spec.replicas = 2
+                apps.create_namespaced_deployment(opted_ns, body)
 
-        def asleep() -> bool:
-            return _replicas(api, opted_ns, "listed") == 0
+        with step("the operator whose kinds come from RBAC sleeps"):
 
-        wait_for(asleep, "the operator whose kinds are inferred from RBAC to sleep")
-        k8s.CoreV1Api(api).create_namespaced_config_map(
-            opted_ns, k8s.V1ConfigMap(metadata=k8s.V1ObjectMeta(name="poke"))
-        )
-        wait_for(
-            lambda: _replicas(api, opted_ns, "listed") == 2,
-            "a ConfigMap to wake it to 2 replicas",
-        )
-        wait_for(
-            lambda: _events(api, opted_ns, "unlisted", "ControllerNotPermitted"),
-            "a Warning Event on the workload that names Secrets",
-        )
-        [warning] = _events(api, opted_ns, "unlisted", "ControllerNotPermitted")
-        assert warning.type == "Warning"
-        assert "secrets" in warning.message, warning.message
-        assert "controller.rbac.watchedResources" in warning.message
-        # The listed one sleeps again while the other, idle just as long, stays up.
-        wait_for(asleep, "the ConfigMap operator to sleep again")
-        assert _replicas(api, opted_ns, "unlisted") == 2
-        unlisted_now = apps.read_namespaced_deployment("unlisted", opted_ns).metadata
-        assert "zeroscaler.io/state" not in (unlisted_now.annotations or {})
-        assert not _events(api, opted_ns, "listed", "InferenceUnavailable")
-        # Not one request was refused (a refusal logs as "403 Forbidden: ...").
-        assert "Forbidden" not in controller.log.read_text(), controller.tail()
+            def asleep() -> bool:
+                return _replicas(api, opted_ns, "listed") == 0
+
+            wait_for(asleep, "the operator whose kinds are inferred from RBAC to sleep")
+        with step("a ConfigMap wakes it"):
+            k8s.CoreV1Api(api).create_namespaced_config_map(
+                opted_ns, k8s.V1ConfigMap(metadata=k8s.V1ObjectMeta(name="poke"))
+            )
+            wait_for(
+                lambda: _replicas(api, opted_ns, "listed") == 2,
+                "a ConfigMap to wake it to 2 replicas",
+            )
+        with step("the one that names Secrets is told why it never sleeps"):
+            wait_for(
+                lambda: _events(api, opted_ns, "unlisted", "ControllerNotPermitted"),
+                "a Warning Event on the workload that names Secrets",
+            )
+            [warning] = _events(api, opted_ns, "unlisted", "ControllerNotPermitted")
+            assert warning.type == "Warning"
+            assert "secrets" in warning.message, warning.message
+            assert "controller.rbac.watchedResources" in warning.message
+        with step("the first sleeps again, the other stays up, and no request was refused"):
+            # The listed one sleeps again while the other, idle just as long, stays up.
+            wait_for(asleep, "the ConfigMap operator to sleep again")
+            assert _replicas(api, opted_ns, "unlisted") == 2
+            unlisted_now = apps.read_namespaced_deployment("unlisted", opted_ns).metadata
+            assert "zeroscaler.io/state" not in (unlisted_now.annotations or {})
+            assert not _events(api, opted_ns, "listed", "InferenceUnavailable")
+            # Not one request was refused (a refusal logs as "403 Forbidden: ...").
+            assert "Forbidden" not in controller.log.read_text(), controller.tail()
     finally:
         if controller is not None:
             controller.stop()

@@ -40,6 +40,7 @@ from localcluster.cluster import Cluster
 from localcluster.processes import free_port
 from testkit.controller import create_workload, grant_watch
 from testkit.real_chart import real_node_values
+from testkit.steps import step
 from testkit.waiting import wait_for
 from zeroscaler.certs.issue import new_ca
 
@@ -220,45 +221,50 @@ def test_certs_job_ran_in_a_pod_and_wrote_the_secret_and_the_ca_bundle(
 def test_both_components_run_in_containers_on_the_real_node_and_pass_their_probes(
     api: k8s.ApiClient, release: Release
 ) -> None:
-    webhook = wait_for(
-        lambda: _ready_pods(api, release, release.serving), "a Ready webhook pod", 180
-    )
-    leader = wait_for(
-        lambda: _leader(api, release), "a Ready controller pod holding the Lease", 180
-    )
-    commands = {"split": "zeroscaler-controller", "combined": "zeroscaler-combined"}
-    assert leader.spec.containers[0].command == [commands[release.mode]]
-    assert _pods(api, release, "webhook") == [] or release.mode == "split"
-    for pod in [*webhook, leader]:
-        assert pod.spec.node_name == realnode.NODE_NAME
-        assert pod.spec.host_network is True
-        (status,) = pod.status.container_statuses
-        assert status.ready
-        assert status.image.endswith(f"zeroscaler:{image_build.version()}")
-        assert status.image_id.startswith("sha256:")
-        # The ServiceAccount token is projected into the container; nothing else gives it access.
-        assert pod.spec.service_account_name.startswith(release.fullname)
-        mounts = {m.mount_path for m in pod.spec.containers[0].volume_mounts}
-        assert "/var/run/secrets/kubernetes.io/serviceaccount" in mounts
+    with step("a webhook pod is Ready, and a controller pod leads"):
+        webhook = wait_for(
+            lambda: _ready_pods(api, release, release.serving), "a Ready webhook pod", 180
+        )
+        leader = wait_for(
+            lambda: _leader(api, release), "a Ready controller pod holding the Lease", 180
+        )
+    with step("both run in containers on the real node, each as its own account"):
+        commands = {"split": "zeroscaler-controller", "combined": "zeroscaler-combined"}
+        assert leader.spec.containers[0].command == [commands[release.mode]]
+        assert _pods(api, release, "webhook") == [] or release.mode == "split"
+        for pod in [*webhook, leader]:
+            assert pod.spec.node_name == realnode.NODE_NAME
+            assert pod.spec.host_network is True
+            (status,) = pod.status.container_statuses
+            assert status.ready
+            assert status.image.endswith(f"zeroscaler:{image_build.version()}")
+            assert status.image_id.startswith("sha256:")
+            # The ServiceAccount token is projected into the container; nothing else grants access.
+            assert pod.spec.service_account_name.startswith(release.fullname)
+            mounts = {m.mount_path for m in pod.spec.containers[0].volume_mounts}
+            assert "/var/run/secrets/kubernetes.io/serviceaccount" in mounts
 
 
 def test_the_second_controller_replica_waits_for_a_node_with_free_ports(
     api: k8s.ApiClient, release: Release
 ) -> None:
-    wait_for(lambda: _leader(api, release), "a leading controller pod", 180)
+    with step("a controller pod leads"):
+        wait_for(lambda: _leader(api, release), "a leading controller pod", 180)
 
-    def pending() -> Any:
-        for pod in _pods(api, release, "controller"):
-            for c in pod.status.conditions or []:
-                if (
-                    c.type == "PodScheduled"
-                    and c.status == "False"
-                    and "free ports" in (c.message or "")
-                ):
-                    return pod
-        return None
+    with step("the other replica waits, unschedulable for want of free ports"):
 
-    wait_for(pending, "the other controller replica to be unschedulable for want of free ports")
+        def pending() -> Any:
+            for pod in _pods(api, release, "controller"):
+                for c in pod.status.conditions or []:
+                    if (
+                        c.type == "PodScheduled"
+                        and c.status == "False"
+                        and "free ports" in (c.message or "")
+                    ):
+                        return pod
+            return None
+
+        wait_for(pending, "the other controller replica to be unschedulable for want of free ports")
 
 
 # --- what the components do ----------------------------------------------------------------------
@@ -324,33 +330,43 @@ def operator_ns(api: k8s.ApiClient, release: Release) -> Iterator[str]:
 def test_webhook_pod_annotates_and_controller_pod_sleeps_and_wakes_the_operator(
     api: k8s.ApiClient, release: Release, operator_ns: str
 ) -> None:
-    annotations = (
-        k8s.AppsV1Api(api).read_namespaced_deployment("op", operator_ns).metadata.annotations
-    )
-    assert annotations["zeroscaler.io/idle-timeout"] == IDLE_TIMEOUT
-    assert "ConfigMap" in annotations["zeroscaler.io/watched-kinds"]
-    wait_for(lambda: _replicas(api, operator_ns) == 0, "the idle operator to be put to sleep", 90)
-    _touch(api, operator_ns)
-    wait_for(lambda: _replicas(api, operator_ns) == 1, "a ConfigMap change to wake the operator")
+    with step("the webhook annotated the operator from the chart's policy"):
+        annotations = (
+            k8s.AppsV1Api(api).read_namespaced_deployment("op", operator_ns).metadata.annotations
+        )
+        assert annotations["zeroscaler.io/idle-timeout"] == IDLE_TIMEOUT
+        assert "ConfigMap" in annotations["zeroscaler.io/watched-kinds"]
+    with step("the controller puts the idle operator to sleep"):
+        wait_for(
+            lambda: _replicas(api, operator_ns) == 0, "the idle operator to be put to sleep", 90
+        )
+    with step("a ConfigMap change wakes it"):
+        _touch(api, operator_ns)
+        wait_for(
+            lambda: _replicas(api, operator_ns) == 1, "a ConfigMap change to wake the operator"
+        )
 
 
 def test_killing_the_leading_controller_pod_hands_over_to_the_other_replica(
     api: k8s.ApiClient, release: Release, operator_ns: str
 ) -> None:
-    old = wait_for(lambda: _leader(api, release), "a leading controller pod", 180)
-    k8s.CoreV1Api(api).delete_namespaced_pod(old.metadata.name, release.namespace)
+    with step("the leading controller pod is killed"):
+        old = wait_for(lambda: _leader(api, release), "a leading controller pod", 180)
+        k8s.CoreV1Api(api).delete_namespaced_pod(old.metadata.name, release.namespace)
 
-    def new_leader() -> Any:
-        pod = _leader(api, release)
-        return pod if pod is not None and pod.metadata.name != old.metadata.name else None
+    with step("another controller pod takes the Lease"):
 
-    wait_for(new_leader, "another controller pod to take the Lease", 180)
-    # The new leader does the work: the operator sleeps again, and wakes again.
-    _touch(api, operator_ns)
-    wait_for(lambda: _replicas(api, operator_ns) == 1, "the operator to be awake", 90)
-    wait_for(lambda: _replicas(api, operator_ns) == 0, "the new leader to put it to sleep", 90)
-    _touch(api, operator_ns)
-    wait_for(lambda: _replicas(api, operator_ns) == 1, "the new leader to wake it")
+        def new_leader() -> Any:
+            pod = _leader(api, release)
+            return pod if pod is not None and pod.metadata.name != old.metadata.name else None
+
+        wait_for(new_leader, "another controller pod to take the Lease", 180)
+    with step("the new leader does the work: the operator wakes, sleeps and wakes again"):
+        _touch(api, operator_ns)
+        wait_for(lambda: _replicas(api, operator_ns) == 1, "the operator to be awake", 90)
+        wait_for(lambda: _replicas(api, operator_ns) == 0, "the new leader to put it to sleep", 90)
+        _touch(api, operator_ns)
+        wait_for(lambda: _replicas(api, operator_ns) == 1, "the new leader to wake it")
 
 
 # --- zeroscaler check ----------------------------------------------------------------------------
@@ -480,36 +496,47 @@ def test_helm_upgrade_with_a_changed_value_rolls_the_pods(
     cluster: Cluster, api: k8s.ApiClient, own_release: Release
 ) -> None:
     release = own_release
-    # Pods of the release as installed, so the ones the upgrade makes can be told apart.
-    wait_for(lambda: _ready_pods(api, release, release.serving), "a Ready webhook pod", 180)
-    wait_for(lambda: _leader(api, release), "a leading controller pod", 180)
-    before = {p.metadata.name for p in _pods(api, release, release.serving)}
-    # One controller replica from now on: with more replicas than nodes, a host-network rollout
-    # cannot go on (the one running pod is the only available one and holds the ports).
-    proc = cluster.helm(release.home, "upgrade", release.name, str(CHART), "-n", release.namespace,
-        "-f", str(release.values), "--set", "logLevel=debug", "--set", "controller.replicas=1",
-        "--timeout", "300s",
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    with step("the release's pods are Ready, and a controller pod leads"):
+        # Pods of the release as installed, so the ones the upgrade makes can be told apart.
+        wait_for(lambda: _ready_pods(api, release, release.serving), "a Ready webhook pod", 180)
+        wait_for(lambda: _leader(api, release), "a leading controller pod", 180)
+        before = {p.metadata.name for p in _pods(api, release, release.serving)}
+    with step("helm upgrade changes the log level"):
+        # One controller replica from now on: with more replicas than nodes, a host-network rollout
+        # cannot go on (the one running pod is the only available one and holds the ports).
+        proc = cluster.helm(release.home, "upgrade", release.name, str(CHART),
+            "-n", release.namespace, "-f", str(release.values),
+            "--set", "logLevel=debug", "--set", "controller.replicas=1", "--timeout", "300s",
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
 
-    def rolled(component: str) -> list[Any]:
-        return [
-            p
-            for p in _ready_pods(api, release, component)
-            if "--log-level=debug" in p.spec.containers[0].args and p.metadata.name not in before
-        ]
+    with step("the pods roll: a new serving pod with the changed flag is Ready"):
 
-    wait_for(
-        lambda: rolled(release.serving), "a new webhook pod with the changed flag to be Ready", 180
-    )
+        def rolled(component: str) -> list[Any]:
+            return [
+                p
+                for p in _ready_pods(api, release, component)
+                if "--log-level=debug" in p.spec.containers[0].args
+                and p.metadata.name not in before
+            ]
 
-    def leading_new_controller() -> Any:
-        pod = _leader(api, release)
-        return (
-            pod if pod is not None and "--log-level=debug" in pod.spec.containers[0].args else None
+        wait_for(
+            lambda: rolled(release.serving),
+            "a new webhook pod with the changed flag to be Ready",
+            180,
         )
 
-    wait_for(leading_new_controller, "a controller pod with the changed flag to lead", 180)
+    with step("a controller pod with the changed flag leads"):
+
+        def leading_new_controller() -> Any:
+            pod = _leader(api, release)
+            return (
+                pod
+                if pod is not None and "--log-level=debug" in pod.spec.containers[0].args
+                else None
+            )
+
+        wait_for(leading_new_controller, "a controller pod with the changed flag to lead", 180)
 
 
 def _names(items: list[Any]) -> set[str]:
@@ -534,56 +561,69 @@ def test_helm_uninstall_wakes_every_sleeper_and_leaves_nothing_behind(
     sleepers: tuple[str, dict[str, int]],
 ) -> None:
     release = own_release
-    proc = cluster.helm(release.home, "uninstall", release.name, "-n", release.namespace,
-        "--wait", "--timeout", "300s",
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    # The pre-delete hook ran before anything went: each sleeper is awake at its count, and
-    # nothing zeroscaler wrote (status or the webhook's annotations) is left on any workload.
-    sleepers_ns, counts = sleepers
-    for name, count in counts.items():
-        assert _replicas(api, sleepers_ns, name) == count, name
-        assert _ours(api, sleepers_ns, name) == {}, name
-    woken = k8s.CoreV1Api(api).list_namespaced_event(
-        sleepers_ns, field_selector="involvedObject.name=three,reason=Woken"
-    )
-    assert any("zeroscaler uninstalled" in (e.message or "") for e in woken.items)
-    core, apps, rbac = k8s.CoreV1Api(api), k8s.AppsV1Api(api), k8s.RbacAuthorizationV1Api(api)
-    ns, mine = release.namespace, f"app.kubernetes.io/instance={release.name}"
-    listings: dict[str, Callable[[], list[Any]]] = {
-        "pods": lambda: core.list_namespaced_pod(ns).items,
-        "deployments": lambda: apps.list_namespaced_deployment(ns).items,
-        "jobs": lambda: k8s.BatchV1Api(api).list_namespaced_job(ns).items,
-        "services": lambda: core.list_namespaced_service(ns).items,
-        "configmaps": lambda: core.list_namespaced_config_map(ns, label_selector=mine).items,
-        "roles": lambda: rbac.list_namespaced_role(ns).items,
-        "rolebindings": lambda: rbac.list_namespaced_role_binding(ns).items,
-        "clusterroles": lambda: rbac.list_cluster_role(label_selector=mine).items,
-        "clusterrolebindings": lambda: rbac.list_cluster_role_binding(label_selector=mine).items,
-        "webhook configurations": lambda: (
-            k8s.AdmissionregistrationV1Api(api)
-            .list_mutating_webhook_configuration(label_selector=mine)
-            .items
-        ),
-        "service accounts": lambda: [
-            a
-            for a in core.list_namespaced_service_account(ns).items
-            if a.metadata.name != "default"
-        ],
-    }
+    with step("uninstall wakes every sleeper and leaves nothing of zeroscaler on them"):
+        proc = cluster.helm(release.home, "uninstall", release.name, "-n", release.namespace,
+            "--wait", "--timeout", "300s",
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        # The pre-delete hook ran before anything went: each sleeper is awake at its count, and
+        # nothing zeroscaler wrote (status or the webhook's annotations) is left on any workload.
+        sleepers_ns, counts = sleepers
+        for name, count in counts.items():
+            assert _replicas(api, sleepers_ns, name) == count, name
+            assert _ours(api, sleepers_ns, name) == {}, name
+        woken = k8s.CoreV1Api(api).list_namespaced_event(
+            sleepers_ns, field_selector="involvedObject.name=three,reason=Woken"
+        )
+        assert any("zeroscaler uninstalled" in (e.message or "") for e in woken.items)
+    with step("every object of the release goes, and what its programs wrote"):
+        core, apps, rbac = k8s.CoreV1Api(api), k8s.AppsV1Api(api), k8s.RbacAuthorizationV1Api(api)
+        ns, mine = release.namespace, f"app.kubernetes.io/instance={release.name}"
+        listings: dict[str, Callable[[], list[Any]]] = {
+            "pods": lambda: core.list_namespaced_pod(ns).items,
+            "deployments": lambda: apps.list_namespaced_deployment(ns).items,
+            "jobs": lambda: k8s.BatchV1Api(api).list_namespaced_job(ns).items,
+            "services": lambda: core.list_namespaced_service(ns).items,
+            "configmaps": lambda: core.list_namespaced_config_map(ns, label_selector=mine).items,
+            "roles": lambda: rbac.list_namespaced_role(ns).items,
+            "rolebindings": lambda: rbac.list_namespaced_role_binding(ns).items,
+            "clusterroles": lambda: rbac.list_cluster_role(label_selector=mine).items,
+            "clusterrolebindings": lambda: (
+                rbac.list_cluster_role_binding(label_selector=mine).items
+            ),
+            "webhook configurations": lambda: (
+                k8s.AdmissionregistrationV1Api(api)
+                .list_mutating_webhook_configuration(label_selector=mine)
+                .items
+            ),
+            "service accounts": lambda: [
+                a
+                for a in core.list_namespaced_service_account(ns).items
+                if a.metadata.name != "default"
+            ],
+        }
 
-    def left() -> dict[str, set[str]]:
-        return {kind: names for kind, list_ in listings.items() if (names := _names(list_()))}
+        def left() -> dict[str, set[str]]:
+            return {kind: names for kind, list_ in listings.items() if (names := _names(list_()))}
 
-    wait_for(lambda: not left(), "every object of the release to be deleted", 120)
-    # What the programs wrote at run time went too: the serving certificate and the Lease.
-    assert _names(core.list_namespaced_secret(ns).items) == set()
-    assert _names(k8s.CoordinationV1Api(api).list_namespaced_lease(ns).items) == set()
+        wait_for(lambda: not left(), "every object of the release to be deleted", 120)
+        # What the programs wrote at run time went too: the serving certificate and the Lease.
+        assert _names(core.list_namespaced_secret(ns).items) == set()
+        assert _names(k8s.CoordinationV1Api(api).list_namespaced_lease(ns).items) == set()
 
-    # And on the node: no container of the release is left in containerd.
-    def containers() -> str:
-        cmd = [str(node.ctr), "--address", str(node.socket), "-n", "k8s.io", "containers", "list"]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout
+    with step("no container of the release is left on the node"):
 
-    image = f"zeroscaler:{image_build.version()}"
-    wait_for(lambda: image not in containers(), "the release's containers to be removed", 120)
+        def containers() -> str:
+            cmd = [
+                str(node.ctr),
+                "--address",
+                str(node.socket),
+                "-n",
+                "k8s.io",
+                "containers",
+                "list",
+            ]
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout
+
+        image = f"zeroscaler:{image_build.version()}"
+        wait_for(lambda: image not in containers(), "the release's containers to be removed", 120)

@@ -17,6 +17,7 @@ from localcluster.build import load_versions
 from localcluster.cluster import Cluster
 from testkit.recording_webhook import RecordingWebhook, recording_webhook
 from testkit.relay import CuttableRelay
+from testkit.steps import step
 from testkit.waiting import wait_for
 from zeroscaler.api import Kube
 from zeroscaler.api.credentials import load_access
@@ -64,52 +65,58 @@ def test_api_server_reports_the_pinned_version(cluster: Cluster) -> None:
 
 
 def test_deployment_runs_pods_on_kwok_nodes_and_scales(api: k8s.ApiClient, ns: str) -> None:
-    apps = k8s.AppsV1Api(api)
-    apps.create_namespaced_deployment(
-        ns,
-        k8s.V1Deployment(
-            metadata=k8s.V1ObjectMeta(name="web"),
-            spec=k8s.V1DeploymentSpec(
-                replicas=1,
-                selector=k8s.V1LabelSelector(match_labels=_labels("web")),
-                template=_pod_template("web"),
+    with step("the Deployment runs a Ready pod on a kwok node"):
+        apps = k8s.AppsV1Api(api)
+        apps.create_namespaced_deployment(
+            ns,
+            k8s.V1Deployment(
+                metadata=k8s.V1ObjectMeta(name="web"),
+                spec=k8s.V1DeploymentSpec(
+                    replicas=1,
+                    selector=k8s.V1LabelSelector(match_labels=_labels("web")),
+                    template=_pod_template("web"),
+                ),
             ),
-        ),
-    )
-    wait_for(lambda: _ready_pods(api, ns, "web"), "a Running, Ready pod of the Deployment")
-    assert apps.list_namespaced_replica_set(ns).items, "the Deployment made no ReplicaSet"
+        )
+        wait_for(lambda: _ready_pods(api, ns, "web"), "a Running, Ready pod of the Deployment")
+        assert apps.list_namespaced_replica_set(ns).items, "the Deployment made no ReplicaSet"
 
-    apps.patch_namespaced_deployment_scale("web", ns, {"spec": {"replicas": 0}})
-    wait_for(lambda: _pod_count(api, ns, "web") == 0, "the pods to be gone at 0 replicas")
+    with step("at 0 replicas its pods are gone"):
+        apps.patch_namespaced_deployment_scale("web", ns, {"spec": {"replicas": 0}})
+        wait_for(lambda: _pod_count(api, ns, "web") == 0, "the pods to be gone at 0 replicas")
 
-    apps.patch_namespaced_deployment_scale("web", ns, {"spec": {"replicas": 2}})
-    wait_for(lambda: len(_ready_pods(api, ns, "web")) == 2, "two Ready pods at 2 replicas")
-    assert apps.read_namespaced_deployment_scale("web", ns).spec.replicas == 2
+    with step("at 2 replicas two pods are Ready"):
+        apps.patch_namespaced_deployment_scale("web", ns, {"spec": {"replicas": 2}})
+        wait_for(lambda: len(_ready_pods(api, ns, "web")) == 2, "two Ready pods at 2 replicas")
+        assert apps.read_namespaced_deployment_scale("web", ns).spec.replicas == 2
 
 
 def test_statefulset_runs_pods_and_scales(api: k8s.ApiClient, ns: str) -> None:
-    apps = k8s.AppsV1Api(api)
-    apps.create_namespaced_stateful_set(
-        ns,
-        k8s.V1StatefulSet(
-            metadata=k8s.V1ObjectMeta(name="db"),
-            spec=k8s.V1StatefulSetSpec(
-                replicas=1,
-                service_name="db",
-                selector=k8s.V1LabelSelector(match_labels=_labels("db")),
-                template=_pod_template("db"),
+    with step("the StatefulSet runs a Ready pod, db-0"):
+        apps = k8s.AppsV1Api(api)
+        apps.create_namespaced_stateful_set(
+            ns,
+            k8s.V1StatefulSet(
+                metadata=k8s.V1ObjectMeta(name="db"),
+                spec=k8s.V1StatefulSetSpec(
+                    replicas=1,
+                    service_name="db",
+                    selector=k8s.V1LabelSelector(match_labels=_labels("db")),
+                    template=_pod_template("db"),
+                ),
             ),
-        ),
-    )
-    wait_for(lambda: _ready_pods(api, ns, "db"), "a Running, Ready pod of the StatefulSet")
-    assert _ready_pods(api, ns, "db")[0].metadata.name == "db-0"
+        )
+        wait_for(lambda: _ready_pods(api, ns, "db"), "a Running, Ready pod of the StatefulSet")
+        assert _ready_pods(api, ns, "db")[0].metadata.name == "db-0"
 
-    apps.patch_namespaced_stateful_set_scale("db", ns, {"spec": {"replicas": 0}})
-    wait_for(lambda: _pod_count(api, ns, "db") == 0, "the pods to be gone at 0 replicas")
+    with step("at 0 replicas its pods are gone"):
+        apps.patch_namespaced_stateful_set_scale("db", ns, {"spec": {"replicas": 0}})
+        wait_for(lambda: _pod_count(api, ns, "db") == 0, "the pods to be gone at 0 replicas")
 
-    apps.patch_namespaced_stateful_set_scale("db", ns, {"spec": {"replicas": 2}})
-    wait_for(lambda: len(_ready_pods(api, ns, "db")) == 2, "two Ready pods at 2 replicas")
-    assert sorted(p.metadata.name for p in _ready_pods(api, ns, "db")) == ["db-0", "db-1"]
+    with step("at 2 replicas db-0 and db-1 are Ready"):
+        apps.patch_namespaced_stateful_set_scale("db", ns, {"spec": {"replicas": 2}})
+        wait_for(lambda: len(_ready_pods(api, ns, "db")) == 2, "two Ready pods at 2 replicas")
+        assert sorted(p.metadata.name for p in _ready_pods(api, ns, "db")) == ["db-0", "db-1"]
 
 
 @pytest.fixture

@@ -93,7 +93,17 @@ def test_a_certificate_due_while_cert_manager_sleeps_is_renewed_on_time(
             wait_for(
                 lambda: status(api, opted_ns, "web").get("revision") == 2, "renewed", timeout=180
             )
-            renewed = status(api, opted_ns, "web")
+            # The new renewal time comes in a status write of its own, after the revision's.
+            renewed = wait_for(
+                lambda: (
+                    s
+                    if (s := status(api, opted_ns, "web")).get("renewalTime") not in (None, issued)
+                    else None
+                ),
+                f"the renewed certificate's status.renewalTime to move on from {issued}",
+                timeout=60,
+            )
+            assert renewed.get("revision") == 2
         with step("only the due time woke it, before the certificate was due"):
             woke = [e for e in events_of(api, ref) if e.reason == "Woken"]
             assert [e.message for e in woke] == [woken.message]  # no wake but the due time's

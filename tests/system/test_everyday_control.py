@@ -101,11 +101,16 @@ def test_pauses_with_an_end_and_selections_from_the_command(
         ns = opted_ns
         grant_watch(api, ns, [("", ["configmaps"])])
         team = f"t{secrets.token_hex(3)}"
-        config = config_for("3s", "ConfigMap", watch_namespaces=ns)
+        # The team's timeout outlasts the command's start on a loaded machine, so the pause, not
+        # the clock, decides whether they are held.
+        team_config = config_for("15s", "ConfigMap", watch_namespaces=ns)
         body = {"metadata": {"labels": {"team": team}}}
-        held = [create_workload(api, ns, name, config, paused=True) for name in ("a-op", "b-op")]
+        held = [
+            create_workload(api, ns, name, team_config, paused=True) for name in ("a-op", "b-op")
+        ]
         for ref in held:
             k8s.AppsV1Api(api).patch_namespaced_deployment(ref.name, ns, body)
+        config = config_for("3s", "ConfigMap", watch_namespaces=ns)
         other = create_workload(api, ns, "other", config, paused=True)
 
     with step("a selection pauses the team for an hour, while the other sleeps when idle"):

@@ -40,6 +40,7 @@ from testkit.controller import (
     wait_asleep,
     wait_woken,
 )
+from testkit.steps import step
 from testkit.waiting import wait_for
 from testkit.webhook import INJECTED, Webhook, admitted_until, deployment
 
@@ -241,7 +242,8 @@ def test_a_hundred_large_requests_at_once_leave_it_alive_in_its_memory_and_servi
     assert zeroscaler.hook.proc is not None
     assert zeroscaler.hook.proc.poll() is None, zeroscaler.hook.log_tail()
     assert zeroscaler.peak_memory() < MEMORY_LIMIT
-    assert set(statuses) <= {200, 503, 0}, statuses
+    # 408: a body that took over the 10 s allowed to arrive, on a loaded machine (DESIGN.md).
+    assert set(statuses) <= {200, 408, 503, 0}, statuses
     assert statuses.count(200) > 0
     # The API server's own calls are still answered: a workload created now is annotated.
     zeroscaler.hook.enrol(api, opted_ns)
@@ -293,36 +295,43 @@ def test_many_held_requests_do_not_keep_the_controller_from_waking_or_leading(
     )
     try:
         with Combined(cluster, api, policy_ns, tmp_path, webhook_activator=held) as zs:
-            grant_watch(api, opted_ns, [("", ["configmaps"])])
-            ref = create_workload(api, opted_ns, "op", config_for("2s", "ConfigMap"), replicas=1)
-            wait_asleep(api, ref, 1, timeout=60)
-            review = _review(
-                opted_ns,
-                operation="CREATE",
-                resource={"group": "example.com", "version": "v1", "resource": "nothings"},
-            )
-            answers: list[int] = []
+            with step("the sleeper sleeps"):
+                grant_watch(api, opted_ns, [("", ["configmaps"])])
+                ref = create_workload(
+                    api, opted_ns, "op", config_for("2s", "ConfigMap"), replicas=1
+                )
+                wait_asleep(api, ref, 1, timeout=60)
+            with step("24 requests are held, each on a Service of its own"):
+                review = _review(
+                    opted_ns,
+                    operation="CREATE",
+                    resource={"group": "example.com", "version": "v1", "resource": "nothings"},
+                )
+                answers: list[int] = []
 
-            def hold(i: int) -> None:
-                path = f"/activate/{'t' * 16}{i:08d}/9/deployment/{opted_ns}/held-{i}/held-{i}"
-                answers.append(zs.post(path, review, timeout=60).status_code)
+                def hold(i: int) -> None:
+                    path = f"/activate/{'t' * 16}{i:08d}/9/deployment/{opted_ns}/held-{i}/held-{i}"
+                    answers.append(zs.post(path, review, timeout=60).status_code)
 
-            threads = [threading.Thread(target=hold, args=(i,)) for i in range(24)]
-            for t in threads:
-                t.start()
-            leases = k8s.CoordinationV1Api(api)
-            before = leases.read_namespaced_lease(zs.lease, policy_ns).spec.renew_time
-            create_configmap(api, opted_ns, "wake-up")
-            wait_woken(api, ref, f"ConfigMap {opted_ns}/wake-up created", 1)
-            renewed = wait_for(
-                lambda: _renewed_since(leases, zs.lease, policy_ns, before),
-                "the Lease renewed while requests are held",
-            )
-            assert renewed
-            assert any(t.is_alive() for t in threads), "the held requests were not held"
-            for t in threads:
-                t.join(60)
-            assert answers == [200] * 24  # each allowed once its wait was up
+                threads = [threading.Thread(target=hold, args=(i,)) for i in range(24)]
+                for t in threads:
+                    t.start()
+            with step("a ConfigMap wakes the sleeper while they are held"):
+                leases = k8s.CoordinationV1Api(api)
+                before = leases.read_namespaced_lease(zs.lease, policy_ns).spec.renew_time
+                create_configmap(api, opted_ns, "wake-up")
+                wait_woken(api, ref, f"ConfigMap {opted_ns}/wake-up created", 1)
+            with step("the Lease is renewed while they are held"):
+                renewed = wait_for(
+                    lambda: _renewed_since(leases, zs.lease, policy_ns, before),
+                    "the Lease renewed while requests are held",
+                )
+                assert renewed
+                assert any(t.is_alive() for t in threads), "the held requests were not held"
+            with step("each held request is allowed once its wait is up"):
+                for t in threads:
+                    t.join(60)
+                assert answers == [200] * 24  # each allowed once its wait was up
     finally:
         registration.delete_mutating_webhook_configuration(held)
 

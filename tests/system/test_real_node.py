@@ -14,6 +14,7 @@ from kubernetes import config as k8s_config
 from localcluster import build, realnode
 from localcluster.cluster import Cluster, start
 from localcluster.processes import free_port
+from testkit.steps import step
 from testkit.waiting import wait_for
 
 IMAGE = build.BUSYBOX_IMAGE
@@ -131,24 +132,26 @@ def test_kubectl_logs_and_exec_reach_the_kubelet(
 def test_deleting_the_pod_ends_its_process_and_cgroup(
     api: k8s.ApiClient, ns: str, served: tuple[str, int], real_node: realnode.RealNode
 ) -> None:
-    name, port = served
-    core = k8s.CoreV1Api(api)
-    uid = core.read_namespaced_pod(name, ns).metadata.uid
-    pids = _processes_with(f"127.0.0.1:{port}")
-    assert pids, "the pod's server is not a process on this machine"
-    pod_cgroups = [
-        d
-        for m in realnode.cgroup_mounts()
-        for d in (m / real_node.cgroup_root).glob(f"kubepods*/**/pod{uid}")
-    ]
-    assert pod_cgroups, "the pod has no cgroup under the node's cgroup root"
+    with step("the pod's server is a process on this machine, in a cgroup of its own"):
+        name, port = served
+        core = k8s.CoreV1Api(api)
+        uid = core.read_namespaced_pod(name, ns).metadata.uid
+        pids = _processes_with(f"127.0.0.1:{port}")
+        assert pids, "the pod's server is not a process on this machine"
+        pod_cgroups = [
+            d
+            for m in realnode.cgroup_mounts()
+            for d in (m / real_node.cgroup_root).glob(f"kubepods*/**/pod{uid}")
+        ]
+        assert pod_cgroups, "the pod has no cgroup under the node's cgroup root"
 
-    core.delete_namespaced_pod(name, ns)
-    wait_for(
-        lambda: not [p for p in pids if Path(f"/proc/{p}").exists()], "the pod's process to end"
-    )
-    wait_for(lambda: not any(d.exists() for d in pod_cgroups), "the pod's cgroups to go")
-    assert _get(port) is None
+    with step("deleting the pod ends its process and removes its cgroups"):
+        core.delete_namespaced_pod(name, ns)
+        wait_for(
+            lambda: not [p for p in pids if Path(f"/proc/{p}").exists()], "the pod's process to end"
+        )
+        wait_for(lambda: not any(d.exists() for d in pod_cgroups), "the pod's cgroups to go")
+        assert _get(port) is None
 
 
 def test_pods_that_do_not_tolerate_the_taint_never_land_there(

@@ -35,6 +35,7 @@ from localcluster.cluster import Cluster
 from localcluster.processes import free_port
 from testkit.controller import create_workload, grant_watch
 from testkit.real_chart import real_node_values
+from testkit.steps import step
 from testkit.waiting import wait_for
 
 RELEASE = Path(os.environ.get("ZEROSCALER_RELEASE", image_build.REPO / "dist" / "release"))
@@ -222,56 +223,63 @@ def test_upgrade_to_the_release_keeps_sleepers_asleep_and_the_awake_awake(
     home = tmp_path / "helm"
     operators = f"ops-{name}"
     try:
-        proc = cluster.helm(home, "install", name, str(CHART), "-n", namespace,
-            "-f", str(tmp_path / "before.yaml"), "--timeout", "300s",
-        )  # fmt: skip
-        assert proc.returncode == 0, proc.stderr
-        for component in ("controller", "webhook"):
-            wait_for(partial(_ready, api, namespace, name, component), f"a Ready {component}", 240)
-        core.create_namespace(
-            k8s.V1Namespace(
-                metadata=k8s.V1ObjectMeta(name=operators, labels={ENABLED_LABEL: "true"})
+        with step("the checkout's chart installs, and its pods are Ready"):
+            proc = cluster.helm(home, "install", name, str(CHART), "-n", namespace,
+                "-f", str(tmp_path / "before.yaml"), "--timeout", "300s",
+            )  # fmt: skip
+            assert proc.returncode == 0, proc.stderr
+            for component in ("controller", "webhook"):
+                wait_for(
+                    partial(_ready, api, namespace, name, component), f"a Ready {component}", 240
+                )
+        with step("the idle operator sleeps, the other stays awake"):
+            core.create_namespace(
+                k8s.V1Namespace(
+                    metadata=k8s.V1ObjectMeta(name=operators, labels={ENABLED_LABEL: "true"})
+                )
             )
-        )
-        _operators(api, operators)
-        wait_for(lambda: _asleep(api, operators, "sleeper"), "the idle operator to sleep", 120)
-        assert _awake(api, operators, "awake")
-
-        proc = cluster.helm(home, "upgrade", name, pushed.chart, "--version", version,
-            "--plain-http", "-n", namespace, "-f", str(tmp_path / "after.yaml"),
-            "--timeout", "300s",
-        )  # fmt: skip
-        assert proc.returncode == 0, proc.stderr
-
-        def upgraded() -> bool:
-            pods = [
-                *_ready(api, namespace, name, "controller"),
-                *_ready(api, namespace, name, "webhook"),
-            ]
-            images = {p.spec.containers[0].image for p in pods}
-            return len(pods) == 2 and images == {f"{pushed.image}@{digest}"}
-
-        # Through the roll-out and well past the idle timeout after it, nothing changes state.
-        deadline = time.monotonic() + 240
-        while not upgraded():
-            assert time.monotonic() < deadline, "the released pods did not become Ready"
-            assert _asleep(api, operators, "sleeper")
+            _operators(api, operators)
+            wait_for(lambda: _asleep(api, operators, "sleeper"), "the idle operator to sleep", 120)
             assert _awake(api, operators, "awake")
-            time.sleep(1)
-        settle = time.monotonic() + 15
-        while time.monotonic() < settle:
-            assert _asleep(api, operators, "sleeper")
-            assert _awake(api, operators, "awake")
-            time.sleep(1)
-        # The released controller does the work: a change wakes the sleeper.
-        core.create_namespaced_config_map(
-            operators, k8s.V1ConfigMap(metadata=k8s.V1ObjectMeta(name="wake"), data={"a": "b"})
-        )
-        wait_for(
-            lambda: apps.read_namespaced_deployment("sleeper", operators).spec.replicas == 1,
-            "the released controller to wake the operator",
-            90,
-        )
+
+        with step("helm upgrades to the released chart from the registry"):
+            proc = cluster.helm(home, "upgrade", name, pushed.chart, "--version", version,
+                "--plain-http", "-n", namespace, "-f", str(tmp_path / "after.yaml"),
+                "--timeout", "300s",
+            )  # fmt: skip
+            assert proc.returncode == 0, proc.stderr
+
+        with step("the pods roll to the release's image, and no workload changes state"):
+
+            def upgraded() -> bool:
+                pods = [
+                    *_ready(api, namespace, name, "controller"),
+                    *_ready(api, namespace, name, "webhook"),
+                ]
+                images = {p.spec.containers[0].image for p in pods}
+                return len(pods) == 2 and images == {f"{pushed.image}@{digest}"}
+
+            # Through the roll-out and well past the idle timeout after it, nothing changes state.
+            deadline = time.monotonic() + 240
+            while not upgraded():
+                assert time.monotonic() < deadline, "the released pods did not become Ready"
+                assert _asleep(api, operators, "sleeper")
+                assert _awake(api, operators, "awake")
+                time.sleep(1)
+            settle = time.monotonic() + 15
+            while time.monotonic() < settle:
+                assert _asleep(api, operators, "sleeper")
+                assert _awake(api, operators, "awake")
+                time.sleep(1)
+        with step("the released controller wakes the sleeper on a change"):
+            core.create_namespaced_config_map(
+                operators, k8s.V1ConfigMap(metadata=k8s.V1ObjectMeta(name="wake"), data={"a": "b"})
+            )
+            wait_for(
+                lambda: apps.read_namespaced_deployment("sleeper", operators).spec.replicas == 1,
+                "the released controller to wake the operator",
+                90,
+            )
     finally:
         cluster.helm(home, "uninstall", name, "-n", namespace, "--wait", "--timeout", "120s")
         for ns in (operators, namespace):

@@ -14,6 +14,7 @@ from kubernetes import client as k8s
 
 from localcluster.cluster import Cluster
 from testkit.crds import create_crd
+from testkit.steps import step
 from testkit.waiting import wait_for
 from testkit.webhook import (
     ZEROSCALER,
@@ -209,14 +210,16 @@ def test_failure_policy_ignore_admits_when_the_webhook_is_down(
 def test_serving_certificate_reloads_without_restart(
     cluster: Cluster, hook: Webhook, opted_ns: str
 ) -> None:
-    before = served_serial(hook)
-    fresh = hook.write_certs()
-    wanted = x509.load_pem_x509_certificate(fresh.cert_pem).serial_number
-    wait_for(lambda: served_serial(hook) == wanted, "the new certificate to be served", 30)
-    assert wanted != before
-    assert hook.proc is not None
-    assert hook.proc.poll() is None
-    wait_injected(cluster, opted_ns, "after-reload", "calls to go on after the reload")
+    with step("a new certificate written is served by the same process"):
+        before = served_serial(hook)
+        fresh = hook.write_certs()
+        wanted = x509.load_pem_x509_certificate(fresh.cert_pem).serial_number
+        wait_for(lambda: served_serial(hook) == wanted, "the new certificate to be served", 30)
+        assert wanted != before
+        assert hook.proc is not None
+        assert hook.proc.poll() is None
+    with step("calls go on after the reload"):
+        wait_injected(cluster, opted_ns, "after-reload", "calls to go on after the reload")
 
 
 @pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1:DeprecationWarning")
@@ -257,40 +260,45 @@ def test_certs_command_issues_rotates_and_sets_the_ca_bundle(
     hook = Webhook(cluster, tmp_path, policy_ns)
     hook.register(api)  # its caBundle is replaced by the command below
     try:
-        command = [
-            str(ZEROSCALER), "certs", "--kubeconfig", str(cluster.kubeconfig),
-            "-n", policy_ns, "--webhook-configuration", hook.config_name,
-            "--host", "127.0.0.1", "--write-dir", str(tmp_path),
-        ]  # fmt: skip
-        first = subprocess.run(command, capture_output=True, text=True, timeout=60, check=True)
-        assert f"secret {policy_ns}/zeroscaler-webhook-tls: issued" in first.stdout
-        assert "caBundle set on 1 webhook(s)" in first.stdout
-        again = subprocess.run(command, capture_output=True, text=True, timeout=60, check=True)
-        assert "current, unchanged" in again.stdout
-        assert "caBundle current" in again.stdout
+        with step("the certs command issues a pair, and a second run changes nothing"):
+            command = [
+                str(ZEROSCALER), "certs", "--kubeconfig", str(cluster.kubeconfig),
+                "-n", policy_ns, "--webhook-configuration", hook.config_name,
+                "--host", "127.0.0.1", "--write-dir", str(tmp_path),
+            ]  # fmt: skip
+            first = subprocess.run(command, capture_output=True, text=True, timeout=60, check=True)
+            assert f"secret {policy_ns}/zeroscaler-webhook-tls: issued" in first.stdout
+            assert "caBundle set on 1 webhook(s)" in first.stdout
+            again = subprocess.run(command, capture_output=True, text=True, timeout=60, check=True)
+            assert "current, unchanged" in again.stdout
+            assert "caBundle current" in again.stdout
 
-        secret = k8s.CoreV1Api(api).read_namespaced_secret("zeroscaler-webhook-tls", policy_ns)
-        assert secret.type == "kubernetes.io/tls"
-        assert set(secret.data) == {"ca.crt", "ca.key", "tls.crt", "tls.key"}
-        config = k8s.AdmissionregistrationV1Api(api).read_mutating_webhook_configuration(
-            hook.config_name
-        )
-        assert config.webhooks[0].client_config.ca_bundle == secret.data["ca.crt"]
+        with step("the Secret and the caBundle hold the issued CA"):
+            secret = k8s.CoreV1Api(api).read_namespaced_secret("zeroscaler-webhook-tls", policy_ns)
+            assert secret.type == "kubernetes.io/tls"
+            assert set(secret.data) == {"ca.crt", "ca.key", "tls.crt", "tls.key"}
+            config = k8s.AdmissionregistrationV1Api(api).read_mutating_webhook_configuration(
+                hook.config_name
+            )
+            assert config.webhooks[0].client_config.ca_bundle == secret.data["ca.crt"]
 
-        # The API server trusts the issued pair: serve with it and get called.
-        hook.start()
-        hook.enrol(api, opted_ns)
-        wait_injected(cluster, opted_ns, "issued", "a call over the issued pair")
+        with step("the API server trusts the issued pair: served with it, the webhook is called"):
+            hook.start()
+            hook.enrol(api, opted_ns)
+            wait_injected(cluster, opted_ns, "issued", "a call over the issued pair")
 
-        rotated = subprocess.run(
-            [*command, "--rotate-ca"], capture_output=True, text=True, timeout=60, check=True
-        )
-        assert "CA rotated" in rotated.stdout
-        bundle = (tmp_path / "ca.crt").read_bytes()
-        assert bundle.count(b"BEGIN CERTIFICATE") == 2  # the old CA stays trusted
-        wanted = x509.load_pem_x509_certificate((tmp_path / "tls.crt").read_bytes()).serial_number
-        wait_for(lambda: served_serial(hook) == wanted, "the rotated pair to be served", 30)
-        wait_injected(cluster, opted_ns, "rotated", "a call over the rotated pair")
+        with step("the rotated pair is served, and the API server still calls"):
+            rotated = subprocess.run(
+                [*command, "--rotate-ca"], capture_output=True, text=True, timeout=60, check=True
+            )
+            assert "CA rotated" in rotated.stdout
+            bundle = (tmp_path / "ca.crt").read_bytes()
+            assert bundle.count(b"BEGIN CERTIFICATE") == 2  # the old CA stays trusted
+            wanted = x509.load_pem_x509_certificate(
+                (tmp_path / "tls.crt").read_bytes()
+            ).serial_number
+            wait_for(lambda: served_serial(hook) == wanted, "the rotated pair to be served", 30)
+            wait_injected(cluster, opted_ns, "rotated", "a call over the rotated pair")
     finally:
         hook.unregister(api)
         hook.stop()

@@ -37,53 +37,6 @@ def test_a_step_that_passes_returns_what_its_block_made() -> None:
 
 
 SYSTEM = Path(__file__).resolve().parents[1] / "system"
-# Stories told before their steps were named: none is added here, and each leaves once it names
-# its steps.
-NOT_YET_NAMED = {
-    "test_chart.py": [
-        "test_uninstall_removes_everything_the_chart_made",
-    ],
-    "test_chart_helms.py": [
-        "test_install_upgrade_rollback_and_uninstall",
-    ],
-    "test_chart_programs.py": [
-        "test_controller_and_webhook_work_with_the_charts_flags_and_rbac",
-        "test_the_narrow_watch_grant_runs_sleep_and_wake_and_never_sleeps_an_unlisted_kind",
-    ],
-    "test_chart_real_node.py": [
-        "test_both_components_run_in_containers_on_the_real_node_and_pass_their_probes",
-        "test_the_second_controller_replica_waits_for_a_node_with_free_ports",
-        "test_webhook_pod_annotates_and_controller_pod_sleeps_and_wakes_the_operator",
-        "test_killing_the_leading_controller_pod_hands_over_to_the_other_replica",
-        "test_helm_upgrade_with_a_changed_value_rolls_the_pods",
-        "test_helm_uninstall_wakes_every_sleeper_and_leaves_nothing_behind",
-    ],
-    "test_cluster.py": [
-        "test_deployment_runs_pods_on_kwok_nodes_and_scales",
-        "test_statefulset_runs_pods_and_scales",
-    ],
-    "test_hostile.py": [
-        "test_many_held_requests_do_not_keep_the_controller_from_waking_or_leading",
-    ],
-    "test_rbac_access.py": [
-        "test_a_role_binding_grant_wakes_without_a_review_and_its_deletion_stops_the_wakes",
-        "test_with_access_from_rbac_off_every_answer_is_a_review",
-    ],
-    "test_real_node.py": [
-        "test_deleting_the_pod_ends_its_process_and_cgroup",
-    ],
-    "test_release.py": [
-        "test_upgrade_to_the_release_keeps_sleepers_asleep_and_the_awake_awake",
-    ],
-    "test_webhook.py": [
-        "test_serving_certificate_reloads_without_restart",
-        "test_certs_command_issues_rotates_and_sets_the_ca_bundle",
-    ],
-    "test_workload_metrics.py": [
-        "test_a_workloads_series_appear_while_it_is_managed_and_go_when_it_is_deleted",
-        "test_turned_off_the_controller_exposes_the_cluster_totals_only",
-    ],
-}
 
 
 def _is_step(node: ast.AST) -> bool:
@@ -131,4 +84,4 @@ def test_a_story_without_steps_is_found_and_one_with_them_is_not() -> None:
 
 @pytest.mark.parametrize("module", sorted(p.name for p in SYSTEM.glob("test_*.py")))
 def test_every_system_test_that_tells_a_story_names_its_steps(module: str) -> None:
-    assert stories_without_steps((SYSTEM / module).read_text()) == NOT_YET_NAMED.get(module, [])
+    assert stories_without_steps((SYSTEM / module).read_text()) == []
