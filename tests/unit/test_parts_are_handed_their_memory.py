@@ -1,6 +1,8 @@
 """A controller part is handed its own memory of a workload and the facts it reads (the key, the
 object, the status), not the whole record: only the modules below take `Workload` itself, and
-the few functions that read records across the fleet are named here with why."""
+the few functions that read records across the fleet are named here with why. A write that runs
+across awaits reads the object as it is when its turn comes through `LiveWorkload`, which names
+only what it reads and writes of the record."""
 
 from __future__ import annotations
 
@@ -27,29 +29,6 @@ FLEET_READERS = {
     "metrics.py:Metrics.__init__": "hands the records to its `WorkloadSeries`",
     "registrations.py:ServingIndex.__init__": "the records whose pods a changed Service selects",
     "warming.py:Warming.__init__": "the records a start's warming looks up by key",
-}
-
-# The writes of sleeps and wakes that still take the record: each runs across awaits (a sleep
-# waits its turn off the worker, a wake's record waits for other scale writes), and reads the
-# object as it is when its turn comes (its version, the annotations) and replaces it with the
-# answer, or marks it deleted. Each is named, with why.
-LIVE_WRITERS = {
-    "scaling.py:Scaling.act": "hands the record to the write the decision asks for",
-    "scaling.py:Scaling._guarded": "a write that lost a race reads it again, or marks it deleted",
-    "scaling.py:Scaling.restore": "wakes it on the version read, read again on a conflict",
-    "scaling.py:Scaling.release": "wakes and unmarks it on the version read, or marks it deleted",
-    "scaling.py:Scaling._sleep": "the follow-up that runs the sleep later, off the worker",
-    "scaling.py:Scaling._sleep_covered": "called off if the version seen changed meanwhile",
-    "scaling.py:Scaling.wake": "scales up on the version read, and leaves the record to follow",
-    "scaling.py:Scaling._record_wake": "waits, then writes on the version read then, retried",
-    "scaling.py:Scaling._mark_awake": "writes on the version read, and adopts the answer",
-    "scaling.py:Scaling.settle_flapping": "writes on the version read, read again on a conflict",
-    "scaling.py:Scaling.annotate": "writes on the version read, and adopts the answer",
-    "scaling.py:Scaling._scale_up": "the scale write of a wake, on the version read",
-    "scaling.py:Scaling._give_up_replicas": "patches the version just written, adopts the answer",
-    "scaling.py:Scaling._patch_annotations": "writes on the version read, adopts the answer",
-    "scaling.py:Scaling._patch_scale": "writes on the version read, adopts the new version",
-    "scaling.py:Scaling.refresh": "adopts the object read again, or marks it deleted",
 }
 
 
@@ -92,7 +71,7 @@ def test_only_the_record_holders_and_the_named_fleet_readers_take_the_whole_reco
         if module not in RECORD_HOLDERS
         for name in names
     ]
-    unexplained = [name for name in others if name not in FLEET_READERS | LIVE_WRITERS]
+    unexplained = [name for name in others if name not in FLEET_READERS]
     assert unexplained == [], (
         "hand the part its own memory and the facts it reads (key, object, status) instead, "
         "or name it in FLEET_READERS with why"
@@ -102,7 +81,6 @@ def test_only_the_record_holders_and_the_named_fleet_readers_take_the_whole_reco
 def test_every_exception_named_still_takes_the_record() -> None:
     taken = {f"{m}:{name}" for m, names in controller_takers().items() for name in names}
     assert sorted(set(FLEET_READERS) - taken) == []
-    assert sorted(set(LIVE_WRITERS) - taken) == []
     assert all((CONTROLLER / module).exists() for module in RECORD_HOLDERS)
 
 
