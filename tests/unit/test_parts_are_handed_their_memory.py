@@ -1,6 +1,8 @@
 """A controller part is handed its own memory of a workload and the facts it reads (the key, the
 object, the status), not the whole record: only the modules below take `Workload` itself, and
-the few functions that read records across the fleet are named here with why."""
+the few functions that read records across the fleet are named here with why. A write that runs
+across awaits reads the object as it is when its turn comes through `LiveWorkload`, which names
+only what it reads and writes of the record."""
 
 from __future__ import annotations
 
@@ -15,7 +17,6 @@ RECORD_HOLDERS = {
     "workload.py": "defines the record and the counts over it",
     "reconcile.py": "the orchestrator: it holds the record and hands each part what it needs",
     "assembly.py": "builds the parts and holds the records by key for the callbacks it wires",
-    "scaling.py": "not yet split: it writes its own memory, the idle clock and the object",
 }
 
 # Functions elsewhere that take records, each with why.
