@@ -384,7 +384,7 @@ class Reconciler:
             self._queue.add(w.key)
             return False, []
         except NotFound:
-            w.deleted = True
+            w.gone()
             self._queue.add(w.key)
             return False, []
         log.info("policy applied", extra={"workload": w.label, "changes": described})

@@ -32,23 +32,26 @@ FLEET_READERS = {
 }
 
 
+def _names_record(types: list[ast.expr]) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == "Workload" for t in types for n in ast.walk(t))
+
+
 def takers(source: str) -> list[str]:
-    """The functions (`Class.function`) with a parameter whose type names `Workload`."""
+    """The functions (`Class.function`) with a parameter whose type names `Workload`, and the
+    class fields (`Class.field`) typed with it: a dataclass handed to a part is a parameter too."""
     found: list[str] = []
 
     def visit(node: ast.AST, scope: str) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.ClassDef):
                 visit(child, f"{scope}{child.name}.")
+            elif isinstance(child, ast.AnnAssign) and isinstance(node, ast.ClassDef):
+                if isinstance(child.target, ast.Name) and _names_record([child.annotation]):
+                    found.append(f"{scope}{child.target.id}")
             elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
                 args = child.args
                 params = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
-                types = [p.annotation for p in params if p is not None and p.annotation]
-                if any(
-                    isinstance(n, ast.Name) and n.id == "Workload"
-                    for t in types
-                    for n in ast.walk(t)
-                ):
+                if _names_record([p.annotation for p in params if p is not None and p.annotation]):
                     found.append(f"{scope}{child.name}")
                 visit(child, f"{scope}{child.name}.")
 
@@ -84,13 +87,15 @@ def test_every_exception_named_still_takes_the_record() -> None:
     assert all((CONTROLLER / module).exists() for module in RECORD_HOLDERS)
 
 
-def test_the_check_finds_a_record_taken_directly_in_a_container_or_in_a_callable() -> None:
+def test_the_check_finds_a_record_taken_directly_in_a_container_a_callable_or_a_field() -> None:
     source = (
         "class Part:\n"
+        "    held: Workload\n"
+        "    count: int\n"
         "    def act(self, w: Workload) -> None: ...\n"
         "    async def each(self, ws: Iterable[Workload]) -> None: ...\n"
         "    def told(self, on: Callable[[Workload], None]) -> None: ...\n"
         "    def handed(self, memory: WatchMemory, obj: WorkloadObject) -> None: ...\n"
         "def alone(key: WorkloadKey) -> None: ...\n"
     )
-    assert takers(source) == ["Part.act", "Part.each", "Part.told"]
+    assert takers(source) == ["Part.held", "Part.act", "Part.each", "Part.told"]
