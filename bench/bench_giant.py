@@ -38,6 +38,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -46,6 +47,7 @@ import httpx
 from bench.judge import Run, Target, alternated, report
 from bench.measures import (
     RAW,
+    WAKE_LIMIT,
     Baseline,
     Controller,
     DeploymentWatch,
@@ -108,6 +110,8 @@ class Giant:
     raw_objects: int = 0  # what the raw list listed (the scopes' objects and the workloads)
     watches: dict[str, float] = field(default_factory=dict)  # by scope, after the restarts
     calibration_ms: list[float] = field(default_factory=list)
+    woken: list[tuple[int, float, float]] = field(default_factory=list)  # (i, acked, latency)
+    tail: list[dict[str, Any]] = field(default_factory=list)  # the slowest wakes, split
     notes: list[str] = field(default_factory=list)
 
 
@@ -184,15 +188,27 @@ async def fill(etcd: str, namespaces: int, per_namespace: int) -> int:
 
 
 async def cache_ready(kube: Kube) -> None:
-    """Until the API server serves watches of the kind again: its watch cache lists the objects
-    written behind its back first ("storage is (re)initializing" meanwhile)."""
+    """Until the API server's watch cache of the kind has taken in every object written behind its
+    back. It reads etcd's own watch of the 2,000,000 puts at its own pace, and a watch event comes
+    out only once everything written before it has gone in: a marker created through the API
+    server and seen on a watch says the backlog is gone. Until then a wake would time the backlog,
+    on both sides alike."""
     path = f"/apis/{GROUP}/v1/namespaces/{NAMESPACE}/{PLURAL}"
+    body = {"apiVersion": f"{GROUP}/v1", "kind": KIND, "metadata": {"generateName": "marker-"}}
+    began = time.monotonic()
     while True:
         try:
             _, rv = await kube.list_all(path, params={"resourceVersion": "0"}, metadata_only=True)
-            async for _ in kube.watch(path, resource_version=rv, timeout_seconds=1):
-                pass
-            return
+            marker = (await kube.create(path, body))["metadata"]["name"]
+            while True:
+                async for event in kube.watch(path, resource_version=rv, timeout_seconds=10):
+                    rv = str(event["object"]["metadata"].get("resourceVersion", rv))
+                    if event["object"]["metadata"].get("name") == marker:
+                        print(f"  the kind's watch cache caught up after "
+                              f"{time.monotonic() - began:.1f} s", flush=True)  # fmt: skip
+                        return
+                print(f"  the kind's watch cache: still taking in the backlog, "
+                      f"{time.monotonic() - began:.0f} s", flush=True)  # fmt: skip
         except KubeError as e:
             print(f"  the kind's watch cache: {e}", flush=True)
             await asyncio.sleep(2)
@@ -236,7 +252,11 @@ async def wakes(
                 continue
             await watch.wait(lambda target=target: watch.asleep(target), limit=60)  # type: ignore[misc]
             path = f"/apis/{GROUP}/v1/namespaces/{namespace(i)}/{PLURAL}"
-            giant.latency.append(await time_scale_up(kube, watch, target, path, KIND, gap))
+            answered: list[float] = []
+            latency = await time_scale_up(kube, watch, target, path, KIND, gap, answered)
+            giant.latency.append(latency)
+            if answered:
+                giant.woken.append((i, answered[0], latency))
             await watch.wait(lambda target=target: watch.asleep(target), limit=60)  # type: ignore[misc]
 
 
@@ -290,6 +310,32 @@ async def calibrate(giant: Giant) -> None:
     if proc.returncode or len(words) != 3:
         raise RuntimeError(f"the calibration failed (exit {proc.returncode}): {out.decode()!r}")
     giant.calibration_ms.append(float(words[1]))
+
+
+def split_tail(log: Path, woken: list[tuple[int, float, float]], count: int = 3) -> list[Any]:
+    """The slowest wakes split at the controller's `woken` line: from the create's answer to the
+    controller's scale (the API server's watch, then the controller), and from there until the
+    benchmark saw the scale (the API server's watch of Deployments, then the benchmark)."""
+    scaled: dict[str, list[tuple[float, str]]] = {}
+    for line in log.read_text(errors="replace").splitlines():
+        if " msg=woken " not in line:
+            continue
+        fields = dict(w.split("=", 1) for w in line.split() if "=" in w)
+        when = datetime.fromisoformat(fields["time"].replace("Z", "+00:00")).timestamp()
+        name = fields.get("workload", "").rsplit("/", 1)[-1]
+        scaled.setdefault(name, []).append((when, fields.get("latency_ms", "")))
+    found = []
+    for i, acked, latency in sorted(woken, key=lambda w: -w[2])[:count]:
+        later = [s for s in scaled.get(workload_name(i), []) if s[0] >= acked - 0.05]
+        split: dict[str, Any] = {"workload": workload_name(i), "latency_ms": round(latency * 1000)}
+        if later:
+            when, own = later[0]
+            split["to_controller_scale_ms"] = round((when - acked) * 1000)
+            if latency < WAKE_LIMIT:  # a wake never seen has no second part
+                split["back_to_benchmark_ms"] = round((acked + latency - when) * 1000)
+            split["controller_own_ms"] = own
+        found.append(split)
+    return found
 
 
 def shared_watches(port: int) -> dict[str, float]:
@@ -360,6 +406,7 @@ async def bench(args: argparse.Namespace, kubeconfig: str, etcd: str, workdir: P
             giant.notes.append(str(e))
         finally:
             watcher.cancel()
+    giant.tail = split_tail(workdir / "controller.log", giant.woken)
     return giant
 
 
@@ -423,6 +470,8 @@ def main() -> None:
                         ("resident after restarts (MiB)", giant.resident_after_restarts_mib),
                         ("machine's fixed work (ms)", giant.calibration_ms)):  # fmt: skip
         print(f"  {name}: {value}")
+    for split in giant.tail:
+        print(f"  a slow wake: {split}")
     for note in giant.notes:
         print(f"note: {note}")
     judged = targets(giant)

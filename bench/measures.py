@@ -195,11 +195,18 @@ async def time_wake(
 
 
 async def time_scale_up(
-    kube: Kube, watch: DeploymentWatch, targets: list[str], path: str, kind: str, gap: float
+    kube: Kube,
+    watch: DeploymentWatch,
+    targets: list[str],
+    path: str,
+    kind: str,
+    gap: float,
+    answered: list[float] | None = None,
 ) -> float:
     """After `gap`, create a `kind` object at `path`: seconds from the API server's answer until
     the last of `targets` is seen scaled up; WAKE_LIMIT if that never came (a failed wake is the
-    slowest sample, not one left out)."""
+    slowest sample, not one left out). The answer's wall-clock time goes into `answered`, to be
+    set beside the controller's log."""
     await asyncio.sleep(gap)  # one wake at a time: latency, not throughput
     for name in targets:
         watch.seen_at.pop(name, None)
@@ -210,6 +217,8 @@ async def time_scale_up(
         print(f"a wake's create failed, counted as {WAKE_LIMIT:g} s: {e}", flush=True)
         return WAKE_LIMIT
     acked = time.perf_counter()
+    if answered is not None:
+        answered.append(time.time())
     try:
         await watch.wait(lambda: all(n in watch.seen_at for n in targets), limit=WAKE_LIMIT)
     except TimeoutError:

@@ -418,9 +418,9 @@ class Controller:
         self.gate.due(key)
         self.queue.add(key)
 
-    def _keeps_awake(self, w: Workload) -> bool:
-        """Whether what `w` serves forbids a sleep (or is not known)."""
-        serving = self.serving.serving(w.key, w.obj)
+    def _keeps_awake(self, key: WorkloadKey, obj: WorkloadObject) -> bool:
+        """Whether what the workload of `key` serves forbids a sleep (or is not known)."""
+        serving = self.serving.serving(key, obj)
         return serving is None or serving.keeps_awake
 
     def _activation(

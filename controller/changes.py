@@ -130,7 +130,7 @@ class ChangeFeed:
         w = self._workloads.get(key)
         if event.type == "DELETED":
             if w is not None:
-                w.deleted = True
+                w.gone()
                 self._enqueue(key)
             return
         if w is None:

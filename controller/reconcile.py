@@ -15,7 +15,7 @@ from zeroscaler.controller.accounting import Accounting
 from zeroscaler.controller.context import Context
 from zeroscaler.controller.queue import KeyedQueue, WakeGate
 from zeroscaler.controller.reporting import Reporter
-from zeroscaler.controller.scaling import Scaling
+from zeroscaler.controller.scaling import Scaling, ScalingShare
 from zeroscaler.controller.subscription import Subscriptions
 from zeroscaler.controller.timers import TimerHeap
 from zeroscaler.controller.watch_memory import WatchMemory
@@ -106,6 +106,11 @@ class ReconcileParts:
     scaling: Scaling
     reporter: Reporter
     accounting: Accounting
+
+
+def _share(w: Workload) -> ScalingShare:
+    """What scaling's writes are handed of `w`: the record itself only as the live object."""
+    return ScalingShare(w.key, w, w.scaling, w.idle, w.watch, w.report)
 
 
 class Reconciler:
@@ -251,13 +256,13 @@ class Reconciler:
         if decision.held:
             self._hold(w, decision)
         if decision.action == "none":
-            checks.append(await self._scaling.settle_flapping(w, now))
+            checks.append(await self._scaling.settle_flapping(w.key, w, w.scaling, now))
         next_check = min((c for c in checks if c is not None), default=None)
         if next_check is not None:
             delay = (next_check - now).total_seconds()
             self._timers.schedule(key, self._clock.monotonic() + max(delay, 0.0))
         if decision.action != "none":
-            await self._scaling.act(w, decision, now)
+            await self._scaling.act(_share(w), decision, now)
 
     def _settle_dry_run(self, w: Workload) -> None:
         """Whether only what would be done is said for `w`, and why (scaling keeps it)."""
@@ -265,7 +270,7 @@ class Reconciler:
         if why is None:
             labels = self._namespace_meta(w).get("labels") or {}
             why = dry_run_reason(self._policy(), labels, w.obj.labels)
-        self._scaling.settle_dry_run(w, why)
+        self._scaling.settle_dry_run(w.scaling, w.key, why)
 
     def _hold(self, w: Workload, decision: Decision) -> None:
         """Activity a forced-sleep window holds: said once, and no longer a wake owed (the
@@ -293,9 +298,9 @@ class Reconciler:
             return decision
         back = {k: recorded[k] for k in STATUS_KEYS if k in recorded}
         try:
-            await self._scaling.annotate(w, back)
+            await self._scaling.annotate(w.key, w, back)
         except Conflict:
-            await self._scaling.refresh(w)
+            await self._scaling.refresh(w.key, w)
             self._queue.add(w.key)
             return decision
         manager = w.replicas_manager or "another manager"
@@ -373,13 +378,13 @@ class Reconciler:
             )
             return True, warnings
         try:
-            await self._scaling.annotate(w, result.changes)
+            await self._scaling.annotate(w.key, w, result.changes)
         except Conflict:
-            await self._scaling.refresh(w)
+            await self._scaling.refresh(w.key, w)
             self._queue.add(w.key)
             return False, []
         except NotFound:
-            w.deleted = True
+            w.gone()
             self._queue.add(w.key)
             return False, []
         log.info("policy applied", extra={"workload": w.label, "changes": described})
@@ -400,7 +405,7 @@ class Reconciler:
             )
         )
         status, status_problems = read_status(annotations)
-        status = self._scaling.status_read(w, status)
+        status = self._scaling.status_read(w.scaling, w.obj.annotations, status, managed=w.managed)
         w.config, w.status = config, status
         w.idle.restarted_by_person(status.last_activity)
         warnings = [("InvalidAnnotation", f"{p}; ignored") for p in [*problems, *status_problems]]
@@ -493,7 +498,7 @@ class Reconciler:
     def _stop_managing(self, w: Workload, why: str) -> None:
         self._timers.cancel(w.key)
         self._subscriptions.forget(w.key, w.watch)
-        self._scaling.forget(w)
+        self._scaling.forget(w.scaling)
         if w.managed:
             log.info("no longer managed", extra={"workload": w.label, "why": why})
         w.managed = False
@@ -503,7 +508,7 @@ class Reconciler:
         asleep_at_zero = w.status.state == "asleep" and w.replicas == 0
         self._stop_managing(w, why)
         if asleep_at_zero and self._is_leader():
-            await self._scaling.restore(w, why)
+            await self._scaling.restore(_share(w), w.config, why)
 
     async def _release(self, w: Workload, config: WorkloadConfig) -> None:
         """Opted out, or its namespace was: woken if we left it at zero, and our status removed."""
@@ -514,7 +519,7 @@ class Reconciler:
         self._stop_managing(w, why)
         # In a namespace being deleted, waking helps no one.
         if self._is_leader() and not self._is_terminating(w):
-            await self._scaling.release(w, f"no longer managed: {why}")
+            await self._scaling.release(_share(w), f"no longer managed: {why}")
 
     def _forget(self, w: Workload) -> None:
         self._wake_failures.pop(w.key, None)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
+from typing import Protocol
 
 from zeroscaler.api import Obj
 from zeroscaler.controller.idle_memory import IdleMemory
@@ -38,6 +39,26 @@ def initial_last_activity(annotations: Mapping[str, str], now: datetime) -> date
     if status.state == "asleep":
         return status.asleep_since or EPOCH
     return now
+
+
+class LiveWorkload(Protocol):
+    """The record as a write that runs across awaits sees it (`scaling.py`'s): the object, the
+    status its annotations record and whether it is managed, read as they are when the write's
+    turn comes, not as they were handed; the API server's answer handed back (`take`), or that
+    the workload is gone (`gone`: the reconcile forgets it). `Workload` is one."""
+
+    @property
+    def obj(self) -> WorkloadObject: ...
+
+    @property
+    def status(self) -> WorkloadStatus: ...
+
+    @property
+    def managed(self) -> bool: ...
+
+    def take(self, obj: WorkloadObject) -> None: ...
+
+    def gone(self) -> None: ...
 
 
 class Workload:
@@ -186,6 +207,10 @@ class Workload:
         if not obj.is_stale(self.obj):
             self.obj = obj
         self.status, _ = read_status(self.annotations)
+
+    def gone(self) -> None:
+        """A write or a read found it gone: the next reconcile forgets it."""
+        self.deleted = True
 
 
 def settle_start(w: Workload, now: datetime) -> bool:

@@ -1,6 +1,8 @@
 """A controller part is handed its own memory of a workload and the facts it reads (the key, the
 object, the status), not the whole record: only the modules below take `Workload` itself, and
-the few functions that read records across the fleet are named here with why."""
+the few functions that read records across the fleet are named here with why. A write that runs
+across awaits reads the object as it is when its turn comes through `LiveWorkload`, which names
+only what it reads and writes of the record."""
 
 from __future__ import annotations
 
@@ -15,7 +17,6 @@ RECORD_HOLDERS = {
     "workload.py": "defines the record and the counts over it",
     "reconcile.py": "the orchestrator: it holds the record and hands each part what it needs",
     "assembly.py": "builds the parts and holds the records by key for the callbacks it wires",
-    "scaling.py": "not yet split: it writes its own memory, the idle clock and the object",
 }
 
 # Functions elsewhere that take records, each with why.
@@ -31,23 +32,26 @@ FLEET_READERS = {
 }
 
 
+def _names_record(types: list[ast.expr]) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == "Workload" for t in types for n in ast.walk(t))
+
+
 def takers(source: str) -> list[str]:
-    """The functions (`Class.function`) with a parameter whose type names `Workload`."""
+    """The functions (`Class.function`) with a parameter whose type names `Workload`, and the
+    class fields (`Class.field`) typed with it: a dataclass handed to a part is a parameter too."""
     found: list[str] = []
 
     def visit(node: ast.AST, scope: str) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.ClassDef):
                 visit(child, f"{scope}{child.name}.")
+            elif isinstance(child, ast.AnnAssign) and isinstance(node, ast.ClassDef):
+                if isinstance(child.target, ast.Name) and _names_record([child.annotation]):
+                    found.append(f"{scope}{child.target.id}")
             elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
                 args = child.args
                 params = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
-                types = [p.annotation for p in params if p is not None and p.annotation]
-                if any(
-                    isinstance(n, ast.Name) and n.id == "Workload"
-                    for t in types
-                    for n in ast.walk(t)
-                ):
+                if _names_record([p.annotation for p in params if p is not None and p.annotation]):
                     found.append(f"{scope}{child.name}")
                 visit(child, f"{scope}{child.name}.")
 
@@ -83,13 +87,15 @@ def test_every_exception_named_still_takes_the_record() -> None:
     assert all((CONTROLLER / module).exists() for module in RECORD_HOLDERS)
 
 
-def test_the_check_finds_a_record_taken_directly_in_a_container_or_in_a_callable() -> None:
+def test_the_check_finds_a_record_taken_directly_in_a_container_a_callable_or_a_field() -> None:
     source = (
         "class Part:\n"
+        "    held: Workload\n"
+        "    count: int\n"
         "    def act(self, w: Workload) -> None: ...\n"
         "    async def each(self, ws: Iterable[Workload]) -> None: ...\n"
         "    def told(self, on: Callable[[Workload], None]) -> None: ...\n"
         "    def handed(self, memory: WatchMemory, obj: WorkloadObject) -> None: ...\n"
         "def alone(key: WorkloadKey) -> None: ...\n"
     )
-    assert takers(source) == ["Part.act", "Part.each", "Part.told"]
+    assert takers(source) == ["Part.held", "Part.act", "Part.each", "Part.told"]

@@ -14,7 +14,13 @@ from zeroscaler.controller.context import Context
 from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.queue import WakeGate
 from zeroscaler.controller.reporting import Reporter
-from zeroscaler.controller.scaling import RECORD_PAUSE, BeforeSleep, Outcomes, Scaling
+from zeroscaler.controller.scaling import (
+    RECORD_PAUSE,
+    BeforeSleep,
+    Outcomes,
+    Scaling,
+    ScalingShare,
+)
 from zeroscaler.controller.workload import Workload, WorkloadKey
 from zeroscaler.controller.workload_object import trim_workload
 from zeroscaler.core.annotations import STATE
@@ -70,7 +76,8 @@ async def test_a_wake_is_recorded_after_the_pause_that_follows_its_scale_write()
         dry_run=False,
     )
     w = asleep()
-    await scaling.wake(w, 2, "Thing ops/t-1 created", "activity")
+    share = ScalingShare(w.key, w, w.scaling, w.idle, w.watch, w.report)
+    await scaling.wake(share, 2, "Thing ops/t-1 created", "activity")
     assert writes.sent == [
         (PATH + "/scale", {"metadata": {"resourceVersion": "10"}, "spec": {"replicas": 2}})
     ]
