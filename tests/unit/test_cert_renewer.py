@@ -26,7 +26,7 @@ from zeroscaler.certs.rotation import (
 from zeroscaler.certs.schedule import RenewalPolicy
 from zeroscaler.runtime.clock import ManualClock
 
-T0 = datetime(2031, 1, 1, tzinfo=UTC)  # when the pair was issued
+T0 = datetime(2020, 1, 1, tzinfo=UTC)  # when the pair was issued (long before any real now)
 DAY = timedelta(days=1)
 SECRET = "/api/v1/namespaces/zs/secrets/zs-tls"
 CA = new_ca(now=T0, lifetime=100 * DAY)
@@ -92,5 +92,5 @@ def test_a_pair_past_its_renewal_point_by_the_given_clock_is_renewed_from_that_t
     renewed = x509.load_pem_x509_certificate(decode_secret_data(written["data"])[TLS_CERT])
     assert renewed.not_valid_before_utc == now - backdate_for(10 * DAY)
     assert written["metadata"]["annotations"] == {
-        "zeroscaler.io/serving-since": "2031-01-07T00:00:00.000Z"
+        "zeroscaler.io/serving-since": "2020-01-07T00:00:00.000Z"
     }
