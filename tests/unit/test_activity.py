@@ -321,12 +321,50 @@ def test_activity_names_the_object() -> None:
             },
             "2026-01-01T09:10:00Z",
         ),
+        (  # one writer, zeroscaler: the creation time is no later than its write
+            {"creationTimestamp": "2026-01-01T09:00:00Z",
+             "managedFields": [mf("zeroscaler", "2026-01-01T09:30:00Z")]},
+            "2026-01-01T09:00:00Z",
+        ),
+        (
+            {"creationTimestamp": "2026-01-01T09:00:00Z",
+             "managedFields": [mf("kubelet", "2026-01-01T09:30:00Z", "status")]},
+            "2026-01-01T09:00:00Z",
+        ),
+        (  # a time not as the API server writes it is kept as text, and read as such
+            {"creationTimestamp": "2026-01-01T09:00:00Z",
+             "managedFields": [mf("a", "2026-01-01T09:10:00.5Z")]},
+            "2026-01-01T09:10:00.5Z",
+        ),
+        (
+            {"managedFields": [mf("a", "2026-01-01T09:10:00Z"), mf("b", "2026-01-01T09:40:00Z"),
+                               mf("c", "2026-01-01T09:20:00Z")]},
+            "2026-01-01T09:40:00Z",
+        ),
     ],
-)
+)  # fmt: skip
 def test_the_last_change_is_the_newest_write_not_by_zeroscaler_nor_to_status(
     fields: dict[str, Any], expected: str | None
 ) -> None:
     assert newest_change_time(fields) == (parse_time(expected) if expected else None)
+
+
+def test_a_stored_object_has_the_last_change_its_listed_self_has() -> None:
+    """The stored form reads the last change its own way (most objects: one writer's seconds);
+    written at the creation time, the one writer's time is what is kept."""
+    for fields in (
+        {"creationTimestamp": "2026-01-01T09:00:00Z"},
+        {"managedFields": [mf("a", "2026-01-01T09:10:00Z")]},
+        {"managedFields": [mf("zeroscaler", "2026-01-01T09:10:00Z")]},
+        {"managedFields": [mf("k", "2026-01-01T09:10:00Z", "status")]},
+        {"managedFields": [mf("a", "2026-01-01T09:10:00.5Z")]},
+        {"managedFields": [mf("a", "2026-01-01T09:10:00Z"), mf("b", "2026-01-01T09:40:00Z")]},
+        {"managedFields": [mf("a", "2026-01-01T09:50:00Z"), mf("b", "x", "status")]},
+        {},
+    ):
+        listed = {"name": "a", **fields}
+        stored = shrink({"metadata": listed})["metadata"]
+        assert newest_change_time(stored) == newest_change_time(listed), fields
 
 
 def test_shrink_keeps_what_the_rules_read() -> None:

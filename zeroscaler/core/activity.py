@@ -257,11 +257,28 @@ def controller_owner(meta: Meta) -> GroupKind | None:
 
 def newest_change_time(meta: Meta) -> datetime | None:
     """The latest time someone other than zeroscaler changed more than the status."""
-    times = [_as_time(meta.get("creationTimestamp"))]
-    for manager, _, subresource, when in _writes_at(meta):
-        if subresource != "status" and manager != MANAGER:
-            times.append(_as_time(when))
-    return max(filter(None, times), default=None)
+    if isinstance(meta, MetadataOnly):  # every stored object: read a start's every one
+        return meta.newest_change()
+    return _newest(meta.get("creationTimestamp"), map(_entry, meta.get("managedFields") or ()))
+
+
+def _newest(
+    created: int | str | None, entries: Iterable[tuple[str, str, str, int | str]]
+) -> datetime | None:
+    """The latest of `created` and the times of the writes by others than zeroscaler to more
+    than the status; times kept as seconds are compared as they are, one made at the end."""
+    newest: int | None = None
+    texts: list[int | str | None] = [created]
+    for manager, _, subresource, when in entries:
+        if subresource == "status" or manager == MANAGER:
+            continue
+        if type(when) is int:
+            newest = when if newest is None or when > newest else newest
+        else:
+            texts.append(when)
+    if not any(texts):
+        return None if newest is None else datetime.fromtimestamp(newest, UTC)
+    return max(filter(None, [*map(_as_time, texts), _as_time(newest)]), default=None)
 
 
 def _as_time(when: int | str | None) -> datetime | None:
@@ -460,6 +477,19 @@ class MetadataOnly(Mapping[str, Any]):
             return default if self._rarer is None else self._rarer.get(key, default)
         value = read(self)
         return value if value else default  # an empty field is an absent one, as when listed
+
+    def newest_change(self) -> datetime | None:
+        """`newest_change_time` of this object: its one writer's time read directly (most
+        objects), else its writers' times, or its creation time when it has no writers."""
+        writers, times = self._writers, self._times
+        if not writers:  # its creation time's text, kept in the times' slot
+            return None if isinstance(times, tuple) else _as_time(times)
+        if type(times) is int:
+            manager, _, subresource = writers[0]
+            if subresource == "status" or manager == MANAGER:
+                return None
+            return datetime.fromtimestamp(times, UTC)
+        return _newest(None, _paired(writers, times))
 
     def writes_at(self) -> Iterator[tuple[str, str, str, int | str]]:
         """The managedFields entries as (manager, operation, subresource, time), each time as
