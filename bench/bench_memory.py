@@ -194,11 +194,11 @@ def waiting_events(count: int = 10_000) -> dict[str, float]:
     from bench.workloads import NAMESPACE
     from zeroscaler.api import Kube
     from zeroscaler.cluster.events import EventRecorder
-    from zeroscaler.controller.clock import LoopClock
     from zeroscaler.controller.context import Context
     from zeroscaler.controller.reporting import Reporter
     from zeroscaler.controller.workload import Workload
     from zeroscaler.controller.workload_object import WorkloadObject, trim_workload
+    from zeroscaler.runtime.clock import LoopClock
 
     def version(i: int, rv: int) -> WorkloadObject:
         obj = json.loads(json.dumps(asleep_deployment(i)))  # new strings, as each answer brings
@@ -207,7 +207,7 @@ def waiting_events(count: int = 10_000) -> dict[str, float]:
 
     def held(waiting: bool) -> int:
         # No writer ever runs: every Event stays waiting, as behind a burst of scale writes.
-        events = EventRecorder(cast(Kube, None), "bench")
+        events = EventRecorder(cast(Kube, None), LoopClock(), "bench")
         reporter = Reporter(
             events, Context(LoopClock(), lambda: True, lambda _: None, lambda work: work.close())
         )

@@ -23,11 +23,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from bench.judge import Run, Target, alternated, report
 from bench.saved import save_json
 from zeroscaler.controller.accounting import Accounting
-from zeroscaler.controller.clock import ManualClock
 from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.workload import EPOCH, Workload, WorkloadKey
 from zeroscaler.controller.workload_object import trim_workload
 from zeroscaler.core.annotations import WorkloadStatus
+from zeroscaler.runtime.clock import ManualClock
 
 
 def fleet(count: int) -> dict[WorkloadKey, Workload]:

@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import base64
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from zeroscaler.certs.rotation import (
     stamps_for,
 )
 from zeroscaler.core.durations import DurationError, parse_duration
+from zeroscaler.runtime.clock import Clock, LoopClock
 
 SECRET_TYPE = "kubernetes.io/tls"
 WEBHOOK_CONFIGS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
@@ -67,7 +68,7 @@ def cmd_certs(args: argparse.Namespace) -> int:
         f"{args.service}.{args.namespace}.svc.cluster.local",
     ]
     try:
-        message = asyncio.run(_run(args, list(dict.fromkeys(hosts)), renew))
+        message = asyncio.run(_run(args, list(dict.fromkeys(hosts)), renew, LoopClock()))
     except KubeError as e:
         print(f"zeroscaler certs: {e}", file=sys.stderr)
         return 1
@@ -75,7 +76,7 @@ def cmd_certs(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _run(args: argparse.Namespace, hosts: list[str], renew: timedelta) -> str:
+async def _run(args: argparse.Namespace, hosts: list[str], renew: timedelta, clock: Clock) -> str:
     async with Kube(load_access(args.kubeconfig)) as kube:
         path = f"/api/v1/namespaces/{args.namespace}/secrets"
         try:
@@ -89,11 +90,12 @@ async def _run(args: argparse.Namespace, hosts: list[str], renew: timedelta) -> 
             renew_before=renew,
             rotate_ca=args.rotate_ca,
             rotate_serving=args.rotate,
+            now=clock.now(),
         )
         said = [f"secret {args.namespace}/{args.secret}: {why or 'current, unchanged'}"]
         if why is not None:
             data = encode_secret_data(material.secret_data())
-            stamps = stamps_for(why, datetime.now(UTC))
+            stamps = stamps_for(why, clock.now())
             if secret is None:
                 body = {
                     "apiVersion": "v1",

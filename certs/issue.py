@@ -58,6 +58,11 @@ def public_key_pem(key_pem: bytes) -> bytes:
 BACKDATE = timedelta(minutes=5)  # tolerate clocks a little behind the issuer's
 
 
+def _start(now: datetime | None, lifetime: timedelta) -> datetime:
+    # Peers check a certificate's validity by their OS clocks: unless told, it starts by the OS's.
+    return (now or datetime.now(UTC)) - backdate_for(lifetime)
+
+
 def backdate_for(lifetime: timedelta) -> timedelta:
     """How far before `now` a certificate of this lifetime starts (a twentieth for short ones)."""
     return min(BACKDATE, lifetime / 20)
@@ -74,7 +79,7 @@ def new_ca(
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     lifetime = lifetime or timedelta(days=days)
-    start = (now or datetime.now(UTC)) - backdate_for(lifetime)
+    start = _start(now, lifetime)
     cert = (
         x509.CertificateBuilder()
         .subject_name(name)
@@ -130,7 +135,7 @@ def new_serving_cert(
     if organization:
         attrs.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
     lifetime = lifetime or timedelta(days=days)
-    start = (now or datetime.now(UTC)) - backdate_for(lifetime)
+    start = _start(now, lifetime)
     usage = [ExtendedKeyUsageOID.CLIENT_AUTH] if client else [ExtendedKeyUsageOID.SERVER_AUTH]
     builder = (
         x509.CertificateBuilder()
@@ -152,7 +157,7 @@ def new_serving_cert(
     return CertPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
 
 
-def expires_within(cert_pem: bytes, window: timedelta, *, now: datetime | None = None) -> bool:
+def expires_within(cert_pem: bytes, window: timedelta, *, now: datetime) -> bool:
     """Whether a certificate expires within `window` of `now` (rotation is due)."""
     cert = x509.load_pem_x509_certificate(cert_pem)
-    return cert.not_valid_after_utc - window <= (now or datetime.now(UTC))
+    return cert.not_valid_after_utc - window <= now

@@ -14,7 +14,7 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ from zeroscaler.certs.rotation import (
     stamp,
 )
 from zeroscaler.certs.schedule import Cert, CertState, RenewalPolicy, Step, decide_renewal
+from zeroscaler.runtime.clock import Clock
 
 log = logging.getLogger(__name__)
 
@@ -66,11 +67,13 @@ class Renewer:
         self,
         kube: Kube,
         config: RenewerConfig,
+        clock: Clock,
         on_change: Callable[[], object],
         registry: CollectorRegistry | None = None,
     ) -> None:
         self.kube = kube
         self.config = config
+        self.clock = clock
         self.on_change = on_change
         self._secret_path = f"/api/v1/namespaces/{config.namespace}/secrets/{config.secret}"
         self.steps = Counter(
@@ -100,7 +103,7 @@ class Renewer:
 
     async def sync(self) -> datetime:
         """One pass: serve the Secret's pair, take the next step; returns when to look again."""
-        now = datetime.now(UTC)
+        now = self.clock.now()
         # The configuration first: the caBundle only ever follows the Secret, so a Secret read
         # after it is never older than what the caBundle shows, and a patch from a replica that
         # read a stale pair fails its resourceVersion test instead of reverting the bundle.
@@ -138,12 +141,12 @@ class Renewer:
                 recheck = await self.sync()
             except (Conflict, Invalid) as e:  # another replica wrote first: read again soon
                 log.debug("certificate step lost a race: %s", e)
-                recheck = datetime.now(UTC) + timedelta(seconds=min(1.0, self.config.interval))
+                recheck = self.clock.now() + timedelta(seconds=min(1.0, self.config.interval))
             except KubeError as e:
                 self.errors.inc()
                 log.warning("certificate sync failed: %s", e)
-                recheck = datetime.now(UTC) + timedelta(seconds=self.config.interval)
-            wait = (recheck - datetime.now(UTC)).total_seconds()
+                recheck = self.clock.now() + timedelta(seconds=self.config.interval)
+            wait = (recheck - self.clock.now()).total_seconds()
             await asyncio.sleep(max(0.0, min(wait, self.config.interval)))
 
     async def _webhooks(self) -> list[dict[str, Any]] | None:

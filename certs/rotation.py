@@ -42,10 +42,9 @@ def plan_certificates(
     renew_before: timedelta,
     rotate_ca: bool = False,
     rotate_serving: bool = False,
-    now: datetime | None = None,
+    now: datetime,
 ) -> tuple[Material, str | None]:
-    """The material to store and why it changed (None: keep `existing` as it is)."""
-    now = now or datetime.now(UTC)
+    """The material to store and why it changed (None: keep `existing` as it is), at `now`."""
     found = _read(existing)
     if found is None:
         ca = new_ca(now=now)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from zeroscaler.controller.clock import Clock
 from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.report_memory import ReportMemory
 from zeroscaler.controller.workload import Workload
 from zeroscaler.controller.workload_object import WorkloadObject
 from zeroscaler.core.annotations import WorkloadStatus
+from zeroscaler.runtime.clock import Clock
 
 
 class Accounting:

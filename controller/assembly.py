@@ -23,7 +23,6 @@ from zeroscaler.cluster.view import ClusterView
 from zeroscaler.controller.accounting import Accounting
 from zeroscaler.controller.activator import Activator, ActivatorSettings
 from zeroscaler.controller.changes import ChangeFeed, Followers, Lookups, trim_hpa
-from zeroscaler.controller.clock import Clock, LoopClock
 from zeroscaler.controller.context import Context, Watching
 from zeroscaler.controller.flags import ControllerSettings
 from zeroscaler.controller.heap import pause_collection, release_free_memory, resume_collection
@@ -65,6 +64,7 @@ from zeroscaler.core.policy import Policy, evaluate_policy
 from zeroscaler.core.start_progress import Progress, begin, observe, stalled
 from zeroscaler.core.wake_path import Surroundings
 from zeroscaler.core.workloads import WORKLOAD_RESOURCES
+from zeroscaler.runtime.clock import Clock, LoopClock
 
 log = logging.getLogger(__name__)
 
@@ -99,10 +99,10 @@ class Controller:
         self._collector_paused = False  # for a start's catch-up (`_end_catch_up`)
         self._rbac_check: asyncio.TimerHandle | None = None
         self.workloads: dict[WorkloadKey, Workload] = {}
-        self.tasks = Tasks()
+        self.clock: Clock = clock or LoopClock()
+        self.tasks = Tasks(self.clock)
         self.gate: WakeGate[WorkloadKey] = WakeGate()
         self.queue: KeyedQueue[WorkloadKey] = KeyedQueue(self.gate.is_due)
-        self.clock: Clock = clock or LoopClock()
         self.timers: TimerHeap[WorkloadKey] = TimerHeap(self.queue.add, self.clock)
         context = Context(self.clock, self._leading, self.queue.add, self.tasks.background)
         # The change feed, built below, hears the hub: it needs the hub's users to be built.
@@ -120,6 +120,7 @@ class Controller:
             streaming=settings.streaming_lists,
             budget=max(0, settings.max_connections - RESERVED),
             namespace_count=lambda: len(self.cluster.namespaces.store),
+            clock=self.clock,
         )
         self.metrics = self._metrics(kube, watcher)
         self.cluster = ClusterView(
@@ -142,7 +143,7 @@ class Controller:
             on_change=self.changes.enqueue_all,
             on_rejected=self._on_policy_rejected,
         )
-        self.events = EventRecorder(kube, "zeroscaler-controller", self.settings.id)
+        self.events = EventRecorder(kube, context.clock, "zeroscaler-controller", self.settings.id)
         self.accounting = Accounting(self.metrics, context.clock)
         self.reconciler = self._assemble(kube, context)
 
@@ -316,14 +317,14 @@ class Controller:
         and no reconcile waiting), or once the start has got no further for STALL_BOUND
         (`zeroscaler.core.start_progress`), however long it has taken while it moved.
         The log says when it is over (the scale row times a restart by it)."""
-        loop = asyncio.get_running_loop()
+        clock = self.clock
         caught_up = asyncio.ensure_future(self._catch_up())
         try:
-            pause = begin(self._progress(), loop.time())
+            pause = begin(self._progress(), clock.monotonic())
             while not caught_up.done():
                 await asyncio.wait([caught_up], timeout=PROGRESS_LOOK)
-                pause = observe(pause, self._progress(), loop.time())
-                if not caught_up.done() and stalled(pause, loop.time(), STALL_BOUND):
+                pause = observe(pause, self._progress(), clock.monotonic())
+                if not caught_up.done() and stalled(pause, clock.monotonic(), STALL_BOUND):
                     log.warning("start stalled: the collector runs again", extra=asdict(pause.best))
                     break
             self._resume_collection()

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from zeroscaler.cluster.view import ClusterView
-from zeroscaler.controller.clock import Clock
 from zeroscaler.controller.permissions import AccessReviews
 from zeroscaler.controller.watches import WatchHub
 from zeroscaler.controller.workload import WorkloadKey
+from zeroscaler.runtime.clock import Clock
 
 Background = Callable[[Coroutine[Any, Any, None]], None]
 

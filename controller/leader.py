@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from zeroscaler.api import Conflict, Kube, KubeError, NotFound, Obj, Priority, prioritized
-from zeroscaler.controller.clock import Clock
+from zeroscaler.runtime.clock import Clock
 
 log = logging.getLogger(__name__)
 

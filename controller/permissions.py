@@ -18,10 +18,10 @@ from zeroscaler.cluster.access_reviews import (
     review_allowed,
     self_access_review,
 )
-from zeroscaler.controller.clock import Clock, LoopClock
 from zeroscaler.core.authorization import Request, rbac_allows
 from zeroscaler.core.inference import RBACSnapshot
 from zeroscaler.core.kinds import APIResource
+from zeroscaler.runtime.clock import Clock, LoopClock
 
 _SAR_PATH = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 

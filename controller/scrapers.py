@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from zeroscaler.api import Kube, KubeError
-from zeroscaler.controller.clock import Clock
+from zeroscaler.runtime.clock import Clock
 
 log = logging.getLogger(__name__)
 

@@ -8,13 +8,16 @@ import logging
 from collections.abc import Coroutine
 from typing import Any
 
+from zeroscaler.runtime.clock import Clock
+
 log = logging.getLogger(__name__)
 
 
 class Tasks:
     """Runs the loops until shutdown, and background work that shutdown waits a little for."""
 
-    def __init__(self, grace: float = 5.0) -> None:
+    def __init__(self, clock: Clock, grace: float = 5.0) -> None:
+        self._clock = clock
         self._grace = grace
         self._loops: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()
@@ -52,9 +55,8 @@ class Tasks:
         for task in self._loops:
             task.cancel()
         await asyncio.gather(*self._loops, return_exceptions=True)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._grace
-        while self._background and (left := deadline - loop.time()) > 0:
+        deadline = self._clock.monotonic() + self._grace
+        while self._background and (left := deadline - self._clock.monotonic()) > 0:
             await asyncio.wait(set(self._background), timeout=left)  # work may start more
         self._closed = True
         unfinished = set(self._background)

@@ -9,7 +9,7 @@ import itertools
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
-from zeroscaler.controller.clock import Clock
+from zeroscaler.runtime.clock import Clock
 
 K = TypeVar("K", bound=Hashable)
 

@@ -12,7 +12,6 @@ import argparse
 import asyncio
 import logging
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -22,6 +21,7 @@ from zeroscaler.cluster.events import EventRecorder
 from zeroscaler.core.annotations import state_label
 from zeroscaler.core.decision import plan_release
 from zeroscaler.core.workloads import WORKLOAD_RESOURCES
+from zeroscaler.runtime.clock import Clock, LoopClock
 
 log = logging.getLogger(__name__)
 
@@ -48,13 +48,15 @@ class Summary:
     failed: int = 0
 
 
-async def uninstall(kube: Kube, options: Options, say: Callable[[str], None] = print) -> Summary:
+async def uninstall(
+    kube: Kube, options: Options, clock: Clock, say: Callable[[str], None] = print
+) -> Summary:
     """Stop zeroscaler acting, then hand every workload back; returns what was done."""
     hooks = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
     await _delete(kube, f"{hooks}/{options.webhook_configuration}", say)
-    await _stop_controller(kube, options, say)
+    await _stop_controller(kube, options, clock, say)
     summary = Summary()
-    events = EventRecorder(kube, "zeroscaler-uninstall")
+    events = EventRecorder(kube, clock, "zeroscaler-uninstall")
     for kind, resource in WORKLOAD_RESOURCES.items():
         items, _ = await kube.list_all(f"/apis/apps/v1/{resource}")
         for obj in items:
@@ -74,7 +76,9 @@ async def _delete(kube: Kube, path: str, say: Callable[[str], None]) -> None:
         pass
 
 
-async def _stop_controller(kube: Kube, options: Options, say: Callable[[str], None]) -> None:
+async def _stop_controller(
+    kube: Kube, options: Options, clock: Clock, say: Callable[[str], None]
+) -> None:
     """Scale the controller to zero and wait until no replica runs and none holds the Lease."""
     path = f"/apis/apps/v1/namespaces/{options.namespace}/deployments/{options.controller}"
     try:
@@ -84,20 +88,20 @@ async def _stop_controller(kube: Kube, options: Options, say: Callable[[str], No
     lease_path = (
         f"/apis/coordination.k8s.io/v1/namespaces/{options.namespace}/leases/{options.lease}"
     )
-    deadline = time.monotonic() + options.wait
+    deadline = clock.monotonic() + options.wait
     seen: tuple[str, str] | None = None
-    seen_at = time.monotonic()
+    seen_at = clock.monotonic()
     while True:
         running = await _replicas_running(kube, path)
         holder, renewed, duration = await _lease(kube, lease_path)
         if (holder, renewed) != seen:
-            seen, seen_at = (holder, renewed), time.monotonic()
+            seen, seen_at = (holder, renewed), clock.monotonic()
         # A replica killed without giving the Lease up stops renewing it; it expires.
-        lease_free = not holder or time.monotonic() - seen_at > duration
+        lease_free = not holder or clock.monotonic() - seen_at > duration
         if running == 0 and lease_free:
             say("controller stopped")
             return
-        if time.monotonic() > deadline:
+        if clock.monotonic() > deadline:
             raise TimeoutError(
                 f"the controller did not stop within {options.wait:g}s ({running} replicas "
                 f"running, Lease held by {holder or 'nobody'}); nothing was woken"
@@ -191,7 +195,7 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
 
     async def run() -> Summary:
         async with Kube(load_access(args.kubeconfig)) as kube:
-            return await uninstall(kube, options)
+            return await uninstall(kube, options, LoopClock())
 
     try:
         summary = asyncio.run(run())

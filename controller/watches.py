@@ -24,6 +24,7 @@ from zeroscaler.cluster.informer import Informer, Store, WatchEvent, key_of
 from zeroscaler.core.activity import Scope, shrink, shrink_with_due
 from zeroscaler.core.kinds import APIResource
 from zeroscaler.core.reach import handover, plan, version_order
+from zeroscaler.runtime.clock import Clock, LoopClock
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +134,7 @@ class SharedWatch(Generic[U]):
         self.reach: Scope = NOTHING  # where it is to watch (None: cluster-wide)
         self.ready = asyncio.Event()  # every namespace of its reach served by a listed watch
         self._announced = False  # its first readiness logged
-        self._began = asyncio.get_running_loop().time()
+        self._began = hub.clock.monotonic()
         # Users that may not read yet all they watch: what they wait for (None: all).
         self.waiting: Waiting[U] = Waiting()
         self._unlisted: set[str] = set()  # namespaces of its reach whose watch has not listed
@@ -372,7 +373,7 @@ class SharedWatch(Generic[U]):
         self.ready.set()
         if not self._announced:
             self._announced = True
-            seconds = round(asyncio.get_running_loop().time() - self._began, 3)
+            seconds = round(self._hub.clock.monotonic() - self._began, 3)
             extra = {"resource": self.resource.group_resource, "objects": len(self)}
             log.info("watch synced", extra={**extra, "watches": self.watches, "seconds": seconds})
 
@@ -438,8 +439,10 @@ class WatchHub(Generic[U]):
         streaming: bool = False,
         budget: int = 4096 - RESERVED,
         namespace_count: Callable[[], int] | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.kube = kube
+        self.clock: Clock = clock or LoopClock()
         self.streaming = streaming  # list as watch-list streams where the server offers them
         self.listener = listeners.on_event
         self._on_synced = listeners.on_synced

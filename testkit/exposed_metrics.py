@@ -16,6 +16,7 @@ from zeroscaler.certs.schedule import RenewalPolicy
 from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.workload import EPOCH, Workload
 from zeroscaler.controller.workload_object import trim_workload
+from zeroscaler.runtime.clock import LoopClock
 from zeroscaler.runtime.collectors import APIErrors
 from zeroscaler.webhook.app import create_app
 from zeroscaler.webhook.settings import WebhookSettings
@@ -48,7 +49,7 @@ def expositions() -> list[tuple[str, CollectorRegistry]]:
     config = RenewerConfig(
         "ns", "tls", "", Path("c"), Path("k"), RenewalPolicy(0.5, day), day, day, 1
     )
-    Renewer(None, config, lambda: None, renewal)  # type: ignore[arg-type]  # metrics only
+    Renewer(None, config, LoopClock(), lambda: None, renewal)  # type: ignore[arg-type]  # metrics only
     return [
         (controller.render().decode(), controller.registry),
         (generate_latest(webhook).decode(), webhook),

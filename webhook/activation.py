@@ -16,9 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import Request, Response
@@ -39,6 +37,7 @@ from zeroscaler.core.coverage import (
 from zeroscaler.core.durations import format_time
 from zeroscaler.core.matching import Attributes, webhook_matches
 from zeroscaler.core.workloads import workload_path
+from zeroscaler.runtime.clock import Clock, LoopClock
 from zeroscaler.webhook.covered import CoveredPaths
 from zeroscaler.webhook.intake import Intake, Refused, refusal
 from zeroscaler.webhook.review import build_response
@@ -74,8 +73,10 @@ class Activation:
         covered: CoveredPaths,
         namespace_labels: NamespaceLabels,
         max_waiting: int = MAX_WAITING,
+        clock: Clock | None = None,
     ) -> None:
         self._kube = kube
+        self._clock: Clock = clock or LoopClock()
         self._settle = settle
         self._requests_path = f"/api/v1/namespaces/{namespace}/configmaps/{requests}"
         self._intake = intake
@@ -83,7 +84,7 @@ class Activation:
         self._namespace_labels = namespace_labels
         self._max_waiting = max_waiting
         self._held = 0  # covered requests waiting now
-        self._asked: dict[str, float] = {}  # request key: loop time it was last written
+        self._asked: dict[str, float] = {}  # request key: monotonic time it was last written
         self._written: set[str] | None = None  # the requests ConfigMap's keys, once read
         self._ready_at: dict[tuple[str, str], float] = {}  # Service: when last seen ready
         self._waiting: dict[tuple[str, str], asyncio.Task[None]] = {}
@@ -142,7 +143,7 @@ class Activation:
     async def _activate(
         self, kube: Kube, target: Target, what: str, answer: AdmissionReview
     ) -> Response:
-        started = time.perf_counter()
+        started = self._clock.monotonic()
         outcome = "failed"
         self._held += 1
         try:
@@ -157,7 +158,7 @@ class Activation:
         finally:
             self._held -= 1
         self._answers.labels(outcome).inc()
-        self._waits.observe(time.perf_counter() - started)
+        self._waits.observe(self._clock.monotonic() - started)
         return JSONResponse(answer)
 
     def _at_once(self, review: AdmissionRequest, outcome: str) -> Response:
@@ -210,12 +211,12 @@ class Activation:
         """Ask the controller for the wake, once a second at most for one workload; keys of
         backends no longer covered are taken out on the way."""
         key = request_key(*target.key)
-        now = asyncio.get_running_loop().time()
+        now = self._clock.monotonic()
         if now - self._asked.get(key, -ASK_AGAIN_AFTER) < ASK_AGAIN_AFTER:
             return
         self._asked[key] = now
         value = json.dumps(
-            {"at": format_time(datetime.now(UTC)), "what": what}, separators=(",", ":")
+            {"at": format_time(self._clock.now()), "what": what}, separators=(",", ":")
         )
         if self._written is None:
             found = await kube.get(self._requests_path)
@@ -246,7 +247,7 @@ class Activation:
             target.name,
             target.service,
         )
-        now = asyncio.get_running_loop().time()
+        now = self._clock.monotonic()
         if now - self._ready_at.get((namespace, service), -READY_FRESH) < READY_FRESH:
             return None
         # The workload first: once it is seen at zero, every endpoint listed after it is of a
@@ -299,7 +300,7 @@ class Activation:
         async with asyncio.timeout(MAX_TIMEOUT):
             await self._until_ready(kube, namespace, service, stale)
         await asyncio.sleep(self._settle)
-        self._ready_at[(namespace, service)] = asyncio.get_running_loop().time()
+        self._ready_at[(namespace, service)] = self._clock.monotonic()
 
     async def _until_ready(
         self, kube: Kube, namespace: str, service: str, stale: frozenset[str]

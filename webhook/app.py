@@ -7,7 +7,6 @@ import contextlib
 import gc
 import json
 import logging
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -24,6 +23,7 @@ from prometheus_client import (
 from zeroscaler.api import Kube
 from zeroscaler.api.credentials import load_access
 from zeroscaler.core.admission import decide_patch
+from zeroscaler.runtime.clock import Clock, LoopClock
 from zeroscaler.runtime.collectors import APIErrors, register_process_collectors
 from zeroscaler.webhook.activation import Activation
 from zeroscaler.webhook.caches import LiveSource
@@ -46,10 +46,13 @@ def create_app(
     settings: WebhookSettings,
     source: Source | None = None,
     registry: CollectorRegistry | None = None,
+    clock: Clock | None = None,
 ) -> FastAPI:
-    """The webhook app; without a `source` it watches the cluster named by `settings`."""
+    """The webhook app; without a `source` it watches the cluster named by `settings`. Every
+    part takes its time from `clock` (the real one when None)."""
     registry = registry if registry is not None else CollectorRegistry()
-    live = source if source is not None else _live_source(settings, registry)
+    clock = clock or LoopClock()
+    live = source if source is not None else _live_source(settings, registry, clock)
     register_process_collectors(registry)
     # The API clients whose failed requests /metrics counts; `serve` adds the renewer's.
     clients: list[Kube] = [live.kube] if isinstance(live, LiveSource) else []
@@ -69,9 +72,9 @@ def create_app(
     )
     if kube is not None:
         clients.append(kube)
-    own = OwnPaths(kube, settings.webhook_configuration)
-    admission = _Admission(settings, live, registry, intake, own)
-    covered = CoveredPaths(kube, settings.activator_configuration)
+    own = OwnPaths(kube, settings.webhook_configuration, clock)
+    admission = _Admission(settings, live, registry, intake, own, clock)
+    covered = CoveredPaths(kube, settings.activator_configuration, clock)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -112,6 +115,7 @@ def create_app(
         covered=covered,
         namespace_labels=live.namespace_labels,
         max_waiting=settings.activator_max_waiting,
+        clock=clock,
     )
     app.post("/activate/probe")(activation.probe)
     app.post("/activate/{rest:path}")(activation.activate)
@@ -143,7 +147,9 @@ class _Admission:
         registry: CollectorRegistry,
         intake: Intake,
         own: OwnPaths,
+        clock: Clock,
     ) -> None:
+        self._clock = clock
         self._live = live
         self._intake = intake
         self._own = own
@@ -163,7 +169,7 @@ class _Admission:
         )
 
     async def mutate(self, request: Request) -> Response:
-        started = time.perf_counter()
+        started = self._clock.monotonic()
         if not await self._own.accepts(request.url.path):
             self._reviews.labels("not-found").inc()
             return JSONResponse({"message": "not found"}, status_code=404)
@@ -200,7 +206,7 @@ class _Admission:
             self._reviews.labels("error").inc()
             return _json(build_response(req, [], [INTERNAL_ERROR]))
         self._reviews.labels("patched" if decision.patch else "unchanged").inc()
-        self._latency.observe(time.perf_counter() - started)
+        self._latency.observe(self._clock.monotonic() - started)
         if decision.patch or decision.warnings:
             log.debug(
                 "%s %s/%s: %s", req.get("operation"), namespace, req.get("name"), decision.reason
@@ -227,5 +233,6 @@ def _json(content: object) -> Response:
     return Response(body, media_type="application/json")
 
 
-def _live_source(settings: WebhookSettings, registry: CollectorRegistry) -> Source:
-    return LiveSource(Kube(load_access(settings.kubeconfig or None)), settings, registry)
+def _live_source(settings: WebhookSettings, registry: CollectorRegistry, clock: Clock) -> Source:
+    kube = Kube(load_access(settings.kubeconfig or None))
+    return LiveSource(kube, settings, registry, clock=clock)

@@ -14,6 +14,7 @@ from zeroscaler.cluster.events import EventRecorder
 from zeroscaler.cluster.informer import Informer, WatchEvent
 from zeroscaler.cluster.policy_watch import PolicyWatch, Rejection
 from zeroscaler.cluster.view import ClusterView
+from zeroscaler.runtime.clock import Clock, LoopClock
 from zeroscaler.webhook.settings import WebhookSettings
 from zeroscaler.webhook.state import View
 
@@ -31,10 +32,12 @@ class LiveSource:
         *,
         cluster: ClusterView | None = None,
         policies: PolicyWatch | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.kube = kube
         self.settings = settings
-        self.events = EventRecorder(kube, "zeroscaler-webhook")
+        self.clock: Clock = clock or LoopClock()
+        self.events = EventRecorder(kube, self.clock, "zeroscaler-webhook")
         # A view or policy watch given is the controller's in the same process: it runs them and
         # closes their client, and this source only reads them.
         self._owns = cluster is None
@@ -106,14 +109,13 @@ class LiveSource:
 
     async def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
         """Labels from the cache, waiting briefly for a namespace created a moment ago."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.settings.namespace_wait
+        deadline = self.clock.monotonic() + self.settings.namespace_wait
         while True:
             obj = self.cluster.namespaces.store.get(("", namespace))
             if obj is not None:
                 labels = (obj.get("metadata") or {}).get("labels") or {}
                 return {str(k): str(v) for k, v in labels.items()}
-            left = deadline - loop.time()
+            left = deadline - self.clock.monotonic()
             if left <= 0:
                 return None
             self._namespace_seen.clear()

@@ -15,6 +15,7 @@ from typing import Generic, TypeVar
 
 from zeroscaler.api import Kube, KubeError, Obj
 from zeroscaler.cluster.informer import Informer, WatchEvent
+from zeroscaler.runtime.clock import Clock, LoopClock
 
 log = logging.getLogger(__name__)
 
@@ -28,9 +29,14 @@ class ConfigurationPaths(Generic[T]):
     """The paths of the configuration `name`, each with what `read` finds behind it."""
 
     def __init__(
-        self, kube: Kube | None, name: str, read: Callable[[Obj], Mapping[str, T]]
+        self,
+        kube: Kube | None,
+        name: str,
+        read: Callable[[Obj], Mapping[str, T]],
+        clock: Clock | None = None,
     ) -> None:
         self._kube = kube
+        self._clock: Clock = clock or LoopClock()
         self._name = name
         self._read = read
         self._paths: Mapping[str, T] = {}
@@ -56,7 +62,7 @@ class ConfigurationPaths(Generic[T]):
         """What is behind `path`, or None when the configuration does not call it."""
         if self.informer is None:
             return None
-        now = asyncio.get_running_loop().time()
+        now = self._clock.monotonic()
         found = self._paths.get(path)
         if found is None and path in self._gone:
             value, since = self._gone[path]
@@ -87,7 +93,7 @@ class ConfigurationPaths(Generic[T]):
         self._set({} if event.type == "DELETED" else event.obj["paths"])
 
     def _set(self, paths: Mapping[str, T]) -> None:
-        now = asyncio.get_running_loop().time()
+        now = self._clock.monotonic()
         for path, value in self._paths.items():
             if path not in paths:
                 self._gone[path] = (value, now)

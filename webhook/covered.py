@@ -10,14 +10,15 @@ from __future__ import annotations
 
 from zeroscaler.api import Kube
 from zeroscaler.core.coverage import CoveredEntry, covered_entries, request_key
+from zeroscaler.runtime.clock import Clock
 from zeroscaler.webhook.configuration_watch import ConfigurationPaths
 
 
 class CoveredPaths(ConfigurationPaths[CoveredEntry]):
     """The activator configuration, watched by name: its paths and the entries behind them."""
 
-    def __init__(self, kube: Kube | None, configuration: str) -> None:
-        super().__init__(kube, configuration, covered_entries)
+    def __init__(self, kube: Kube | None, configuration: str, clock: Clock | None = None) -> None:
+        super().__init__(kube, configuration, covered_entries, clock)
 
     @property
     def enabled(self) -> bool:

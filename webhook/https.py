@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry
 
 from zeroscaler.api import Kube, KubeError
 from zeroscaler.api.credentials import load_access
+from zeroscaler.runtime.clock import Clock, LoopClock
 from zeroscaler.webhook.app import create_app
 from zeroscaler.webhook.settings import WebhookSettings
 from zeroscaler.webhook.tls import CertReloader, server_context
@@ -45,20 +46,23 @@ async def serve(
     registry: CollectorRegistry | None = None,
     stop: asyncio.Event | None = None,
     kube: Kube | None = None,
+    clock: Clock | None = None,
 ) -> None:
     """Run uvicorn (one worker, HTTP/1.1) with TLS whose certificate follows the files on disk.
 
     Without `stop` uvicorn handles SIGTERM and SIGINT; with it, setting it stops the server. A
     `kube` given is the renewer's API client (its owner closes it); else the renewer makes one.
+    Renewal, and the app made here, take their time from `clock` (the real one when None).
     """
     if missing := settings.tls_files_missing():
         raise ValueError(missing)
     registry = registry if registry is not None else CollectorRegistry()
-    renewer = _renewer(settings, registry, kube) if settings.cert_secret else None
+    clock = clock or LoopClock()
+    renewer = _renewer(settings, registry, kube, clock) if settings.cert_secret else None
     if renewer is not None:
         await _first_pair(renewer, settings, owned=kube is None)
     ctx = server_context(settings.cert_file, settings.key_file)
-    app = app if app is not None else create_app(settings, registry=registry)
+    app = app if app is not None else create_app(settings, registry=registry, clock=clock)
     if renewer is not None and hasattr(app.state, "api_clients"):
         app.state.api_clients.append(renewer.kube)
     config = uvicorn.Config(
@@ -96,7 +100,9 @@ async def serve(
             await renewer.kube.aclose()
 
 
-def _renewer(settings: WebhookSettings, registry: CollectorRegistry, kube: Kube | None) -> Renewer:
+def _renewer(
+    settings: WebhookSettings, registry: CollectorRegistry, kube: Kube | None, clock: Clock
+) -> Renewer:
     # Imported here: only a renewing webhook needs the certificate code and what it loads.
     from zeroscaler.certs.renewer import Renewer, RenewerConfig
     from zeroscaler.certs.schedule import RenewalPolicy
@@ -116,13 +122,13 @@ def _renewer(settings: WebhookSettings, registry: CollectorRegistry, kube: Kube 
         interval=settings.cert_sync_interval,
     )
     kube = kube if kube is not None else Kube(load_access(settings.kubeconfig or None))
-    return Renewer(kube, config, on_change=lambda: None, registry=registry)
+    return Renewer(kube, config, clock, on_change=lambda: None, registry=registry)
 
 
 async def _first_pair(renewer: Renewer, settings: WebhookSettings, *, owned: bool) -> None:
     """Wait until the TLS Secret's serving pair is on disk: the server cannot start without it."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + FIRST_PAIR_WAIT
+    clock = renewer.clock
+    deadline = clock.monotonic() + FIRST_PAIR_WAIT
     while True:
         try:
             if await renewer.sync_files():
@@ -130,7 +136,7 @@ async def _first_pair(renewer: Renewer, settings: WebhookSettings, *, owned: boo
             problem = "not found or without a serving pair"
         except KubeError as e:
             problem = str(e)
-        if loop.time() > deadline:
+        if clock.monotonic() > deadline:
             if owned:
                 await renewer.kube.aclose()
             raise SystemExit(

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 from zeroscaler.api import Kube, Obj
 from zeroscaler.core.webhook_paths import MUTATE, paths_of
+from zeroscaler.runtime.clock import Clock
 from zeroscaler.webhook.configuration_watch import ConfigurationPaths
 
 
@@ -20,8 +21,8 @@ def _paths(obj: Obj) -> Mapping[str, bool]:
 class OwnPaths(ConfigurationPaths[bool]):
     """The webhook's own configuration, watched by name: the paths reviews are taken at."""
 
-    def __init__(self, kube: Kube | None, configuration: str) -> None:
-        super().__init__(kube, configuration, _paths)
+    def __init__(self, kube: Kube | None, configuration: str, clock: Clock | None = None) -> None:
+        super().__init__(kube, configuration, _paths, clock)
 
     async def accepts(self, path: str) -> bool:
         """Whether a review sent to `path` is one the API server sends to this webhook."""

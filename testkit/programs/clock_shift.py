@@ -19,9 +19,9 @@ import sys
 from datetime import datetime, timedelta
 
 from zeroscaler.cli import controller_main
-from zeroscaler.controller.clock import LoopClock
 from zeroscaler.controller.flags import parse_settings
 from zeroscaler.core.durations import parse_time
+from zeroscaler.runtime.clock import LoopClock
 from zeroscaler.runtime.logs import setup_logging
 
 

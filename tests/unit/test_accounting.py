@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from tests.unit.held_events import workload
 from zeroscaler.controller.accounting import Accounting
-from zeroscaler.controller.clock import ManualClock
 from zeroscaler.controller.metrics import Metrics
 from zeroscaler.core.annotations import WorkloadStatus
+from zeroscaler.runtime.clock import ManualClock
 
 
 def test_only_asleep_managed_workloads_save_and_each_counts_its_restore_replicas() -> None:

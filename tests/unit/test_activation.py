@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -17,6 +18,7 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
 from tests.unit.mock_api import kube_served_by
+from zeroscaler.runtime.clock import Clock, ManualClock
 from zeroscaler.webhook.activation import Activation
 from zeroscaler.webhook.covered import CoveredPaths
 from zeroscaler.webhook.intake import Intake, Limits
@@ -125,6 +127,7 @@ def _answer(
     path: str | None = None,
     review: dict[str, Any] | None = None,
     max_waiting: int = 200,
+    clock: Clock | None = None,
 ) -> tuple[dict[str, Any], CollectorRegistry]:
     server.wait = wait
 
@@ -138,9 +141,10 @@ def _answer(
                 Intake(Limits()),
                 registry,
                 settle,
-                covered=CoveredPaths(kube, "zs-activator"),
+                covered=CoveredPaths(kube, "zs-activator", clock),
                 namespace_labels=_labels,
                 max_waiting=max_waiting,
+                clock=clock,
             )
             app = FastAPI()
             app.post("/activate/{rest:path}")(activation.activate)
@@ -264,3 +268,10 @@ def test_a_wake_request_takes_out_the_keys_of_backends_no_longer_covered() -> No
     assert set(server.requests) == {"deployment_ops_guard"}
     written = json.loads(server.requests["deployment_ops_guard"])
     assert written["what"] == "CREATE widgets.example.com ops/w1"
+
+
+def test_a_wake_request_carries_the_time_of_the_clock_the_activator_is_given() -> None:
+    server = Server(scale=1)
+    _answer(server, wait=2, clock=ManualClock(datetime(2031, 5, 6, 7, 8, 9, tzinfo=UTC)))
+    written = json.loads(server.requests["deployment_ops_guard"])
+    assert written["at"] == "2031-05-06T07:08:09Z"

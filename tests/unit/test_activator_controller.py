@@ -17,7 +17,6 @@ import pytest
 from tests.unit.mock_api import kube_served_by
 from zeroscaler.cluster.informer import Informer, WatchEvent
 from zeroscaler.controller.activator import Activator, ActivatorSettings
-from zeroscaler.controller.clock import ManualClock
 from zeroscaler.controller.context import Context
 from zeroscaler.controller.idle_memory import IdleMemory
 from zeroscaler.controller.registrations import ServingIndex, trim_registration, trim_service
@@ -33,6 +32,7 @@ from zeroscaler.core.coverage import (
 )
 from zeroscaler.core.links import serving_notices
 from zeroscaler.core.wake_path import Surroundings
+from zeroscaler.runtime.clock import ManualClock
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
 AROUND = Surroundings("zeroscaler", {})

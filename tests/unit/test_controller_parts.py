@@ -15,12 +15,12 @@ import pytest
 from pydantic_settings import CliApp
 
 from tests.unit.mock_api import kube_served_by
-from zeroscaler.controller.clock import ManualClock
 from zeroscaler.controller.flags import parse_settings
 from zeroscaler.controller.leader import LeaderElector, LeaseTerms
 from zeroscaler.controller.workload import Workload
 from zeroscaler.controller.workload_object import WorkloadObject, trim_workload
 from zeroscaler.core.managers import ARGO_CD, Manager
+from zeroscaler.runtime.clock import ManualClock
 from zeroscaler.runtime.logs import JsonFormatter, LogfmtFormatter
 from zeroscaler.webhook.settings import WebhookSettings
 

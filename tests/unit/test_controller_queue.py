@@ -9,7 +9,6 @@ from typing import Literal, TypeVar
 
 import pytest
 
-from zeroscaler.controller.clock import ManualClock
 from zeroscaler.controller.context import Context
 from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.noting import ActivityNotes
@@ -18,6 +17,7 @@ from zeroscaler.controller.workload import Workload, count_pending_wakes, owes_w
 from zeroscaler.controller.workload_object import trim_workload
 from zeroscaler.core.activity import Activity
 from zeroscaler.core.annotations import WorkloadStatus
+from zeroscaler.runtime.clock import ManualClock
 
 T = TypeVar("T")
 KEY = ("Deployment", "ops", "op")

@@ -11,7 +11,6 @@ from typing import Any
 from tests.unit.held_events import NOW, HeldRecorder
 from zeroscaler.api import NotFound, Obj, Withdrawn
 from zeroscaler.controller.accounting import Accounting
-from zeroscaler.controller.clock import ManualClock
 from zeroscaler.controller.context import Context
 from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.queue import WakeGate
@@ -21,6 +20,7 @@ from zeroscaler.controller.workload import Workload, WorkloadKey
 from zeroscaler.controller.workload_object import trim_workload
 from zeroscaler.core.annotations import STATE
 from zeroscaler.core.decision import Decision
+from zeroscaler.runtime.clock import ManualClock
 
 NAME = "op"
 PATH = f"/apis/apps/v1/namespaces/ops/deployments/{NAME}"

@@ -15,10 +15,10 @@ import jsonpatch
 import pytest
 
 from tests.unit.mock_api import kube_served_by
-from zeroscaler.controller.clock import ManualClock
 from zeroscaler.controller.context import Context
 from zeroscaler.controller.secret_path import SecretPath
 from zeroscaler.core.webhook_paths import paths_of, secret_path_patch
+from zeroscaler.runtime.clock import ManualClock
 from zeroscaler.webhook.own_paths import OwnPaths
 
 PATH = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/zeroscaler"

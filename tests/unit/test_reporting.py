@@ -14,7 +14,6 @@ import httpx
 from tests.unit.held_events import NOW, HeldRecorder, workload
 from tests.unit.mock_api import kube_served_by
 from zeroscaler.api import Priority
-from zeroscaler.controller.clock import ManualClock
 from zeroscaler.controller.context import Context, Watching
 from zeroscaler.controller.permissions import AccessReviews
 from zeroscaler.controller.reporting import Reporter, joined_message
@@ -24,6 +23,7 @@ from zeroscaler.controller.workload_object import WorkloadObject, trim_workload
 from zeroscaler.core.annotations import WorkloadConfig
 from zeroscaler.core.inference import RBACSnapshot
 from zeroscaler.core.kinds import APIResource
+from zeroscaler.runtime.clock import ManualClock
 
 
 async def test_events_waiting_to_be_written_join_the_newest_of_their_kind() -> None:

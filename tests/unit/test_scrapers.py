@@ -12,10 +12,10 @@ import pytest
 
 from localcluster.processes import free_port
 from tests.unit.mock_api import kube_served_by
-from zeroscaler.controller.clock import ManualClock
 from zeroscaler.controller.metrics import serve_http
 from zeroscaler.controller.scrapers import ScrapeAccess
 from zeroscaler.controller.supervisor import self_signed_tls
+from zeroscaler.runtime.clock import ManualClock
 
 TOKENS = {"prometheus-token": "system:serviceaccount:monitoring:prometheus", "tenant": "alice"}
 

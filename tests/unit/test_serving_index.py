@@ -9,13 +9,13 @@ from typing import Any
 from zeroscaler.api import Kube
 from zeroscaler.cluster.informer import Informer, WatchEvent
 from zeroscaler.controller.changes import ChangeFeed, Lookups
-from zeroscaler.controller.clock import ManualClock
 from zeroscaler.controller.context import Context
 from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.registrations import ServingIndex, trim_registration, trim_service
 from zeroscaler.controller.workload import Workload, WorkloadKey
 from zeroscaler.controller.workload_object import keep_workload, trim_workload
 from zeroscaler.core.links import ACTIVATOR_OFF, Link, Serving
+from zeroscaler.runtime.clock import ManualClock
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
 KEY: WorkloadKey = ("Deployment", "ops", "op")

@@ -8,14 +8,14 @@ import gc
 import pytest
 
 from tests.unit.held_events import HeldRecorder, about
-from zeroscaler.controller.clock import ManualClock
 from zeroscaler.controller.context import Context
 from zeroscaler.controller.reporting import Reporter
 from zeroscaler.controller.tasks import Tasks
+from zeroscaler.runtime.clock import LoopClock, ManualClock
 
 
 async def test_an_event_write_left_at_grace_end_is_cancelled_before_shutdown_returns() -> None:
-    tasks = Tasks(grace=0.01)
+    tasks = Tasks(LoopClock(), grace=0.01)
     recorder = HeldRecorder()  # never released
     reporter = Reporter(
         recorder, Context(ManualClock(), lambda: True, lambda _: None, tasks.background)
@@ -27,7 +27,7 @@ async def test_an_event_write_left_at_grace_end_is_cancelled_before_shutdown_ret
 
 
 async def test_work_a_loop_starts_on_its_way_out_is_ended_too_and_later_work_never_starts() -> None:
-    tasks = Tasks(grace=0.01)
+    tasks = Tasks(LoopClock(), grace=0.01)
     recorder = HeldRecorder()  # never released
     reporter = Reporter(
         recorder, Context(ManualClock(), lambda: True, lambda _: None, tasks.background)
@@ -58,7 +58,7 @@ async def test_a_background_failure_is_logged_when_it_happens_not_left_unretriev
     asyncio.get_running_loop().set_exception_handler(
         lambda _loop, context: unhandled.append(str(context["message"]))
     )
-    tasks = Tasks(grace=1.0)
+    tasks = Tasks(LoopClock(), grace=1.0)
     tasks.background(closed_client())
     await tasks.aclose()
     gc.collect()

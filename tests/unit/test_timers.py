@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
-from zeroscaler.controller.clock import LoopClock, ManualClock
 from zeroscaler.controller.timers import TimerHeap
+from zeroscaler.runtime.clock import LoopClock, ManualClock
 
 
 async def _run_heap(schedule: list[tuple[str, float]], cancel: list[str]) -> list[str]:

@@ -16,7 +16,6 @@ from tests.unit.mock_api import kube_served_by
 from zeroscaler.api import Obj
 from zeroscaler.cluster.informer import WatchEvent
 from zeroscaler.controller.changes import ChangeFeed, Followers, Lookups
-from zeroscaler.controller.clock import ManualClock
 from zeroscaler.controller.context import Context, Watching
 from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.permissions import AccessReviews
@@ -30,6 +29,7 @@ from zeroscaler.core.annotations import read_status
 from zeroscaler.core.census import tally
 from zeroscaler.core.early_watches import Named, named_types
 from zeroscaler.core.kinds import APIResource, Discovery
+from zeroscaler.runtime.clock import ManualClock
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 VERBS = frozenset({"list", "watch"})

@@ -11,13 +11,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.unit.held_events import workload
 from zeroscaler.controller.accounting import Accounting
-from zeroscaler.controller.clock import ManualClock
 from zeroscaler.controller.flags import parse_settings
 from zeroscaler.controller.metrics import LeaderReadings, Metrics, Readings
 from zeroscaler.controller.supervisor import routes
 from zeroscaler.controller.workload import Workload, WorkloadKey, count_released
 from zeroscaler.core.annotations import WorkloadStatus
 from zeroscaler.core.savings import Requests
+from zeroscaler.runtime.clock import ManualClock
 
 Sample = tuple[str, tuple[tuple[str, str], ...]]
 State = Literal["awake", "asleep"]

@@ -99,6 +99,7 @@ class BearerAuth(httpx.Auth):
     def __init__(
         self, load: Callable[[], str], max_age: float = float("inf"), *, initial: str = ""
     ) -> None:
+        # The OS's monotonic time, not a given clock: the kubelet rotates the token file by the OS.
         self._load = load
         self._max_age = max_age
         self._token = initial

@@ -267,6 +267,7 @@ class Transport:
 
     async def _admit(self, level: Priority) -> None:
         """Wait until the pacer lets this request go: first come, first served, by priority."""
+        # The loop's time, not a given clock: the pacer's waits are the loop's own sleeps.
         loop = asyncio.get_running_loop()
         ahead = any(self._waiting[: level + 1])
         wait = None if ahead else self.pacer.start(loop.time())

@@ -56,14 +56,22 @@ async def run(controller: ControllerSettings, webhook: WebhookSettings) -> None:
             registry,
             cluster=scaler.cluster,
             policies=scaler.policies if shared else None,
+            clock=scaler.clock,
         )
-        app = create_app(webhook, source, registry)
+        app = create_app(webhook, source, registry, scaler.clock)
         # One scrape of the metrics port sees both halves (the chart's one ServiceMonitor).
         scaler.metrics.registry.register(Forwarded(registry))
         parts = [
             asyncio.create_task(supervisor.serve(controller, scaler, clients, stop)),
             asyncio.create_task(
-                https.serve(webhook, app, registry=registry, stop=stop, kube=webhook_kube)
+                https.serve(
+                    webhook,
+                    app,
+                    registry=registry,
+                    stop=stop,
+                    kube=webhook_kube,
+                    clock=scaler.clock,
+                )
             ),
         ]
         try:

@@ -51,6 +51,7 @@ from zeroscaler.core.manual import (
     plan_wake,
 )
 from zeroscaler.core.workloads import WORKLOAD_RESOURCES, workload_path
+from zeroscaler.runtime.clock import LoopClock
 
 Planner = Callable[[WorkloadConfig, WorkloadStatus, int, Mapping[str, str], str, datetime], Manual]
 ATTEMPTS = 3  # a write that loses a race is decided again on what won
@@ -201,7 +202,9 @@ class Runner:
                 continue
             user = await self.user()
             # reportingInstance is at most 128 characters; the message names the user in full.
-            recorder = EventRecorder(self.session.kube, FIELD_MANAGER, instance=user[:128])
+            recorder = EventRecorder(
+                self.session.kube, LoopClock(), FIELD_MANAGER, instance=user[:128]
+            )
             message = step.event(user)
             await recorder.emit(written, "apps/v1", kind, "Normal", step.reason, message)
             return step.outcome

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 from zeroscaler.controller import supervisor
 from zeroscaler.controller.assembly import Controller
-from zeroscaler.controller.clock import Clock
 from zeroscaler.controller.flags import ControllerSettings, parse_settings
+from zeroscaler.runtime.clock import Clock
 from zeroscaler.runtime.logs import setup_logging
 from zeroscaler.runtime.shutdown import stop_on_signals
 

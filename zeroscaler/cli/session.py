@@ -142,6 +142,7 @@ class Session:
             told = await self.kube.server_time()
         except KubeError:
             told = None
+        # A person's command with no server time: the machine's clock is the one they read.
         return told or datetime.now(UTC)
 
     async def username(self) -> str:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from pydantic_settings import CliApp
 
+from zeroscaler.runtime.clock import LoopClock
 from zeroscaler.runtime.logs import setup_logging
 from zeroscaler.webhook.https import serve
 from zeroscaler.webhook.settings import WebhookSettings
@@ -19,4 +20,4 @@ def main(argv: Sequence[str] | None = None) -> None:
     if missing := settings.tls_files_missing():
         sys.exit(f"zeroscaler-webhook: {missing}")
     setup_logging(settings.log_level, settings.log_format)
-    asyncio.run(serve(settings))
+    asyncio.run(serve(settings, clock=LoopClock()))

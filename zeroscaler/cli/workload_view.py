@@ -166,7 +166,7 @@ def read_view(
     namespace = str(obj["metadata"].get("namespace", ""))
     unmanaged = unmanaged_reason(config, namespace, namespace_labels)
     set_at = paused_until_set_at(obj["metadata"].get("managedFields"))
-    now = now or datetime.now(UTC)
+    now = now or datetime.now(UTC)  # shown to a person: the time on their machine
     pause = pause_in_force(config, set_at, now)
     return WorkloadView(
         obj,

@@ -8,14 +8,13 @@ workload that sleeps every few minutes keeps one `Sleeping` Event, not hundreds.
 from __future__ import annotations
 
 import logging
-import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Literal
 
 from zeroscaler.api import Kube, KubeError, NotFound, Obj
 from zeroscaler.core.durations import format_time
+from zeroscaler.runtime.clock import Clock
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +36,9 @@ class _Series:
 class EventRecorder:
     """Writes core/v1 Events; a failure to write one is logged and never stops the caller."""
 
-    def __init__(self, kube: Kube, component: str, instance: str = "") -> None:
+    def __init__(self, kube: Kube, clock: Clock, component: str, instance: str = "") -> None:
         self._kube = kube
+        self._clock = clock
         self._component = component
         self._instance = instance
         self._series: OrderedDict[_SeriesKey, _Series] = OrderedDict()
@@ -57,7 +57,7 @@ class EventRecorder:
         `count` occurrences."""
         meta = obj.get("metadata") or {}
         namespace = str(meta.get("namespace", ""))
-        now = format_time(datetime.now(UTC))
+        now = format_time(self._clock.now())
         message = message[:_MAX_MESSAGE]
         name = str(meta.get("name", ""))
         key: _SeriesKey = (namespace, kind, name, str(meta.get("uid", "")), type_, reason, message)
@@ -71,12 +71,16 @@ class EventRecorder:
             log.warning("could not write Event: %s", e, extra={"reason": reason})
             return
         event_name = str((event.get("metadata") or {}).get("name", ""))
-        self._remember(key, _Series(event_name, count, time.monotonic()))
+        self._remember(key, _Series(event_name, count, self._clock.monotonic()))
 
     async def _repeat(self, key: _SeriesKey, now: str, count: int) -> bool:
         """Count more occurrences on the Event of a recent series; False when there is none."""
         series = self._series.get(key)
-        if series is None or time.monotonic() - series.seen > SERIES_WINDOW or not series.name:
+        if (
+            series is None
+            or self._clock.monotonic() - series.seen > SERIES_WINDOW
+            or not series.name
+        ):
             return False
         path = f"/api/v1/namespaces/{key[0]}/events/{series.name}"
         try:
@@ -85,7 +89,7 @@ class EventRecorder:
             del self._series[key]
             return False
         series.count += count
-        series.seen = time.monotonic()
+        series.seen = self._clock.monotonic()
         self._series.move_to_end(key)
         return True
 

@@ -1,4 +1,5 @@
-"""The controller's two clocks, passed in so that its parts can be tested without waiting."""
+"""The process's two clocks, handed to every part (controller, webhook, certificates, Events) by
+what builds it, so that the parts agree on the time and can be tested without waiting."""
 
 from __future__ import annotations
 
