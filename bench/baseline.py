@@ -8,13 +8,13 @@ import asyncio
 import time
 from pathlib import Path
 
-from zeroscaler.api import Gone, Kube, KubeError
+from zeroscaler.api import ClientLimits, Gone, Kube, KubeError
 from zeroscaler.api.credentials import load_access
 
 
 async def run(kubeconfig: str, watch_path: str, scale_paths: list[str], connections: int) -> None:
     """List, then watch `watch_path`; on every change, set each of `scale_paths` to one replica."""
-    async with Kube(load_access(kubeconfig), max_connections=connections) as kube:
+    async with Kube(load_access(kubeconfig), ClientLimits(max_connections=connections)) as kube:
         _, rv = await kube.list_all(watch_path, metadata_only=True)
         print("ready", flush=True)
         while True:
@@ -38,7 +38,7 @@ async def list_once(kubeconfig: str, paths: list[str], full: list[str], connecti
     watches list on a start; print how many objects came, how long the lists took and the CPU
     the process took."""
     began = time.monotonic()
-    async with Kube(load_access(kubeconfig), max_connections=connections) as kube:
+    async with Kube(load_access(kubeconfig), ClientLimits(max_connections=connections)) as kube:
         lists = await asyncio.gather(
             *(kube.list_all(p, metadata_only=True) for p in paths),
             *(kube.list_all(p) for p in full),

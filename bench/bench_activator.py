@@ -45,7 +45,7 @@ from bench.workloads import deployment
 from localcluster import build, netns
 from localcluster.cluster import Cluster, start
 from localcluster.processes import free_port, stop
-from zeroscaler.api import Conflict, Kube, KubeError, NotFound
+from zeroscaler.api import ClientLimits, Conflict, Kube, KubeError, NotFound
 from zeroscaler.api.credentials import load_access
 from zeroscaler.certs.issue import new_ca, new_serving_cert
 from zeroscaler.core.coverage import Covered, hooks_of, render
@@ -149,7 +149,9 @@ async def _part_one(cluster: Cluster, rate: int, seconds: float) -> list[Way]:
     port = free_port()
     noop = start_webhook("noop", port, str(work / "tls.crt"), str(work / "tls.key"))
     hook = Webhook(cluster, work, "bench-zeroscaler")
-    kube = Kube(load_access(str(cluster.kubeconfig)), max_connections=64, timeout=LIMIT)
+    kube = Kube(
+        load_access(str(cluster.kubeconfig)), ClientLimits(max_connections=64, timeout=LIMIT)
+    )
     samples: dict[str, list[Sample]] = {w: [] for w in (PLAIN, NOOP, IDLE, COVERED)}
     try:
         wait_up(f"https://127.0.0.1:{port}/", str(work / "ca.crt"), noop)

@@ -51,7 +51,7 @@ from bench.workloads import (
     workload_name,
 )
 from localcluster.processes import free_port, running
-from zeroscaler.api import Kube
+from zeroscaler.api import ClientLimits, Kube
 from zeroscaler.api.credentials import load_access
 
 
@@ -154,7 +154,7 @@ def plot(results: Results, path: Path) -> None:
 
 async def bench(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> Results:
     results = Results()
-    async with Kube(load_access(kubeconfig), max_connections=64) as kube:
+    async with Kube(load_access(kubeconfig), ClientLimits(max_connections=64)) as kube:
         await setup_cluster(kube)
         watch = DeploymentWatch(kube)
         watcher = asyncio.create_task(watch.run())

@@ -39,7 +39,7 @@ from localcluster import build, netns
 from localcluster.cluster import start
 from localcluster.processes import free_port, stop
 from testkit.admission_backend import SERVER
-from zeroscaler.api import Kube, KubeError
+from zeroscaler.api import ClientLimits, Kube, KubeError
 from zeroscaler.api.credentials import load_access
 from zeroscaler.certs.issue import CertPair, new_ca, new_serving_cert
 from zeroscaler.webhook.activation import READY_SETTLE
@@ -175,7 +175,7 @@ def _serve(ca: CertPair) -> tuple[subprocess.Popen[bytes], int]:
 
 
 async def _measure(kubeconfig: str, ca: CertPair, port: int, rounds: int) -> list[Trail]:
-    kube = Kube(load_access(kubeconfig), max_connections=16)
+    kube = Kube(load_access(kubeconfig), ClientLimits(max_connections=16))
     trails: list[Trail] = []
     try:
         await kube.create("/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})

@@ -75,7 +75,7 @@ from bench.workloads import (
     kind_of,
     setup_cluster,
 )
-from zeroscaler.api import Kube, KubeError
+from zeroscaler.api import ClientLimits, Kube, KubeError
 from zeroscaler.api.credentials import load_access
 from zeroscaler.controller.flags import ControllerSettings
 
@@ -356,7 +356,7 @@ async def bench(args: argparse.Namespace, kubeconfig: str, etcd: str, workdir: P
             f"/apis/{GROUP}/v1/namespaces/{namespace(i)}/{PLURAL}\n" for i in range(args.workloads)
         )
     )
-    async with Kube(load_access(kubeconfig), max_connections=64) as kube:
+    async with Kube(load_access(kubeconfig), ClientLimits(max_connections=64)) as kube:
         await _phase(giant, "setup", 300, setup_cluster(kube))
         await _phase(giant, "namespaces", 120 + args.namespaces / 10,
                      make_namespaces(kube, args.namespaces))  # fmt: skip

@@ -34,7 +34,7 @@ from bench.measures import cpu_seconds, percentile, rss_mb, wait_http_ok
 from bench.saved import RESULTS, save_json
 from bench.workloads import BIN, GROUP, cluster_for, create_if_missing, deployment, gather_limited
 from localcluster.processes import free_port, running
-from zeroscaler.api import Kube, KubeError
+from zeroscaler.api import ClientLimits, Kube, KubeError
 from zeroscaler.api.credentials import load_access
 
 NAMESPACE = "zs-mass"  # the managed workloads
@@ -389,7 +389,7 @@ def components(
 
 async def bench(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> Results:
     results = Results()
-    async with Kube(load_access(kubeconfig), max_connections=64) as kube:
+    async with Kube(load_access(kubeconfig), ClientLimits(max_connections=64)) as kube:
         await setup(kube)
         watch, raw = Watch(kube, NAMESPACE), Watch(kube, RAW)
         watchers = [asyncio.create_task(watch.run()), asyncio.create_task(raw.run())]

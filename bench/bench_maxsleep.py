@@ -32,7 +32,7 @@ from bench.workloads import (
     gather_limited,
 )
 from localcluster.processes import free_port, running
-from zeroscaler.api import Kube, KubeError
+from zeroscaler.api import ClientLimits, Kube, KubeError
 from zeroscaler.api.credentials import load_access
 from zeroscaler.core.durations import parse_time
 
@@ -118,7 +118,7 @@ async def watch(kube: Kube, results: Results, done: asyncio.Event) -> None:
 
 async def bench(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> Results:
     results = Results(args.workloads, MAX_SLEEP)
-    async with Kube(load_access(kubeconfig), max_connections=32) as kube:
+    async with Kube(load_access(kubeconfig), ClientLimits(max_connections=32)) as kube:
         done = asyncio.Event()
         watcher = asyncio.create_task(watch(kube, results, done))
         port = free_port()

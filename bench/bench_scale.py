@@ -65,7 +65,7 @@ from bench.workloads import (
     setup_cluster,
     workload_name,
 )
-from zeroscaler.api import Kube
+from zeroscaler.api import ClientLimits, Kube
 from zeroscaler.api.credentials import load_access
 from zeroscaler.controller.flags import ControllerSettings
 
@@ -323,7 +323,7 @@ async def bench_scale(args: argparse.Namespace, kubeconfig: str, workdir: Path) 
     if args.restart_rounds < 1:
         raise SystemExit(f"--restart-rounds {args.restart_rounds}: at least 1")
     results = ScaleResults()
-    async with Kube(load_access(kubeconfig), max_connections=64) as kube:
+    async with Kube(load_access(kubeconfig), ClientLimits(max_connections=64)) as kube:
         await setup_cluster(kube)
         watch = DeploymentWatch(kube)
         watcher = asyncio.create_task(watch.run())

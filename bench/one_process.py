@@ -55,7 +55,7 @@ from bench.measures import (
 from bench.saved import RESULTS, save_json
 from bench.workload_state import Failures, FakeAPI, asleep_deployment
 from bench.workloads import GROUP, SCOPES, TYPES, api_object_text, kind_of
-from zeroscaler.api import Kube
+from zeroscaler.api import ClientLimits, Kube
 from zeroscaler.api.credentials import ClusterAccess
 from zeroscaler.controller.assembly import STALL_BOUND, Controller
 from zeroscaler.controller.flags import ControllerSettings
@@ -140,7 +140,7 @@ async def hold(workloads: int, objects: int, limit: float = LIMIT_SECONDS) -> Si
     settings = ControllerSettings(streaming_lists=False, metrics_port=0)
     kube = Kube(
         ClusterAccess(server="https://127.0.0.1:1"),
-        max_connections=settings.max_connections,
+        ClientLimits(max_connections=settings.max_connections),
         transport=httpx.MockTransport(fake),
     )
     scaler = Controller(kube, settings)

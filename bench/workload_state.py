@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 
 from bench.workloads import GROUP, NAMESPACE, SCOPES, TIMEOUT, TYPES, deployment, kind_of, scope_of
-from zeroscaler.api import Kube
+from zeroscaler.api import ClientLimits, Kube
 from zeroscaler.api.credentials import ClusterAccess
 from zeroscaler.controller.assembly import Controller
 from zeroscaler.controller.flags import ControllerSettings
@@ -251,7 +251,7 @@ async def _hold(workloads: int, limit: float = 300) -> Held:
     settings = ControllerSettings(streaming_lists=False, metrics_port=0, workload_metrics=True)
     kube = Kube(
         ClusterAccess(server="https://127.0.0.1:1"),
-        max_connections=settings.max_connections,
+        ClientLimits(max_connections=settings.max_connections),
         transport=httpx.MockTransport(fake),
     )
     scaler = Controller(kube, settings)

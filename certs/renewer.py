@@ -68,13 +68,12 @@ class Renewer:
         kube: Kube,
         config: RenewerConfig,
         clock: Clock,
-        on_change: Callable[[], object],
         registry: CollectorRegistry | None = None,
     ) -> None:
         self.kube = kube
         self.config = config
         self.clock = clock
-        self.on_change = on_change
+        self._on_change: Callable[[], object] = _nothing  # what `run` is told to call
         self._secret_path = f"/api/v1/namespaces/{config.namespace}/secrets/{config.secret}"
         self.steps = Counter(
             "zeroscaler_webhook_certificate_steps_total",
@@ -134,8 +133,10 @@ class Renewer:
         log.info("certificate %s: %s", step.action, step.reason)
         return now  # look again at once: the next step may be due
 
-    async def run(self) -> None:
-        """Sync until cancelled: at least every interval, sooner when a step falls due."""
+    async def run(self, on_change: Callable[[], object]) -> None:
+        """Sync until cancelled: at least every interval, sooner when a step falls due; call
+        `on_change` each time the files are written."""
+        self._on_change = on_change
         while True:
             try:
                 recheck = await self.sync()
@@ -205,9 +206,13 @@ class Renewer:
             _replace(self.config.key_file, key_pem)
             _replace(self.config.cert_file, cert_pem)
             log.info("serving certificate %x written from the Secret", cert.serial_number)
-            self.on_change()
+            self._on_change()
         self.expiry.set(cert.not_valid_after_utc.timestamp())
         return cert
+
+
+def _nothing() -> None:
+    pass
 
 
 def observe(

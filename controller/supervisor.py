@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from zeroscaler.api import Kube
+from zeroscaler.api import ClientLimits, Kube
 from zeroscaler.api.credentials import load_access
 from zeroscaler.controller.assembly import Controller
 from zeroscaler.controller.flags import ControllerSettings
@@ -66,16 +66,20 @@ async def clients(settings: ControllerSettings) -> AsyncIterator[Clients]:
     async with (
         Kube(
             access,
-            max_connections=settings.max_connections,
-            keepalive_connections=settings.max_connections,
+            ClientLimits(
+                max_connections=settings.max_connections,
+                keepalive_connections=settings.max_connections,
+            ),
         ) as watch_kube,
         Kube(
             access,
-            max_connections=settings.request_connections,
-            qps=settings.api_qps,
-            burst=settings.api_burst,
+            ClientLimits(
+                max_connections=settings.request_connections,
+                qps=settings.api_qps,
+                burst=settings.api_burst,
+            ),
         ) as kube,
-        Kube(access, max_connections=2, keepalive_connections=2) as lease_kube,
+        Kube(access, ClientLimits(max_connections=2, keepalive_connections=2)) as lease_kube,
     ):
         yield Clients(watch_kube, kube, lease_kube)
 

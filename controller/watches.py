@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar, cast
 
 from zeroscaler.api import Kube, Obj
-from zeroscaler.cluster.informer import Informer, Store, WatchEvent, key_of
+from zeroscaler.cluster.informer import Informer, ListWatch, Store, WatchEvent, key_of
 from zeroscaler.core.activity import Scope, shrink, shrink_with_due
 from zeroscaler.core.kinds import APIResource
 from zeroscaler.core.reach import handover, plan, version_order
@@ -250,10 +250,8 @@ class SharedWatch(Generic[U]):
         informer = Informer(
             self._hub.kube.dedicated(),
             resource.api_path(namespace),
-            metadata_only=not due,
+            ListWatch(metadata_only=not due, streaming=self._hub.streaming, initial_events=False),
             transform=cast(Callable[[Obj], Obj], shrink_with_due(due)) if due else _shrink,
-            streaming=self._hub.streaming,
-            initial_events=False,
             owns_client=True,
         )
         channel = Channel(informer, namespace)

@@ -49,7 +49,7 @@ def expositions() -> list[tuple[str, CollectorRegistry]]:
     config = RenewerConfig(
         "ns", "tls", "", Path("c"), Path("k"), RenewalPolicy(0.5, day), day, day, 1
     )
-    Renewer(None, config, LoopClock(), lambda: None, renewal)  # type: ignore[arg-type]  # metrics only
+    Renewer(None, config, LoopClock(), renewal)  # type: ignore[arg-type]  # metrics only
     return [
         (controller.render().decode(), controller.registry),
         (generate_latest(webhook).decode(), webhook),

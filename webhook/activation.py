@@ -17,6 +17,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import Request, Response
@@ -57,6 +58,26 @@ MAX_WAITING = 200  # covered requests held at once; more are answered at once
 NamespaceLabels = Callable[[str], Awaitable[Mapping[str, str] | None]]
 
 
+@dataclass(frozen=True, slots=True)
+class Holding:
+    """Where a held request asks for its wake (the `requests` ConfigMap in `namespace`), how long
+    it settles once a ready endpoint is seen, and how many are held at once."""
+
+    namespace: str
+    requests: str
+    settle: float = READY_SETTLE
+    max_waiting: int = MAX_WAITING
+
+
+@dataclass(frozen=True, slots=True)
+class Coverage:
+    """What a request is looked up in: the paths the activator's configuration covers, and a
+    namespace's labels for the rules copied with each."""
+
+    paths: CoveredPaths
+    namespace_labels: NamespaceLabels
+
+
 class Activation:
     """`/activate/<token>/...`: wake, wait for a ready endpoint, allow; `/activate/probe`: say
     so."""
@@ -64,25 +85,22 @@ class Activation:
     def __init__(
         self,
         kube: Kube | None,
-        namespace: str,
-        requests: str,
+        holding: Holding,
+        coverage: Coverage,
         intake: Intake,
         registry: CollectorRegistry,
-        settle: float = READY_SETTLE,
-        *,
-        covered: CoveredPaths,
-        namespace_labels: NamespaceLabels,
-        max_waiting: int = MAX_WAITING,
         clock: Clock | None = None,
     ) -> None:
         self._kube = kube
         self._clock: Clock = clock or LoopClock()
-        self._settle = settle
-        self._requests_path = f"/api/v1/namespaces/{namespace}/configmaps/{requests}"
+        self._settle = holding.settle
+        self._requests_path = (
+            f"/api/v1/namespaces/{holding.namespace}/configmaps/{holding.requests}"
+        )
         self._intake = intake
-        self._covered = covered
-        self._namespace_labels = namespace_labels
-        self._max_waiting = max_waiting
+        self._covered = coverage.paths
+        self._namespace_labels = coverage.namespace_labels
+        self._max_waiting = holding.max_waiting
         self._held = 0  # covered requests waiting now
         self._asked: dict[str, float] = {}  # request key: monotonic time it was last written
         self._written: set[str] | None = None  # the requests ConfigMap's keys, once read

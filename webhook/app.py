@@ -20,12 +20,12 @@ from prometheus_client import (
     generate_latest,
 )
 
-from zeroscaler.api import Kube
+from zeroscaler.api import ClientLimits, Kube
 from zeroscaler.api.credentials import load_access
 from zeroscaler.core.admission import decide_patch
 from zeroscaler.runtime.clock import Clock, LoopClock
 from zeroscaler.runtime.collectors import APIErrors, register_process_collectors
-from zeroscaler.webhook.activation import Activation
+from zeroscaler.webhook.activation import Activation, Coverage, Holding
 from zeroscaler.webhook.caches import LiveSource
 from zeroscaler.webhook.covered import CoveredPaths
 from zeroscaler.webhook.intake import Intake, Limits, Refused, refusal
@@ -66,7 +66,10 @@ def create_app(
     # own: held requests never take the ones the view (in combined mode, the controller's
     # writes and its Lease) depends on.
     kube = (
-        Kube(live.kube.access, max_connections=EDGE_CONNECTIONS, keepalive_connections=8)
+        Kube(
+            live.kube.access,
+            ClientLimits(max_connections=EDGE_CONNECTIONS, keepalive_connections=8),
+        )
         if isinstance(live, LiveSource)
         else None
     )
@@ -106,17 +109,13 @@ def create_app(
     # The API server calls the path the webhook's configuration holds (`OwnPaths`).
     for path in ("/", "/mutate", "/mutate/{token}"):
         app.post(path)(admission.mutate)
-    activation = Activation(
-        kube,
+    holding = Holding(
         settings.namespace,
         settings.activator_requests,
-        intake,
-        registry,
-        covered=covered,
-        namespace_labels=live.namespace_labels,
         max_waiting=settings.activator_max_waiting,
-        clock=clock,
     )
+    coverage = Coverage(covered, live.namespace_labels)
+    activation = Activation(kube, holding, coverage, intake, registry, clock)
     app.post("/activate/probe")(activation.probe)
     app.post("/activate/{rest:path}")(activation.activate)
 

@@ -83,8 +83,8 @@ async def serve(
     reloader = CertReloader(ctx, settings.cert_file, settings.key_file)
     tasks = [asyncio.create_task(reloader.watch(settings.cert_check_interval))]
     if renewer is not None:
-        renewer.on_change = reloader.check  # serve a renewed pair at once, not at the next check
-        tasks.append(asyncio.create_task(renewer.run()))
+        # A renewed pair is served at once, not at the reloader's next check.
+        tasks.append(asyncio.create_task(renewer.run(on_change=reloader.check)))
     server = uvicorn.Server(config) if stop is None else _OwnedServer(config)
     if stop is not None:
         tasks.append(asyncio.create_task(_exit_on(stop, server)))
@@ -122,7 +122,7 @@ def _renewer(
         interval=settings.cert_sync_interval,
     )
     kube = kube if kube is not None else Kube(load_access(settings.kubeconfig or None))
-    return Renewer(kube, config, clock, on_change=lambda: None, registry=registry)
+    return Renewer(kube, config, clock, registry=registry)
 
 
 async def _first_pair(renewer: Renewer, settings: WebhookSettings, *, owned: bool) -> None:

@@ -27,7 +27,7 @@ from zeroscaler.api import Kube
 from zeroscaler.api.credentials import load_access
 from zeroscaler.core.coverage import request_key
 from zeroscaler.core.workloads import workload_path
-from zeroscaler.webhook.activation import Activation
+from zeroscaler.webhook.activation import Activation, Coverage, Holding
 from zeroscaler.webhook.covered import CoveredPaths
 from zeroscaler.webhook.intake import Intake, Limits
 
@@ -87,12 +87,10 @@ async def _backend(cluster: Cluster, namespace: str, replicas: int) -> AsyncIter
         app = FastAPI()
         activation = Activation(
             kube,
-            namespace,
-            REQUESTS,
+            Holding(namespace, REQUESTS),
+            Coverage(CoveredPaths(kube, configuration), _no_labels),
             Intake(Limits()),
             registry,
-            covered=CoveredPaths(kube, configuration),
-            namespace_labels=_no_labels,
         )
         app.post("/activate/{rest:path}")(activation.activate)
         transport = httpx.ASGITransport(app=app)

@@ -21,7 +21,7 @@ from testkit.steps import step
 from testkit.waiting import wait_for
 from zeroscaler.api import Kube
 from zeroscaler.api.credentials import load_access
-from zeroscaler.cluster.informer import Informer, WatchEvent
+from zeroscaler.cluster.informer import Informer, ListWatch, WatchEvent
 
 SILENCE = 3.0  # in place of the minutes between the watch cache's bookmarks
 
@@ -283,7 +283,7 @@ async def _watch_through_a_stall(cluster: Cluster, relay: CuttableRelay, ns: str
     # Only the test's own maps: the root CA publisher may add its map to the new namespace late.
     mine = {"labelSelector": "test=stall"}
     async with Kube(access) as direct, Kube(via) as kube:
-        informer = Informer(kube, path, metadata_only=True, params=mine, silence=SILENCE)
+        informer = Informer(kube, path, ListWatch(metadata_only=True, silence=SILENCE), params=mine)
         added = asyncio.Event()
         seen: list[str] = []
 
@@ -325,7 +325,9 @@ async def _watch_widget_lifecycle(
         widgets = resources["widgets"]
         assert widgets.kind == "Widget"
         assert widgets.has_status
-        informer = Informer(kube, widgets.api_path(), metadata_only=True, streaming=streaming)
+        informer = Informer(
+            kube, widgets.api_path(), ListWatch(metadata_only=True, streaming=streaming)
+        )
         seen: list[WatchEvent] = []
         three = asyncio.Event()
 

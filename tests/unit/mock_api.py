@@ -10,7 +10,7 @@ from collections.abc import Callable, Coroutine
 
 import httpx
 
-from zeroscaler.api import Kube
+from zeroscaler.api import ClientLimits, Kube
 from zeroscaler.api.credentials import ClusterAccess
 
 Handler = (
@@ -23,6 +23,6 @@ def kube_served_by(handler: Handler, connections: int = 1) -> Kube:
     """A Kube whose requests `handler` answers (sync or async), `connections` at a time."""
     return Kube(
         ClusterAccess(server="https://127.0.0.1:1"),
-        max_connections=connections,
+        ClientLimits(max_connections=connections),
         transport=httpx.MockTransport(handler),
     )

@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry
 
 from tests.unit.mock_api import kube_served_by
 from zeroscaler.runtime.clock import Clock, ManualClock
-from zeroscaler.webhook.activation import Activation
+from zeroscaler.webhook.activation import Activation, Coverage, Holding
 from zeroscaler.webhook.covered import CoveredPaths
 from zeroscaler.webhook.intake import Intake, Limits
 
@@ -136,15 +136,11 @@ def _answer(
         async with kube_served_by(server, connections=4) as kube:
             activation = Activation(
                 kube,
-                "zs",
-                "wakes",
+                Holding("zs", "wakes", settle, max_waiting),
+                Coverage(CoveredPaths(kube, "zs-activator", clock), _labels),
                 Intake(Limits()),
                 registry,
-                settle,
-                covered=CoveredPaths(kube, "zs-activator", clock),
-                namespace_labels=_labels,
-                max_waiting=max_waiting,
-                clock=clock,
+                clock,
             )
             app = FastAPI()
             app.post("/activate/{rest:path}")(activation.activate)

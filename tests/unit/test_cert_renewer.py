@@ -69,7 +69,7 @@ def _sync(clock: ManualClock, tmp_path: Path) -> tuple[datetime, Server]:
 
     async def scenario() -> datetime:
         async with kube_served_by(server) as kube:
-            return await Renewer(kube, config, clock, on_change=lambda: None).sync()
+            return await Renewer(kube, config, clock).sync()
 
     return asyncio.run(scenario()), server
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from tests.unit.mock_api import kube_served_by
 from zeroscaler.api import Gone, Kube
 from zeroscaler.api.streams import split_lines
-from zeroscaler.cluster.informer import INITIAL_EVENTS_END, Filed, Informer, WatchEvent
+from zeroscaler.cluster.informer import INITIAL_EVENTS_END, Filed, Informer, ListWatch, WatchEvent
 
 PATH = "/apis/example.com/v1/things"
 
@@ -77,7 +77,7 @@ async def run_informer(kube: Kube, informer: Informer, until: Awaitable[object])
 
 async def run_until_synced(server: Server) -> tuple[Informer, list[WatchEvent]]:
     kube = kube_served_by(server, connections=4)
-    informer = Informer(kube, PATH, metadata_only=True, streaming=True)
+    informer = Informer(kube, PATH, ListWatch(metadata_only=True, streaming=True))
     seen: list[WatchEvent] = []
     informer.add_handler(seen.append)
 
@@ -147,7 +147,7 @@ async def run_until(
 ) -> tuple[Informer, list[WatchEvent]]:
     """Run an informer over `server` until what its handlers saw satisfies `done`."""
     kube = kube_served_by(server, connections=4)
-    informer = Informer(kube, PATH, metadata_only=True, streaming=True)
+    informer = Informer(kube, PATH, ListWatch(metadata_only=True, streaming=True))
     seen: list[WatchEvent] = []
     enough = asyncio.Event()
 
@@ -209,7 +209,9 @@ async def test_a_first_list_without_initial_events_is_read_by_the_sync_handlers_
     again = stream(("ADDED", thing("a", "3")), ("ADDED", thing("new", "12")), END)
     server = Server(streamed=[first, again])
     kube = kube_served_by(server, connections=4)
-    informer = Informer(kube, PATH, metadata_only=True, streaming=True, initial_events=False)
+    informer = Informer(
+        kube, PATH, ListWatch(metadata_only=True, streaming=True, initial_events=False)
+    )
     seen: list[WatchEvent] = []
     informer.add_handler(seen.append)
     synced: list[tuple[int, list[tuple[str, str]]]] = []
@@ -282,7 +284,7 @@ class Watches:
 
 async def watch_until_quiet(server: Watches) -> Informer:
     kube = kube_served_by(server, connections=2)
-    informer = Informer(kube, PATH, metadata_only=True)
+    informer = Informer(kube, PATH, ListWatch(metadata_only=True))
     task = asyncio.create_task(informer.run())
     try:
         async with asyncio.timeout(5):
@@ -416,7 +418,7 @@ async def test_a_value_that_files_itself_is_kept_by_its_key_and_told_apart_by_it
     again = stream(("ADDED", thing("a", "3")), ("ADDED", thing("new", "12", "dev")), END)
     server = Server(streamed=[first, again])
     kube = kube_served_by(server, connections=4)
-    informer = Informer(kube, PATH, streaming=True, transform=_keep)
+    informer = Informer(kube, PATH, ListWatch(streaming=True), transform=_keep)
     seen: list[WatchEvent] = []
     enough = asyncio.Event()
 

@@ -18,9 +18,17 @@ from zeroscaler.api.errors import (
     Withdrawn,
     error_for,
 )
-from zeroscaler.api.transport import Obj, Priority, outcome_seen, prioritized, urgently
+from zeroscaler.api.transport import (
+    ClientLimits,
+    Obj,
+    Priority,
+    outcome_seen,
+    prioritized,
+    urgently,
+)
 
 __all__ = [
+    "ClientLimits",
     "Conflict",
     "Forbidden",
     "Gone",

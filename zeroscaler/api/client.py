@@ -18,10 +18,11 @@ import httpx
 from zeroscaler.api import discovery, lists, streams
 from zeroscaler.api.credentials import ClusterAccess
 from zeroscaler.api.streams import WatchOptions
-from zeroscaler.api.transport import Obj, Priority, Transport
+from zeroscaler.api.transport import ClientLimits, Obj, Priority, Transport
 from zeroscaler.core.annotations import FIELD_MANAGER
 from zeroscaler.core.kinds import APIResource
 
+DEFAULT_LIMITS = ClientLimits()
 PatchType = Literal["merge", "strategic", "json", "apply"]
 
 _PATCH_CONTENT_TYPES: dict[str, str] = {
@@ -42,25 +43,11 @@ class Kube(Transport):
     def __init__(
         self,
         access: ClusterAccess,
+        limits: ClientLimits = DEFAULT_LIMITS,
         *,
-        timeout: float = 30.0,
-        max_connections: int = 64,
-        keepalive_connections: int = 16,
-        qps: float = 0.0,
-        burst: int = 1,
-        retries: int = 10,
         transport: httpx.AsyncBaseTransport | None = None,
     ):
-        super().__init__(
-            access,
-            timeout=timeout,
-            max_connections=max_connections,
-            keepalive_connections=keepalive_connections,
-            qps=qps,
-            burst=burst,
-            retries=retries,
-            transport=transport,
-        )
+        super().__init__(access, limits, transport=transport)
         self._discovery = discovery.DiscoveryCache()  # shared by `sharing()` copies
 
     async def __aenter__(self) -> Kube:

@@ -15,6 +15,7 @@ import json
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any, Self
 
 import httpx
@@ -90,6 +91,18 @@ def outcome_seen(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
+@dataclass(frozen=True, slots=True)
+class ClientLimits:
+    """How much a client may ask of the API server at once, and how long it waits."""
+
+    timeout: float = 30.0  # seconds a request may take (a watch sets its own)
+    max_connections: int = 64  # also the requests in flight at most
+    keepalive_connections: int = 16
+    qps: float = 0.0  # 0: no rate limit
+    burst: int = 1
+    retries: int = 10  # a 429 sent again at most this many times
+
+
 class Transport:
     """Paced requests over one pooled `httpx.AsyncClient` (`zeroscaler.core.pacing`): a 429 is
     sent again after its Retry-After, up to `retries` times, and holds back the requests behind
@@ -98,19 +111,14 @@ class Transport:
     def __init__(
         self,
         access: ClusterAccess,
+        limits: ClientLimits = ClientLimits(),
         *,
-        timeout: float = 30.0,
-        max_connections: int = 64,
-        keepalive_connections: int = 16,
-        qps: float = 0.0,
-        burst: int = 1,
-        retries: int = 10,
         transport: httpx.AsyncBaseTransport | None = None,
     ):
         # transport: where requests go instead of the network (the unit tests' stand-in server).
         self.access = access
-        self.pacer = Pacer(concurrency=max_connections, qps=qps, burst=burst)
-        self.retries = retries
+        self.pacer = Pacer(concurrency=limits.max_connections, qps=limits.qps, burst=limits.burst)
+        self.retries = limits.retries
         self.throttled = 0  # 429 answers so far
         self.pages_ahead = 0  # list pages sent before the page before them was decoded
         self.on_throttled: Callable[[], None] = lambda: None
@@ -124,10 +132,10 @@ class Transport:
             "auth": access.auth(),
             "proxy": access.proxy,
             "headers": {"User-Agent": "zeroscaler"},
-            "timeout": httpx.Timeout(timeout),
+            "timeout": httpx.Timeout(limits.timeout),
             "transport": transport,
         }
-        self.http = self._client(max_connections, keepalive_connections)
+        self.http = self._client(limits.max_connections, limits.keepalive_connections)
         # SNI and certificate check against this name instead of the server's host (a tunnel).
         self.extensions: dict[str, Any] | None = (
             {"sni_hostname": access.tls_server_name} if access.tls_server_name else None

@@ -215,6 +215,18 @@ class _Items(ItemsView[Key, Obj]):
                 yield (namespace, name), obj
 
 
+@dataclass(frozen=True, slots=True)
+class ListWatch:
+    """How an informer asks for its collection and keeps watching it."""
+
+    metadata_only: bool = False  # objects as PartialObjectMetadata
+    streaming: bool = False  # the list as a watch-list stream, where the server offers one
+    initial_events: bool = True  # a first list told to the handlers object by object
+    timeout_seconds: int = 300  # the shortest watch; each is given 1-2 times this
+    silence: float = SILENCE
+    max_backoff: float = 5.0  # 30 s, after an API server outage, delayed wakes as long
+
+
 class Informer:
     """Keeps `store` equal to the collection at `path` and tells handlers about every change."""
 
@@ -222,36 +234,32 @@ class Informer:
         self,
         kube: Kube,
         path: str,
+        how: ListWatch = ListWatch(),
         *,
-        metadata_only: bool = False,
         params: Mapping[str, str] | None = None,
         transform: Callable[[Obj], Obj] | None = None,
-        timeout_seconds: int = 300,  # the shortest watch; each is given 1-2 times this
-        silence: float = SILENCE,
-        max_backoff: float = 5.0,  # 30 s, after an API server outage, delayed wakes as long
-        streaming: bool = False,
-        initial_events: bool = True,
         owns_client: bool = False,  # `kube` is its own (`Kube.dedicated`): closed when it ends
     ) -> None:
         self.kube = kube
         self.owns_client = owns_client
         self.path = path
-        self.metadata_only = metadata_only
         self.params = dict(params or {})
         self.transform = transform
-        self.timeout_seconds = timeout_seconds
-        self.silence = silence
-        self.max_backoff = max_backoff
+        # Each knob an attribute of its own: read as before, with no lookup through `how`.
+        self.metadata_only = how.metadata_only
+        self.timeout_seconds = how.timeout_seconds
+        self.silence = how.silence
+        self.max_backoff = how.max_backoff
         self.store = Store()
         self.synced = asyncio.Event()
         self.attempted = asyncio.Event()  # a first list has been answered, or has failed
         self.resource_version = ""
         self.last_error: KubeError | None = None
         # Whether the server streams the initial list (watch-list): None until it has answered.
-        self.streaming: bool | None = None if streaming else False
+        self.streaming: bool | None = None if how.streaming else False
         # Whether a first list is sent to the handlers as one ADDED event an object (a start's
         # 200,000 objects, each dispatched, cost more than listing them).
-        self.initial_events = initial_events
+        self.initial_events = how.initial_events
         self._lists = 0  # complete lists so far: after the first, what a list finds is news
         self._handlers: list[Handler] = []
         self._sync_handlers: list[Callable[[], None]] = []

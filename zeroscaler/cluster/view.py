@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 
 from zeroscaler.api import Kube, KubeError, Obj
-from zeroscaler.cluster.informer import Informer, WatchEvent
+from zeroscaler.cluster.informer import Informer, ListWatch, WatchEvent
 from zeroscaler.core.inference import RBACSnapshot
 from zeroscaler.core.kinds import APIResource, Discovery, api_resource_from_crd
 from zeroscaler.core.links import links_of
@@ -103,7 +103,7 @@ class ClusterView:
         self._on_discovery = on_discovery
         self._on_rbac = on_rbac
         self.namespaces = Informer(
-            kube, NAMESPACES_PATH, metadata_only=True, transform=trim_namespace
+            kube, NAMESPACES_PATH, ListWatch(metadata_only=True), transform=trim_namespace
         )
         # Whole objects, trimmed on arrival: a CRD's conversion webhook is in its spec.
         self.crds = Informer(kube, CRD_PATH, transform=trim_crd if crd_specs else _trim_crd_name)
