@@ -4,7 +4,7 @@ its Retry-After asks for. Pure: the caller passes the time and does the waiting.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 DEFAULT_RETRY_AFTER = 1.0  # seconds, when a 429 names none (the API server's own default)
 MAX_RETRY_AFTER = 60.0  # a larger Retry-After is capped: a wake should not wait minutes
@@ -43,11 +43,12 @@ class Pacer:
     concurrency: int
     qps: float = 0.0
     burst: int = 1
-    limit: float = 0.0
-    in_flight: int = 0
-    tokens: float = 0.0
-    updated: float | None = None
-    hold_until: float = 0.0
+    # Its state, which it keeps itself.
+    limit: float = field(default=0.0, init=False)
+    in_flight: int = field(default=0, init=False)
+    tokens: float = field(default=0.0, init=False)
+    updated: float | None = field(default=None, init=False)
+    hold_until: float = field(default=0.0, init=False)
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
