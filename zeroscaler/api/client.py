@@ -18,11 +18,10 @@ import httpx
 from zeroscaler.api import discovery, lists, streams
 from zeroscaler.api.credentials import ClusterAccess
 from zeroscaler.api.streams import WatchOptions
-from zeroscaler.api.transport import ClientLimits, Obj, Priority, Transport
+from zeroscaler.api.transport import DEFAULT_LIMITS, ClientLimits, Obj, Priority, Transport
 from zeroscaler.core.annotations import FIELD_MANAGER
 from zeroscaler.core.kinds import APIResource
 
-DEFAULT_LIMITS = ClientLimits()
 PatchType = Literal["merge", "strategic", "json", "apply"]
 
 _PATCH_CONTENT_TYPES: dict[str, str] = {

@@ -103,6 +103,9 @@ class ClientLimits:
     retries: int = 10  # a 429 sent again at most this many times
 
 
+DEFAULT_LIMITS = ClientLimits()
+
+
 class Transport:
     """Paced requests over one pooled `httpx.AsyncClient` (`zeroscaler.core.pacing`): a 429 is
     sent again after its Retry-After, up to `retries` times, and holds back the requests behind
@@ -111,7 +114,7 @@ class Transport:
     def __init__(
         self,
         access: ClusterAccess,
-        limits: ClientLimits = ClientLimits(),
+        limits: ClientLimits = DEFAULT_LIMITS,
         *,
         transport: httpx.AsyncBaseTransport | None = None,
     ):
