@@ -313,27 +313,25 @@ async def calibrate(giant: Giant) -> None:
 
 
 def split_tail(log: Path, woken: list[tuple[int, float, float]], count: int = 3) -> list[Any]:
-    """The slowest wakes split at the controller's `woken` line: from the create's answer to the
-    controller's scale (the API server's watch, then the controller), and from there until the
-    benchmark saw the scale (the API server's watch of Deployments, then the benchmark)."""
-    scaled: dict[str, list[tuple[float, str]]] = {}
+    """The slowest wakes split by the controller's `woken` line for them: its own part (from
+    the watch event's arrival to the scale write's answer) and the rest (the API server's two
+    watches, the create's to the controller and the Deployment's back to the benchmark)."""
+    own: dict[str, list[tuple[float, float]]] = {}
     for line in log.read_text(errors="replace").splitlines():
-        if " msg=woken " not in line:
+        if " msg=woken " not in line or "latency_ms=" not in line:
             continue
         fields = dict(w.split("=", 1) for w in line.split() if "=" in w)
         when = datetime.fromisoformat(fields["time"].replace("Z", "+00:00")).timestamp()
         name = fields.get("workload", "").rsplit("/", 1)[-1]
-        scaled.setdefault(name, []).append((when, fields.get("latency_ms", "")))
+        own.setdefault(name, []).append((when, float(fields["latency_ms"])))
     found = []
-    for i, acked, latency in sorted(woken, key=lambda w: -w[2])[:count]:
-        later = [s for s in scaled.get(workload_name(i), []) if s[0] >= acked - 0.05]
+    for i, answered, latency in sorted(woken, key=lambda w: -w[2])[:count]:
         split: dict[str, Any] = {"workload": workload_name(i), "latency_ms": round(latency * 1000)}
-        if later:
-            when, own = later[0]
-            split["to_controller_scale_ms"] = round((when - acked) * 1000)
-            if latency < WAKE_LIMIT:  # a wake never seen has no second part
-                split["back_to_benchmark_ms"] = round((acked + latency - when) * 1000)
-            split["controller_own_ms"] = own
+        # Its line is written after the benchmark's create was answered, and the first such.
+        later = [ms for when, ms in own.get(workload_name(i), []) if when >= answered - 0.05]
+        if later and latency < WAKE_LIMIT:
+            split["controller_ms"] = later[0]
+            split["api_server_and_benchmark_ms"] = round(latency * 1000 - later[0])
         found.append(split)
     return found
 

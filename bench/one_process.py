@@ -17,9 +17,10 @@ objects would wake them all.
 Run as a benchmark, it judges what sizes cost (each size still in a process of its own):
 
 - `python -m bench.one_process` (in `make bench`): growth in both dimensions from one run.
-  Workloads vary at a fixed count of objects, and objects at a fixed count of workloads; for each
-  dimension, the start's CPU and the resident size that each added workload (or object) cost in
-  the last step must be within `GROWTH_TOLERANCE` of what each cost in the first. Writes
+  Workloads vary at a fixed count of objects, and objects at a fixed count of workloads; each
+  size runs `GROWTH_REPEATS` times, in rounds, and its medians are judged: for each dimension, the
+  start's CPU and the resident size that each added workload (or object) cost in the last step
+  must be within `GROWTH_TOLERANCE` of what each cost in the first. Writes
   `bench/results/growth.json` and the plot `bench/results/growth.png`.
 - `python -m bench.one_process --many-operators`: issue 50's many operators, 100,000 workloads over
   2,000,000 objects between two runs of 10,000 over 200,000: at most 1 GiB at its peak, and a
@@ -35,6 +36,7 @@ import gc
 import itertools
 import json
 import logging
+import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -200,6 +202,7 @@ GROWTH_OBJECTS = (50_000, 200_000, 800_000)  # at GROWTH_AT_WORKLOADS workloads
 GROWTH_AT_OBJECTS = 200_000
 GROWTH_AT_WORKLOADS = 10_000
 GROWTH_TOLERANCE = 1.25  # the last step's cost per added unit over the first step's
+GROWTH_REPEATS = 3  # runs of each size, in rounds; their medians are judged
 MANY_OPERATORS = (100_000, 2_000_000)  # beside its baseline, MANY_OPERATORS_BASELINE
 MANY_OPERATORS_BASELINE = (10_000, 200_000)
 
@@ -259,23 +262,45 @@ def growth_targets(series: dict[str, list[Size]], tolerance: float) -> list[Targ
     return found
 
 
-def growth(workloads: Sequence[int], objects: Sequence[int], at: tuple[int, int]) -> dict[str, Any]:
-    """Each size of both series once (the one they share once), in processes of their own."""
+def growth(
+    workloads: Sequence[int], objects: Sequence[int], at: tuple[int, int], repeats: int
+) -> tuple[dict[str, list[Size]], list[Size]]:
+    """Each size of both series (the one they share once), `repeats` times in rounds, each run
+    in a process of its own; each size's figures are the medians of its runs. A step's cost is
+    the difference of two sizes' figures, a few seconds of CPU against a machine whose load
+    moves one run by more than that; rounds rather than repeats back to back, so that a drift
+    in the load reaches every size. Returns the series and every run."""
     at_workloads, at_objects = at
     wanted = sorted({*((w, at_objects) for w in workloads), *((at_workloads, o) for o in objects)})
-    held: dict[tuple[int, int], Size] = {}
-    for w, o in wanted:
-        print(f"one process, {w:,} workloads over {o:,} objects:", flush=True)
-        held[(w, o)] = size = measure_one_process(w, o)
-        print(
-            f"  {size.resident_mb:,.1f} MiB resident ({size.peak_mb:,.1f} at the peak); every "
-            f"workload reconciled in {size.seconds:.1f} s, {size.cpu_seconds:.2f} s of CPU",
-            flush=True,
-        )
-    return {
+    runs: dict[tuple[int, int], list[Size]] = {size: [] for size in wanted}
+    for round_ in range(1, repeats + 1):
+        for w, o in wanted if round_ % 2 else wanted[::-1]:
+            print(f"one process, {w:,} workloads over {o:,} objects (run {round_}):", flush=True)
+            runs[(w, o)].append(size := measure_one_process(w, o))
+            print(
+                f"  {size.resident_mb:,.1f} MiB resident ({size.peak_mb:,.1f} at the peak); every "
+                f"workload reconciled in {size.seconds:.1f} s, {size.cpu_seconds:.2f} s of CPU",
+                flush=True,
+            )
+    held = {size: _median_size(found) for size, found in runs.items()}
+    series = {
         "workloads": [held[(w, at_objects)] for w in sorted(workloads)],
         "objects": [held[(at_workloads, o)] for o in sorted(objects)],
     }
+    return series, [size for found in runs.values() for size in found]
+
+
+def _median_size(runs: Sequence[Size]) -> Size:
+    """One size's runs as one: the median of each figure."""
+    first = runs[0]
+    return Size(
+        first.workloads,
+        first.objects,
+        statistics.median(r.resident_mb for r in runs),
+        statistics.median(r.peak_mb for r in runs),
+        statistics.median(r.seconds for r in runs),
+        statistics.median(r.cpu_seconds for r in runs),
+    )
 
 
 def many_operators() -> dict[str, float]:
@@ -363,6 +388,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--objects", type=_sizes, default=list(GROWTH_OBJECTS))
     parser.add_argument("--at-objects", type=int, default=GROWTH_AT_OBJECTS)
     parser.add_argument("--at-workloads", type=int, default=GROWTH_AT_WORKLOADS)
+    parser.add_argument(
+        "--repeats", type=int, default=GROWTH_REPEATS, help="runs of each size (medians judged)"
+    )
     args = parser.parse_args(argv)
     if args.size:
         if len(args.size) != 2 or min(args.size) < 1:
@@ -370,15 +398,19 @@ def main(argv: list[str] | None = None) -> int:
         size = asyncio.run(hold(*args.size))
         print(json.dumps(asdict(size)), flush=True)
         return 0
+    if args.repeats < 1:
+        parser.error(f"--repeats: {args.repeats}; at least 1")
     run = Run()
     if args.many_operators:
         results = many_operators()
         judged = one_process_targets(results)
         saved = save_json("many-operators", run.stamped(results, judged))
     else:
-        series = growth(args.workloads, args.objects, (args.at_workloads, args.at_objects))
+        at = (args.at_workloads, args.at_objects)
+        series, runs = growth(args.workloads, args.objects, at, args.repeats)
         judged = growth_targets(series, GROWTH_TOLERANCE)
-        data = {d: [asdict(s) for s in sizes] for d, sizes in series.items()}
+        data: dict[str, Any] = {d: [asdict(s) for s in sizes] for d, sizes in series.items()}
+        data["runs"] = [asdict(s) for s in runs]
         saved = save_json("growth", run.stamped({"tolerance": GROWTH_TOLERANCE, **data}, judged))
         plot(series, RESULTS / "growth.png")
         print(f"wrote {RESULTS / 'growth.png'}")

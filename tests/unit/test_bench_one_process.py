@@ -145,3 +145,26 @@ def test_many_operators_judges_the_100000_against_its_baseline_run_on_both_sides
     )
     # Time was not measured in these runs: a figure missing fails, never passes.
     assert not judged["one process at 100,000 workloads: start time per workload / at 10,000"].met
+
+
+def test_growth_runs_each_size_in_rounds_and_judges_its_medians(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import bench.one_process as one_process
+    from bench.measures import Size
+
+    order: list[tuple[int, int]] = []
+    cpu = iter([6.0, 9.0, 30.0, 6.5, 10.0, 2.0, 7.0, 11.0, 31.0])  # one run of the three noisy
+
+    def measure(workloads: int, objects: int) -> Size:
+        order.append((workloads, objects))
+        return Size(workloads, objects, 100.0, 120.0, 5.0, next(cpu))
+
+    monkeypatch.setattr(one_process, "measure_one_process", measure)
+    series, runs = one_process.growth([10, 20], [100, 200], (10, 100), repeats=3)
+    sizes = [(10, 100), (10, 200), (20, 100)]
+    assert order == sizes + sizes[::-1] + sizes  # rounds, every other one backwards
+    assert len(runs) == 9
+    # (10, 100): 6.0, 2.0, 7.0; (10, 200): 9.0, 10.0, 11.0; (20, 100): 30.0, 6.5, 31.0
+    assert [s.cpu_seconds for s in series["objects"]] == [6.0, 10.0]
+    assert [s.cpu_seconds for s in series["workloads"]] == [6.0, 30.0]
