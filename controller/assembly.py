@@ -148,15 +148,15 @@ class Controller:
         self.reconciler = self._assemble(kube, context)
 
     def _metrics(self, kube: Kube, watcher: Kube) -> Metrics:
-        """The controller's metrics, read from its parts at scrape time; both clients count
-        their throttled requests there."""
+        """The controller's metrics, read from its parts at scrape time, the clients' failed
+        requests and 429 answers too."""
         clients = list({id(k): k for k in (kube, watcher)}.values())  # one Kube may do both
         readings = Readings(
             by_state=lambda: count_by_state(self.workloads.values()),
             watches=lambda: len(self.hub.resources),
             pending=lambda: count_pending_wakes(self.workloads.values()),
             events=lambda: self.reporter.pending,
-            api_errors=lambda: [k.errors for k in clients],
+            clients=lambda: clients,
             shared_watches=self.hub.watches_by_scope,
         )
         leader_readings = LeaderReadings(
@@ -171,8 +171,6 @@ class Controller:
             workloads=self.workloads.values if self.settings.workload_metrics else None,
             count_savings=self._count_savings,
         )
-        for client in clients:
-            client.on_throttled = metrics.throttled.inc
         return metrics
 
     def _change_feed(self, kube: Kube, context: Context, notes: ActivityNotes) -> ChangeFeed:

@@ -8,6 +8,7 @@ import ssl
 import urllib.parse
 from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -17,7 +18,12 @@ from prometheus_client.utils import floatToGoString
 from zeroscaler.controller.report_memory import ReportMemory, WorkloadCounts
 from zeroscaler.controller.workload import Workload
 from zeroscaler.core.savings import NONE, Requests
-from zeroscaler.runtime.collectors import APIErrors, ErrorCounts, register_process_collectors
+from zeroscaler.runtime.collectors import (
+    APIErrors,
+    APIThrottled,
+    ErrorCounts,
+    register_process_collectors,
+)
 
 log = logging.getLogger(__name__)
 
@@ -266,17 +272,27 @@ class WorkloadSeries(Collector):
 _EMPTY = WorkloadCounts()
 
 
+class ClientCounts(Protocol):
+    """What the metrics read of an API client: its failed requests and its 429 answers."""
+
+    @property
+    def errors(self) -> ErrorCounts: ...
+
+    @property
+    def throttled(self) -> int: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Readings:
     """What the metrics read from the other parts at a scrape: managed workloads by state, the
-    types watched, wakes due, Events waiting, the API clients' failed requests, and the shared
-    watches open by scope."""
+    types watched, wakes due, Events waiting, the API clients (their failed requests and 429
+    answers), and the shared watches open by scope."""
 
     by_state: Callable[[], Mapping[str, int]] = dict
     watches: Callable[[], int] = lambda: 0
     pending: Callable[[], int] = lambda: 0
     events: Callable[[], int] = lambda: 0
-    api_errors: Callable[[], Iterable[ErrorCounts]] = lambda: ()
+    clients: Callable[[], Iterable[ClientCounts]] = lambda: ()
     shared_watches: Callable[[], Mapping[str, int]] = dict  # by scope: namespace, cluster
 
 
@@ -325,7 +341,15 @@ class Metrics:
         self.registry.register(_WatchCollector(readings.shared_watches))
         self.workload_series = None if workloads is None else WorkloadSeries(workloads, is_leader)
         self.per_workload = workloads is not None
-        self.registry.register(APIErrors("zeroscaler_api_errors", readings.api_errors))
+        clients = readings.clients
+        self.registry.register(
+            APIErrors("zeroscaler_api_errors", lambda: [c.errors for c in clients()])
+        )
+        self.registry.register(
+            APIThrottled(
+                "zeroscaler_api_throttled_responses", lambda: [c.throttled for c in clients()]
+            )
+        )
         self.watch_events = Counter(
             "zeroscaler_watch_events_total",
             "Watch events received on shared watches, by resource",
@@ -363,11 +387,6 @@ class Metrics:
             "Whether a workload's ServiceAccount may watch a type, by source: rbac (granted by "
             "the RBAC watched), review (a SubjectAccessReview asked), cache (a review remembered)",
             ["source"],
-            registry=self.registry,
-        )
-        self.throttled = Counter(
-            "zeroscaler_api_throttled_responses",
-            "API answers of 429 Too Many Requests, each sent again after its Retry-After",
             registry=self.registry,
         )
         self.dry_run_decisions = Counter(

@@ -17,7 +17,7 @@ from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.workload import EPOCH, Workload
 from zeroscaler.controller.workload_object import trim_workload
 from zeroscaler.runtime.clock import LoopClock
-from zeroscaler.runtime.collectors import APIErrors
+from zeroscaler.runtime.collectors import APIErrors, APIThrottled
 from zeroscaler.webhook.app import create_app
 from zeroscaler.webhook.settings import WebhookSettings
 from zeroscaler.webhook.state import StaticSource
@@ -79,4 +79,6 @@ def _declared_labels(registry: CollectorRegistry) -> dict[str, tuple[str, ...]]:
             labels[collector._name] = tuple(collector._labelnames)
         elif isinstance(collector, APIErrors):
             labels[collector.name] = APIErrors.LABELS
+        elif isinstance(collector, APIThrottled):
+            labels[collector.name] = ()
     return labels

@@ -135,17 +135,6 @@ def callbacks_set_on_others(source: str) -> list[str]:
     return found
 
 
-# Each callback still set after its object is built, and why.
-CALLBACKS_SET_LATER = {
-    (
-        "controller/assembly.py",
-        "client.on_throttled = metrics.throttled.inc",
-    ): "the API clients are built before the controller whose metrics count their 429s",
-    (
-        "zeroscaler/api/transport.py",
-        "other.on_throttled = lambda: None",
-    ): "a client's copy of itself, made by its own class, starts with no listener",
-}
 MODULES = product_modules()
 
 
@@ -177,8 +166,7 @@ def test_no_callback_is_set_after_its_object_is_built_but_those_named() -> None:
         for module in MODULES
         for line in callbacks_set_on_others((REPO / module).read_text())
     }
-    assert sorted(found - CALLBACKS_SET_LATER.keys()) == []
-    assert sorted(CALLBACKS_SET_LATER.keys() - found) == []
+    assert sorted(found) == [], "hand the callback to the constructor, or read it at the source"
 
 
 @pytest.mark.parametrize(

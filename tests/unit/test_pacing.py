@@ -152,14 +152,22 @@ def _kube(answers: list[int], *, retries: int = 10, concurrency: int = 4) -> tup
 
 async def test_a_429_is_sent_again_and_counted() -> None:
     kube, sent = _kube([429, 429, 200])
-    counted: list[int] = []
-    kube.on_throttled = lambda: counted.append(1)
     answer = await kube.patch("/apis/apps/v1/x/scale", {"spec": {"replicas": 1}})
     assert answer == {"kind": "Status"}
     assert sent == [429, 429, 200]
     assert kube.throttled == 2
-    assert len(counted) == 2
     assert kube.pacer.in_flight == 0
+
+
+async def test_a_watch_clients_429s_are_its_parents_and_a_components_are_its_own() -> None:
+    kube, sent = _kube([429, 200, 429, 200, 429, 200])
+    watcher, component = kube.dedicated(), kube.sharing()
+    await watcher.patch("/apis/apps/v1/x/scale", {"spec": {"replicas": 1}})
+    await kube.patch("/apis/apps/v1/x/scale", {"spec": {"replicas": 1}})
+    await component.patch("/apis/apps/v1/x/scale", {"spec": {"replicas": 1}})
+    assert sent == [429, 200] * 3
+    assert (kube.throttled, watcher.throttled, component.throttled) == (2, 2, 1)
+    await watcher.aclose()
 
 
 async def test_429s_past_the_retries_raise_transient() -> None:

@@ -106,6 +106,15 @@ class ClientLimits:
 DEFAULT_LIMITS = ClientLimits()
 
 
+class Tally:
+    """A count that copies of a client share: a watch client's 429s are its parent's too."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
 class Transport:
     """Paced requests over one pooled `httpx.AsyncClient` (`zeroscaler.core.pacing`): a 429 is
     sent again after its Retry-After, up to `retries` times, and holds back the requests behind
@@ -122,9 +131,8 @@ class Transport:
         self.access = access
         self.pacer = Pacer(concurrency=limits.max_connections, qps=limits.qps, burst=limits.burst)
         self.retries = limits.retries
-        self.throttled = 0  # 429 answers so far
+        self._throttles = Tally()  # 429 answers so far, shared with `dedicated` copies
         self.pages_ahead = 0  # list pages sent before the page before them was decoded
-        self.on_throttled: Callable[[], None] = lambda: None
         # Requests waiting for the pacer, one line per priority; the most urgent line goes first.
         self._waiting: tuple[deque[asyncio.Future[float]], ...] = tuple(deque() for _ in Priority)
         self._quiet = asyncio.Event()  # set when the last request in flight is answered
@@ -163,7 +171,7 @@ class Transport:
 
     def dedicated(self) -> Self:
         """Another client with one connection of its own (closed by `aclose`), sharing this
-        one's pacer, credentials, failed-request counts and `on_throttled`: for one long watch
+        one's pacer, credentials, failed-request counts and 429 count: for one long watch
         that also lists. A pool's upkeep walks every connection it holds at each request's start
         and end, so a thousand watches in one pool made each of a start's thousand lists walk a
         thousand connections (docs/scaling.md)."""
@@ -176,9 +184,13 @@ class Transport:
         requests and 429s: one per component of a process (closed with this one)."""
         other = copy.copy(self)
         other.errors = collections.Counter()
-        other.throttled = 0
-        other.on_throttled = lambda: None
+        other._throttles = Tally()
         return other
+
+    @property
+    def throttled(self) -> int:
+        """429 answers so far, its `dedicated` copies' included."""
+        return self._throttles.count
 
     async def aclose(self) -> None:
         await self.http.aclose()
@@ -269,8 +281,7 @@ class Transport:
                 return detached(resp)
             # Rejected before it was carried out (priority and fairness, max-requests-inflight),
             # so sending it again is safe, writes included.
-            self.throttled += 1
-            self.on_throttled()
+            self._throttles.count += 1
             self._release(parse_retry_after(resp.headers.get("Retry-After")))
             attempt += 1
             if attempt > self.retries:

@@ -66,6 +66,22 @@ class Forwarded(Collector):
                 yield family
 
 
+class APIThrottled(Collector):
+    """A counter of 429 answers, read at scrape time from the clients' own counts (each a count
+    its watch clients share)."""
+
+    def __init__(self, name: str, counts: Callable[[], Iterable[int]]) -> None:
+        self.name = name
+        self._counts = counts
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily(
+            self.name, "API answers of 429 Too Many Requests, each sent again after its Retry-After"
+        )
+        family.add_metric([], sum(self._counts()))
+        yield family
+
+
 class APIErrors(Collector):
     """A counter of failed API requests, read at scrape time from the clients' own tallies."""
 
