@@ -5,6 +5,7 @@ small typed value. Records of values (settings, memories, documents, rows) are n
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -104,35 +105,35 @@ def constructors(source: str) -> dict[str, list[str]]:
     return found
 
 
+def _attributes_set(source: str) -> Iterator[tuple[ast.Assign, ast.Attribute]]:
+    """Each assignment to an attribute, with the attribute it sets."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Attribute):
+                    yield node, target
+
+
+def _is_self(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id == "self"
+
+
 def assignments_into_parts(source: str) -> list[str]:
     """Lines that set an attribute of something held on `self` (`self.part.callback = ...`)."""
-    found = []
-    for node in ast.walk(ast.parse(source)):
-        targets = node.targets if isinstance(node, ast.Assign) else []
-        for target in targets:
-            if (
-                isinstance(target, ast.Attribute)
-                and isinstance(target.value, ast.Attribute)
-                and isinstance(target.value.value, ast.Name)
-                and target.value.value.id == "self"
-            ):
-                found.append(ast.unparse(node))
-    return found
+    return [
+        ast.unparse(node)
+        for node, target in _attributes_set(source)
+        if isinstance(target.value, ast.Attribute) and _is_self(target.value.value)
+    ]
 
 
 def callbacks_set_on_others(source: str) -> list[str]:
     """Lines that set a callback (`on_...`) of an object other than `self`."""
-    found = []
-    for node in ast.walk(ast.parse(source)):
-        targets = node.targets if isinstance(node, ast.Assign) else []
-        for target in targets:
-            if (
-                isinstance(target, ast.Attribute)
-                and target.attr.startswith("on_")
-                and not (isinstance(target.value, ast.Name) and target.value.id == "self")
-            ):
-                found.append(ast.unparse(node))
-    return found
+    return [
+        ast.unparse(node)
+        for node, target in _attributes_set(source)
+        if target.attr.startswith("on_") and not _is_self(target.value)
+    ]
 
 
 MODULES = product_modules()

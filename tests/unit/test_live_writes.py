@@ -15,7 +15,7 @@ from zeroscaler.controller.context import Context
 from zeroscaler.controller.metrics import Metrics
 from zeroscaler.controller.queue import WakeGate
 from zeroscaler.controller.reporting import Reporter
-from zeroscaler.controller.scaling import BeforeSleep, Outcomes, Scaling, ScalingShare
+from zeroscaler.controller.scaling import BeforeSleep, FollowUp, Outcomes, Scaling, ScalingShare
 from zeroscaler.controller.workload import Workload, WorkloadKey
 from zeroscaler.controller.workload_object import trim_workload
 from zeroscaler.core.annotations import STATE
@@ -73,14 +73,19 @@ def share(w: Workload) -> ScalingShare:
     return ScalingShare(w.key, w, w.scaling, w.idle, w.watch, w.report)
 
 
-async def test_a_sleep_is_sent_on_the_version_it_was_decided_on_when_nothing_changed() -> None:
-    api = Api()
-    enqueued: list[WorkloadKey] = []
+async def decided_sleep(api: Api, enqueued: list[WorkloadKey]) -> tuple[Workload, FollowUp]:
+    """An awake workload whose sleep is decided: the sleep's write, left to run off the worker."""
     scaling = scaling_over(api, enqueued)
     w = awake()
     await scaling.act(share(w), SLEEP, NOW)
     sleep = scaling.take_follow_up(w.key)
     assert sleep is not None
+    return w, sleep
+
+
+async def test_a_sleep_is_sent_on_the_version_it_was_decided_on_when_nothing_changed() -> None:
+    api = Api()
+    w, sleep = await decided_sleep(api, [])
     await sleep
     [(path, body)] = api.sent
     assert path == PATH
@@ -93,11 +98,7 @@ async def test_a_sleep_is_sent_on_the_version_it_was_decided_on_when_nothing_cha
 async def test_a_sleep_is_called_off_by_a_version_seen_while_it_waited_its_turn() -> None:
     api = Api()
     enqueued: list[WorkloadKey] = []
-    scaling = scaling_over(api, enqueued)
-    w = awake()
-    await scaling.act(share(w), SLEEP, NOW)
-    sleep = scaling.take_follow_up(w.key)
-    assert sleep is not None
+    w, sleep = await decided_sleep(api, enqueued)
     w.obj = dataclasses.replace(w.obj, resource_version="11")  # as the change feed keeps it
     await sleep
     assert api.sent == []
